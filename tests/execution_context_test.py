@@ -1,0 +1,109 @@
+"""Proves that no TFF worker process outlives a process that used `execution_context.install()`."""
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from absl.testing import absltest
+
+# A child process that runs one federated computation, prints the pids of its TFF workers and then either exits
+# or waits to be killed. argv[1]: 'install' or 'plain'; argv[2]: 'exit' or 'wait'.
+_CHILD = r'''
+import sys, time
+import numpy as np
+import tensorflow_federated as tff
+from utils import execution_context
+if sys.argv[1] == 'install':
+  execution_context.install()
+
+@tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+def mean(x):
+  return tff.federated_mean(x)
+
+assert mean([1.0, 3.0]) == 2.0
+print(' '.join(map(str, execution_context.worker_pids())), flush=True)
+if sys.argv[2] == 'wait':
+  time.sleep(600)
+'''
+
+
+def _is_running(pid: int) -> bool:
+  """True if `pid` exists and is not a zombie."""
+  try:
+    with open(f'/proc/{pid}/stat') as stat_file:
+      return stat_file.read().rsplit(')', 1)[1].split()[0] != 'Z'
+  except OSError:
+    return False
+
+
+def _wait_until_gone(pids, timeout_seconds=10.0) -> bool:
+  deadline = time.monotonic() + timeout_seconds
+  while time.monotonic() < deadline:
+    if not any(_is_running(pid) for pid in pids):
+      return True
+    time.sleep(0.05)
+  return False
+
+
+class ExecutionContextTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    # Orphaned workers get re-parented to this process (not to init), so the control test can reap what it kills.
+    pr_set_child_subreaper = 36
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+
+  def _start_child(self, mode: str, ending: str) -> tuple[subprocess.Popen, list[int]]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+    # The worker inherits stdout; reading one line (not to EOF) avoids waiting on it.
+    child = subprocess.Popen([sys.executable, '-c', _CHILD, mode, ending], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+    pids = [int(pid) for pid in child.stdout.readline().split()]
+    self.assertNotEmpty(pids, 'the child ran a computation, so TFF must have started a worker')
+    return child, pids
+
+  def _kill(self, pids):
+    for pid in pids:
+      try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+      except (ProcessLookupError, ChildProcessError):
+        pass
+
+  def test_worker_outlives_python_without_install(self):
+    # The control: shows the problem is real, so the tests below can fail.
+    child, pids = self._start_child('plain', 'exit')
+    child.wait(timeout=60)
+    try:
+      self.assertFalse(_wait_until_gone(pids, timeout_seconds=2.0))
+    finally:
+      self._kill(pids)
+      child.stdout.close()
+
+  def test_no_worker_remains_after_normal_exit(self):
+    child, pids = self._start_child('install', 'exit')
+    self.assertEqual(child.wait(timeout=60), 0)
+    try:
+      self.assertTrue(_wait_until_gone(pids))
+      self.assertEqual(child.stdout.read(), '')  # EOF: no process holds the pipe any more.
+    finally:
+      self._kill(pids)
+      child.stdout.close()
+
+  def test_no_worker_remains_after_sigterm(self):
+    child, pids = self._start_child('install', 'wait')
+    child.send_signal(signal.SIGTERM)
+    self.assertEqual(child.wait(timeout=60), 128 + signal.SIGTERM)
+    try:
+      self.assertTrue(_wait_until_gone(pids))
+    finally:
+      self._kill(pids)
+      child.stdout.close()
+
+
+if __name__ == '__main__':
+  absltest.main()

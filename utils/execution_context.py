@@ -1,0 +1,102 @@
+"""The one way every entry point sets up TFF's execution context and tears it down.
+
+TFF 0.87 executes computations in a C++ `worker_binary` that its Python side starts as a child process on first
+use. TFF never stops that child: it outlives the Python process, keeps the parent's stdout and stderr open (so
+`python x.py | tail` never returns) and holds a port. `install()` sets TFF's synchronous local C++ context and
+registers `shutdown()` to run when the process exits normally, on Ctrl-C, or on SIGTERM/SIGHUP (what Bazel and CI send on
+a timeout). `shutdown()` ends every `worker_binary` that is a child of this process, first politely (SIGINT, as TFF
+itself does), then with SIGKILL.
+
+Binaries call `install()` at the start of `main`; tests call it before `tf.test.main()`, and benchmarks do the same. A process killed with SIGKILL cannot run any cleanup; that case is not covered.
+"""
+
+import atexit
+import os
+import signal
+import time
+from typing import Optional
+
+import tensorflow_federated as tff
+
+_WORKER_NAME = 'worker_binary'
+_installed = False
+
+
+def _child_pids(parent_pid: int) -> list[int]:
+  """Pids of the live processes whose parent is `parent_pid`, read from /proc."""
+  children = []
+  for entry in os.listdir('/proc'):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f'/proc/{entry}/stat', 'rb') as stat_file:
+        stat = stat_file.read().decode(errors='replace')
+    except OSError:
+      continue
+    # The command name is in parentheses and may contain spaces; the ppid is the second field after it.
+    fields = stat[stat.rfind(')') + 2:].split()
+    if int(fields[1]) == parent_pid:
+      children.append(int(entry))
+  return children
+
+
+def _is_worker(pid: int) -> bool:
+  try:
+    with open(f'/proc/{pid}/cmdline', 'rb') as cmdline_file:
+      return _WORKER_NAME.encode() in cmdline_file.read()
+  except OSError:
+    return False
+
+
+def worker_pids(parent_pid: Optional[int] = None) -> list[int]:
+  """Pids of the TFF worker processes started by `parent_pid` (default: this process)."""
+  parent_pid = os.getpid() if parent_pid is None else parent_pid
+  return [pid for pid in _child_pids(parent_pid) if _is_worker(pid)]
+
+
+def _wait_for_exit(pid: int, timeout_seconds: float) -> bool:
+  deadline = time.monotonic() + timeout_seconds
+  while time.monotonic() < deadline:
+    try:
+      finished, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+      return True  # Already reaped.
+    if finished == pid:
+      return True
+    time.sleep(0.02)
+  return False
+
+
+def shutdown() -> None:
+  """Ends every TFF worker process started by this process."""
+  for pid in worker_pids():
+    try:
+      os.kill(pid, signal.SIGINT)
+      if not _wait_for_exit(pid, timeout_seconds=5.0):
+        os.kill(pid, signal.SIGKILL)
+        _wait_for_exit(pid, timeout_seconds=5.0)
+    except ProcessLookupError:
+      pass
+
+
+def _shutdown_and_exit(signum, frame):
+  del frame  # Unused.
+  shutdown()
+  raise SystemExit(128 + signum)  # Runs `finally` blocks; the exit status says which signal ended the run.
+
+
+def install() -> None:
+  """Sets TFF's sync local C++ execution context and guarantees its worker ends with this process.
+
+  Idempotent. Computations run in a single worker that this process owns.
+  """
+  global _installed
+  if _installed:
+    return
+  tff.backends.native.set_sync_local_cpp_execution_context()
+  atexit.register(shutdown)
+  # SIGINT already raises KeyboardInterrupt, after which atexit runs.
+  for signum in (signal.SIGTERM, signal.SIGHUP):
+    if signal.getsignal(signum) == signal.SIG_DFL:
+      signal.signal(signum, _shutdown_and_exit)
+  _installed = True
