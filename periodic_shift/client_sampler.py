@@ -53,7 +53,7 @@ def day_night_probabilities(day_probability_fn: Callable[[int], float]) -> ModeP
   return mode_probabilities
 
 
-def _derived_seed(seed: int, *salt: int) -> int:
+def derived_seed(seed: int, *salt: int) -> int:
   """A 31-bit seed derived from `seed` and `salt` (independent streams for one user seed)."""
   return int(np.random.SeedSequence([seed, *salt]).generate_state(1)[0] >> 1)
 
@@ -85,7 +85,7 @@ class RoundSampler:
     self._mode_probabilities_fn = mode_probabilities_fn
     self._seed = seed
     self._mode_samplers = [
-        tff.simulation.build_uniform_sampling_fn(ids, replace=False, random_seed=_derived_seed(seed, mode + 1))
+        tff.simulation.build_uniform_sampling_fn(ids, replace=False, random_seed=derived_seed(seed, mode + 1))
         for mode, ids in enumerate(self._mode_client_ids)
     ]
 

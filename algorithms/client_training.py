@@ -1,0 +1,69 @@
+"""Local training on one client: the loop every method's client work runs.
+
+`build_train_fn(model, optimizer, objective)(initial_weights, dataset)` assigns the broadcast weights to the client's Keras
+model, runs one optimizer step per batch on `objective(model_outputs, batch).loss` with a TFF optimizer
+(`tff.learning.optimizers`), and returns the model update in TFF's convention, update = initial - trained (the
+finalizer treats the aggregated update as a gradient), with the number of examples trained on and the metric sums.
+A client whose update is not finite sends zeros with weight 0, as TFF's own client work does.
+"""
+
+from typing import Callable, NamedTuple
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import objectives
+
+Objective = Callable[[dict, dict], objectives.BatchResult]
+
+
+class TrainingOutput(NamedTuple):
+  """update: ModelWeights.trainable structure; num_examples: float32; metrics: OrderedDict of float32 sums."""
+  update: object
+  num_examples: tf.Tensor
+  metrics: dict
+
+
+def metric_sums(result: objectives.BatchResult) -> dict:
+  return dict(loss_sum=result.loss_sum, num_correct=result.num_correct, num_examples=result.num_examples)
+
+
+def zero_metric_sums() -> dict:
+  return dict(loss_sum=tf.constant(0.0), num_correct=tf.constant(0.0), num_examples=tf.constant(0.0))
+
+
+def build_train_fn(model: tf.keras.Model, optimizer: tff.learning.optimizers.Optimizer,
+                   objective: Objective) -> Callable[[tff.learning.models.ModelWeights, tf.data.Dataset],
+                                                     TrainingOutput]:
+  """Returns a `tf.function` (initial_weights, dataset) -> TrainingOutput that trains `model` locally.
+
+  Build it inside a `tff.tensorflow.computation`. The function closes over the model's variables (passing the
+  model as an argument would make the function see copies), and its automatic control dependencies order the
+  variable reads after training.
+  """
+  weights = tff.learning.models.ModelWeights.from_model(model)
+  trainable = tuple(weights.trainable)
+  specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
+
+  def step(state, batch):
+    optimizer_state, sums = state
+    with tf.GradientTape() as tape:
+      result = objective(model(batch['x'], training=True), batch)
+    gradients = tape.gradient(result.loss, trainable)
+    optimizer_state, updated = optimizer.next(optimizer_state, trainable, gradients)
+    for variable, value in zip(trainable, updated):
+      variable.assign(value)
+    sums = tf.nest.map_structure(tf.add, sums, metric_sums(result))
+    return optimizer_state, sums
+
+  @tf.function
+  def train(initial_weights, dataset):
+    tf.nest.map_structure(lambda variable, value: variable.assign(value), weights, initial_weights)
+    _, sums = dataset.reduce((optimizer.initialize(specs), zero_metric_sums()), step)
+    update = tf.nest.map_structure(tf.subtract, tuple(initial_weights.trainable), trainable)
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
+    update = tf.nest.map_structure(lambda u: tf.where(finite, u, tf.zeros_like(u)), update)
+    num_examples = tf.where(finite, sums['num_examples'], 0.0)
+    return TrainingOutput(update=list(update), num_examples=num_examples, metrics=sums)
+
+  return train

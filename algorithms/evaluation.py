@@ -1,0 +1,52 @@
+"""Centralized test evaluation of a multi-branch model, per mode and over all modes.
+
+Test data is centralized (as in the paper), so evaluation runs in plain TensorFlow outside TFF. A method supplies
+the per-batch `objective` that turns model outputs into predictions (Vanilla: the mean of the branches; clustering
+methods: the branch their clustering model selects). Accuracy over all modes pools the per-mode sums, so it is
+the accuracy on the union test set.
+"""
+
+from typing import Callable
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import client_training
+from algorithms import objectives
+
+Objective = Callable[[dict, dict], objectives.BatchResult]
+
+
+class Evaluator:
+  """Evaluates model weights on a task's per-mode test sets."""
+
+  def __init__(self, model: tf.keras.Model, test_datasets: dict[str, tf.data.Dataset]):
+    """`test_datasets`: mode name -> batched test dataset (`tasks.task.Task.test_dataset`)."""
+    self._model = model
+    self._weights = tff.learning.models.ModelWeights.from_model(model)
+    self._test_datasets = test_datasets
+    self._evaluate_sums = tf.function(self._sums)
+
+  def _sums(self, dataset: tf.data.Dataset, objective: Objective) -> dict:
+
+    def step(sums, batch):
+      result = objective(self._model(batch['x'], training=False), batch)
+      return tf.nest.map_structure(tf.add, sums, client_training.metric_sums(result))
+
+    return dataset.reduce(client_training.zero_metric_sums(), step)
+
+  def evaluate(self, weights: tff.learning.models.ModelWeights, objective: Objective) -> dict[str, float]:
+    """Returns test_loss, test_accuracy and test_<mode>_{loss,accuracy} for every mode."""
+    tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
+    metrics, total = {}, None
+    for name, dataset in self._test_datasets.items():
+      sums = {key: float(value) for key, value in self._evaluate_sums(dataset, objective).items()}
+      metrics.update(_finalize(sums, prefix=f'test_{name}_'))
+      total = sums if total is None else {key: total[key] + sums[key] for key in sums}
+    metrics.update(_finalize(total, prefix='test_'))
+    return metrics
+
+
+def _finalize(sums: dict, prefix: str) -> dict[str, float]:
+  count = max(sums['num_examples'], 1.0)
+  return {f'{prefix}loss': sums['loss_sum'] / count, f'{prefix}accuracy': sums['num_correct'] / count}

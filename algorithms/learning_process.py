@@ -1,0 +1,65 @@
+"""Composes a method's client work with TFF's broadcast, aggregator and FedAdam finalizer.
+
+Every method in the suite is a `tff.learning.templates.LearningProcess` made of four typed pieces
+(`tff.learning.templates.compose_learning_process`):
+
+  broadcast    `tff.learning.templates.build_broadcast_process` of the model weights;
+  client work  the method's own `ClientWorkProcess`: its server state holds whatever the method adds to the model
+               (clustering model, temporal-prior state), which it broadcasts, updates and reports itself;
+  aggregator   `tff.aggregators.MeanFactory`, the example-weighted mean of the clients' model updates;
+  finalizer    `tff.learning.templates.build_apply_optimizer_finalizer` with `tff.learning.optimizers.build_adam`
+               (FedAdam, Reddi et al., 2021).
+"""
+
+from typing import Callable
+
+import numpy as np
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+ModelFn = Callable[[], tf.keras.Model]
+
+
+def model_weights_type(model_fn: ModelFn) -> tff.types.StructWithPythonType:
+  """The TFF type of `tff.learning.models.ModelWeights` of the Keras model built by `model_fn`."""
+  with tf.Graph().as_default():
+    weights = tff.learning.models.ModelWeights.from_model(model_fn())
+    specs = tf.nest.map_structure(lambda v: tf.TensorSpec(v.shape, v.dtype), weights)
+  return tff.types.tensorflow_to_type(specs)
+
+
+def initial_weights(model_fn: ModelFn, seed: int) -> tff.learning.models.ModelWeights:
+  """Model weights of a freshly built model, initialized reproducibly from `seed` (numpy arrays)."""
+  tf.keras.utils.set_random_seed(seed)
+  weights = tff.learning.models.ModelWeights.from_model(model_fn())
+  return tf.nest.map_structure(lambda v: v.numpy(), weights)
+
+
+def build_fedadam_finalizer(server_learning_rate: float, server_adam_epsilon: float,
+                            weights_type: tff.types.StructWithPythonType) -> tff.learning.templates.FinalizerProcess:
+  adam = tff.learning.optimizers.build_adam(learning_rate=server_learning_rate, epsilon=server_adam_epsilon)
+  return tff.learning.templates.build_apply_optimizer_finalizer(adam, weights_type)
+
+
+def compose(model_fn: ModelFn, client_work: tff.learning.templates.ClientWorkProcess,
+            server_learning_rate: float, server_adam_epsilon: float) -> tff.learning.templates.LearningProcess:
+  """broadcast + `client_work` + example-weighted mean + FedAdam, as one learning process.
+
+  The initial weights of the returned process come from `model_fn`'s initializers in TF graph mode; callers that
+  need a seeded initialization replace them with `process.set_model_weights(state, initial_weights(...))`.
+  """
+  weights_type = model_weights_type(model_fn)
+
+  @tff.tensorflow.computation
+  def initial_model_weights_fn():
+    return tff.learning.models.ModelWeights.from_model(model_fn())
+
+  update_type = client_work.next.type_signature.result.result.member.update
+  aggregator = tff.aggregators.MeanFactory().create(update_type, tff.TensorType(np.float32))
+  return tff.learning.templates.compose_learning_process(
+      initial_model_weights_fn,
+      tff.learning.templates.build_broadcast_process(weights_type),
+      client_work,
+      aggregator,
+      build_fedadam_finalizer(server_learning_rate, server_adam_epsilon, weights_type))

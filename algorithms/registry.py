@@ -1,0 +1,63 @@
+"""Methods by name: each builds a learning process and a test evaluation for a task.
+
+An `Algorithm` is what the training loop needs from a method:
+  process:    the `tff.learning.templates.LearningProcess` (broadcast + client work + aggregator + finalizer);
+  evaluate:   learning-process state -> test metrics (`test_accuracy`, `test_<mode>_accuracy`, ...);
+  shift_free: True for methods defined by training without distribution shift (No-Dist-Shift), whose clients the
+              training loop draws with the `none` shift whatever `--shift_fn` says.
+"""
+
+import dataclasses
+from typing import Callable, NamedTuple
+
+import tensorflow_federated as tff
+
+from algorithms import evaluation
+from algorithms import objectives
+from algorithms import vanilla
+from tasks import task as task_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparameters:
+  client_learning_rate: float
+  server_learning_rate: float
+  server_adam_epsilon: float
+  num_branches: int = 2
+
+
+class Algorithm(NamedTuple):
+  process: tff.learning.templates.LearningProcess
+  evaluate: Callable[[object], dict]
+  shift_free: bool
+
+
+def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
+                   shift_free: bool) -> Algorithm:
+  model_fn = lambda: task.model_fn(hparams.num_branches)
+  process = vanilla.build_process(model_fn, element_spec, hparams.client_learning_rate,
+                                  hparams.server_learning_rate, hparams.server_adam_epsilon)
+
+  def evaluate(state):
+    return evaluator.evaluate(process.get_model_weights(state), objectives.averaged_branches)
+
+  return Algorithm(process, evaluate, shift_free)
+
+
+_BUILDERS = {
+    'vanilla': lambda *args: _build_vanilla(*args, shift_free=False),
+    'nds': lambda *args: _build_vanilla(*args, shift_free=True),
+}
+ALGORITHMS = tuple(_BUILDERS)
+
+
+def validate(name: str) -> None:
+  if name not in _BUILDERS:
+    raise ValueError(f'algorithm must be one of {", ".join(ALGORITHMS)}; got {name!r}.')
+
+
+def build(name: str, task: task_lib.Task, element_spec, hparams: Hyperparameters,
+          evaluator: evaluation.Evaluator) -> Algorithm:
+  """Builds the method `name` for `task`; `element_spec` is the spec of a preprocessed client batch."""
+  validate(name)
+  return _BUILDERS[name](task, element_spec, hparams, evaluator)

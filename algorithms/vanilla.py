@@ -1,0 +1,64 @@
+"""Vanilla and No-Dist-Shift: FedAdam on the multi-branch network, predicting with the mean of its branches.
+
+Section 4 "Baselines": "For the baseline without any branch selection technique, we train the same multi-branch
+network by taking the averaged output from both branches for prediction." Vanilla trains under the periodic shift;
+No-Dist-Shift (`nds`) is the same algorithm fed by the no-shift sampler (see `algorithms.registry`). With a
+single-branch model (K = 1) these are the Appendix A.8 baselines.
+
+The client work has no state; it reports the train loss and accuracy, aggregated with `federated_sum`.
+"""
+
+import collections
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import client_training
+from algorithms import learning_process
+from algorithms import objectives
+
+
+def finalize_train_metrics(sums) -> collections.OrderedDict:
+  """Loss and accuracy from summed metrics (`client_training.metric_sums`)."""
+  count = tf.maximum(sums['num_examples'], 1.0)
+  return collections.OrderedDict(train_loss=sums['loss_sum'] / count, train_accuracy=sums['num_correct'] / count,
+                                 train_examples=sums['num_examples'])
+
+
+def build_client_work(model_fn: learning_process.ModelFn, client_optimizer: tff.learning.optimizers.Optimizer,
+                      element_spec) -> tff.learning.templates.ClientWorkProcess:
+  """Local training on the averaged-branch objective; reports (update, |D_i|) and train metrics."""
+  weights_type = learning_process.model_weights_type(model_fn)
+  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+
+  @tff.tensorflow.computation(weights_type, data_type)
+  def client_update(weights, dataset):
+    train = client_training.build_train_fn(model_fn(), client_optimizer, objectives.averaged_branches)
+    output = train(weights, dataset)
+    return tff.learning.templates.ClientResult(update=output.update, update_weight=output.num_examples), \
+        output.metrics
+
+  metrics_type = client_update.type_signature.result[1]
+
+  @tff.tensorflow.computation(metrics_type)
+  def finalize(sums):
+    return finalize_train_metrics(sums)
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value((), tff.SERVER)
+
+  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, client_data):
+    result, metrics = tff.federated_map(client_update, (weights, client_data))
+    measurements = tff.federated_map(finalize, tff.federated_sum(metrics))
+    return tff.templates.MeasuredProcessOutput(state, result, measurements)
+
+  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+
+
+def build_process(model_fn: learning_process.ModelFn, element_spec, client_learning_rate: float,
+                  server_learning_rate: float, server_adam_epsilon: float) -> tff.learning.templates.LearningProcess:
+  client_work = build_client_work(model_fn, tff.learning.optimizers.build_sgdm(client_learning_rate), element_spec)
+  return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)

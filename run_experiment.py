@@ -1,0 +1,169 @@
+"""Runs one federated simulation under periodic distribution shift.
+
+    bazel run //:run_experiment -- --task=synthetic --algorithm=vanilla --shift_fn=linear --shift_p=4
+
+Writes to <root_output_dir>/<experiment_name>/: metrics.csv, tensorboard/, checkpoints/ (see
+`experiment.training_loop`) and summary.json (the flags, population sizes, parameter counts, final metrics).
+Rerunning the same command after an interruption resumes after the last checkpoint.
+
+Hyperparameter flags left unset take the task's defaults (Table 2 for the paper's tasks). Invalid flag values end
+the run with one line on stderr and exit status 2, before any data is loaded or model built.
+"""
+
+import json
+import os
+import sys
+import time
+
+from absl import app
+from absl import flags
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import evaluation
+from algorithms import learning_process
+from algorithms import registry as algorithms
+from experiment import training_loop
+from models import multi_branch
+from periodic_shift import client_sampler
+from periodic_shift import day_probability
+from tasks import registry as tasks
+from utils import execution_context
+
+_TASK = flags.DEFINE_string('task', 'synthetic', f'One of {", ".join(tasks.TASKS)}.')
+_ALGORITHM = flags.DEFINE_string('algorithm', 'vanilla', f'One of {", ".join(algorithms.ALGORITHMS)}.')
+_SHIFT_FN = flags.DEFINE_string('shift_fn', 'linear', f'q(t): one of {", ".join(day_probability.SHIFT_FUNCTIONS)}.')
+_SHIFT_P = flags.DEFINE_float('shift_p', 1.0, 'Exponent p of q(t) (Eq. 3), > 0.')
+_PERIOD = flags.DEFINE_integer('period', None, 'Period T in rounds (>= 2). Default: the task\'s.')
+_TOTAL_ROUNDS = flags.DEFINE_integer('total_rounds', None, 'Training rounds. Default: the task\'s.')
+_CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', None, 'm. Default: the task\'s.')
+_CLIENT_EPOCHS = flags.DEFINE_integer('client_epochs', 1, 'Local epochs per round.')
+_CLIENT_BATCH_SIZE = flags.DEFINE_integer('client_batch_size', None, 'Local batch size. Default: the task\'s.')
+_MAX_ELEMENTS = flags.DEFINE_integer('max_elements_per_client', None, 'Cap on local examples per round.')
+_CLIENT_LR = flags.DEFINE_float('client_learning_rate', None, 'Client SGD learning rate. Default: the task\'s.')
+_SERVER_LR = flags.DEFINE_float('server_learning_rate', None, 'Server Adam learning rate. Default: the task\'s.')
+_SERVER_EPSILON = flags.DEFINE_float('server_adam_epsilon', None, 'Server Adam epsilon. Default: the task\'s.')
+_NUM_BRANCHES = flags.DEFINE_integer('num_branches', 2, 'Branches K of the network (1 = single-branch).')
+_ROUNDS_PER_EVAL = flags.DEFINE_integer('rounds_per_eval', 8, 'Evaluate on the test sets every this many rounds.')
+_ROUNDS_PER_CHECKPOINT = flags.DEFINE_integer('rounds_per_checkpoint', 1, 'Checkpoint every this many rounds.')
+_EVAL_BATCH_SIZE = flags.DEFINE_integer('eval_batch_size', 64, 'Test batch size.')
+_SEED = flags.DEFINE_integer('seed', 0, 'Seeds data generation, model initialization, sampling and shuffling.')
+_ROOT_OUTPUT_DIR = flags.DEFINE_string('root_output_dir', '/tmp/periodic_shift', 'Where experiments are written.')
+_EXPERIMENT_NAME = flags.DEFINE_string('experiment_name', None,
+                                       'Sub-directory of the run. Default: made from the main flags.')
+_CACHE_DIR = flags.DEFINE_string('cache_dir', None, 'Directory holding TFF dataset files (real tasks).')
+
+_POSITIVE_INTEGERS = (_CLIENT_EPOCHS, _CLIENT_BATCH_SIZE, _TOTAL_ROUNDS, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
+                      _EVAL_BATCH_SIZE, _NUM_BRANCHES)
+_POSITIVE_FLOATS = (_CLIENT_LR, _SERVER_LR, _SERVER_EPSILON)
+
+
+def _resolved(flag, defaults):
+  return flag.value if flag.value is not None else defaults.get(flag.name)
+
+
+def _hyperparameters() -> dict:
+  """Flag values with the task's defaults filled in; raises ValueError on a bad value."""
+  tasks.validate(_TASK.value)
+  algorithms.validate(_ALGORITHM.value)
+  defaults = tasks.defaults(_TASK.value)
+  values = {flag.name: _resolved(flag, defaults) for flag in (
+      _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_BATCH_SIZE, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON)}
+  day_probability.validate(_SHIFT_FN.value, values['period'], _SHIFT_P.value)
+  for flag in _POSITIVE_INTEGERS + _POSITIVE_FLOATS:
+    value = values.get(flag.name, flag.value)
+    if value is None or not value > 0:
+      raise ValueError(f'--{flag.name} must be > 0; got {value}.')
+  if values['clients_per_round'] is None or values['clients_per_round'] < 1:
+    raise ValueError(f'--clients_per_round must be >= 1; got {values["clients_per_round"]}.')
+  if _MAX_ELEMENTS.value is not None and _MAX_ELEMENTS.value < 1:
+    raise ValueError(f'--max_elements_per_client must be >= 1 when set; got {_MAX_ELEMENTS.value}.')
+  return values
+
+
+def _output_dir(values: dict) -> str:
+  name = _EXPERIMENT_NAME.value or (
+      f'{_TASK.value}_{_ALGORITHM.value}_{_SHIFT_FN.value}_p{_SHIFT_P.value:g}_T{values["period"]}_s{_SEED.value}')
+  root = _ROOT_OUTPUT_DIR.value
+  if not os.path.isabs(root):  # Under `bazel run`, relative paths mean the user's working directory.
+    root = os.path.join(os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd()), root)
+  return os.path.join(root, name)
+
+
+def _write_json(path: str, value: dict) -> None:
+  temporary = path + '.tmp'
+  with open(temporary, 'w') as f:
+    json.dump(value, f, indent=2, sort_keys=True)
+  os.replace(temporary, path)
+
+
+def _fail(message: str) -> None:
+  print(f'run_experiment: error: {message}', file=sys.stderr)
+  sys.exit(2)
+
+
+def main(argv):
+  if len(argv) > 1:
+    _fail(f'unexpected arguments: {" ".join(argv[1:])}')
+  try:
+    values = _hyperparameters()
+  except ValueError as error:
+    _fail(str(error))
+  execution_context.install()
+  output_dir = _output_dir(values)
+  os.makedirs(output_dir, exist_ok=True)
+
+  try:
+    task = tasks.create(_TASK.value, _CACHE_DIR.value, _SEED.value)
+  except (ValueError, FileNotFoundError) as error:
+    _fail(str(error))
+  algorithm_is_shift_free = _ALGORITHM.value == 'nds'
+  shift_fn = 'none' if algorithm_is_shift_free else _SHIFT_FN.value
+  populations = task.mode_client_ids()
+  day_share = len(populations[client_sampler.DAY]) / sum(len(ids) for ids in populations)
+  q = day_probability.build_day_probability_fn(shift_fn, values['period'], _SHIFT_P.value, day_share)
+  try:
+    sampler = client_sampler.RoundSampler(populations, values['clients_per_round'],
+                                          client_sampler.day_night_probabilities(q), _SEED.value)
+  except ValueError as error:
+    _fail(f'--{error}')
+
+  client_spec = tff.simulation.baselines.ClientSpec(
+      num_epochs=_CLIENT_EPOCHS.value, batch_size=values['client_batch_size'],
+      max_elements=_MAX_ELEMENTS.value)
+  element_spec = task.client_dataset(client_sampler.DAY, populations[client_sampler.DAY][0], client_spec,
+                                     0).element_spec
+  model_fn = lambda: task.model_fn(_NUM_BRANCHES.value)
+  hparams = algorithms.Hyperparameters(
+      client_learning_rate=values['client_learning_rate'], server_learning_rate=values['server_learning_rate'],
+      server_adam_epsilon=values['server_adam_epsilon'], num_branches=_NUM_BRANCHES.value)
+  test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
+                   for mode, name in enumerate(task.mode_names)}
+  evaluator = evaluation.Evaluator(model_fn(), test_datasets)
+  algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator)
+
+  config = training_loop.LoopConfig(
+      total_rounds=values['total_rounds'], rounds_per_eval=_ROUNDS_PER_EVAL.value, client_spec=client_spec,
+      seed=_SEED.value, rounds_per_checkpoint=_ROUNDS_PER_CHECKPOINT.value)
+  started = time.monotonic()
+  final = training_loop.run(algorithm, task, sampler, learning_process.initial_weights(model_fn, _SEED.value),
+                            config, output_dir)
+  summary = {
+      'flags': {name: flags.FLAGS[name].value for name in flags.FLAGS if name in _FLAG_NAMES},
+      'resolved_hyperparameters': dict(values, shift_fn=shift_fn),
+      'population': task.population_summary(),
+      'parameters': multi_branch.parameter_counts(model_fn()),
+      'final_metrics': final,
+      'seconds_this_invocation': time.monotonic() - started,
+  }
+  _write_json(os.path.join(output_dir, 'summary.json'), summary)
+  print(f'Final test accuracy {final.get("test_accuracy", float("nan")):.4f}. Outputs: {output_dir}')
+
+
+_FLAG_NAMES = frozenset(flag.name for flag in (
+    _TASK, _ALGORITHM, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
+    _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
+    _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR))
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,33 @@
+"""Tasks by name, with their default hyperparameters (Table 2 for the paper's tasks)."""
+
+from typing import Callable, NamedTuple
+
+from tasks import synthetic
+from tasks import task as task_lib
+
+
+class _Entry(NamedTuple):
+  create: Callable[[str, int], task_lib.Task]  # (cache_dir, seed) -> Task
+  defaults: dict
+
+
+_TASKS = {
+    'synthetic': _Entry(lambda cache_dir, seed: synthetic.create_task(seed=seed), synthetic.DEFAULTS),
+}
+TASKS = tuple(_TASKS)
+
+
+def validate(name: str) -> None:
+  if name not in _TASKS:
+    raise ValueError(f'task must be one of {", ".join(TASKS)}; got {name!r}.')
+
+
+def defaults(name: str) -> dict:
+  """Default hyperparameters of task `name`, flag name -> value."""
+  validate(name)
+  return dict(_TASKS[name].defaults)
+
+
+def create(name: str, cache_dir: str, seed: int) -> task_lib.Task:
+  validate(name)
+  return _TASKS[name].create(cache_dir, seed)
