@@ -35,7 +35,7 @@ class Algorithm(NamedTuple):
 def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
                    shift_free: bool) -> Algorithm:
   model_fn = lambda: task.model_fn(hparams.num_branches)
-  process = vanilla.build_process(model_fn, element_spec, hparams.client_learning_rate,
+  process = vanilla.build_process(model_fn, task.batch_fn, element_spec, hparams.client_learning_rate,
                                   hparams.server_learning_rate, hparams.server_adam_epsilon)
 
   def evaluate(state):

@@ -16,6 +16,7 @@ import tensorflow_federated as tff
 from algorithms import client_training
 from algorithms import learning_process
 from algorithms import objectives
+from tasks import task as task_lib
 
 
 def finalize_train_metrics(sums) -> collections.OrderedDict:
@@ -25,16 +26,20 @@ def finalize_train_metrics(sums) -> collections.OrderedDict:
                                  train_examples=sums['num_examples'])
 
 
-def build_client_work(model_fn: learning_process.ModelFn, client_optimizer: tff.learning.optimizers.Optimizer,
+def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
+                      client_optimizer: tff.learning.optimizers.Optimizer,
                       element_spec) -> tff.learning.templates.ClientWorkProcess:
-  """Local training on the averaged-branch objective; reports (update, |D_i|) and train metrics."""
+  """Local training on the averaged-branch objective; reports (update, |D_i|) and train metrics.
+
+  `element_spec` is the spec of `tasks.task.preprocess_client` batches; `batch_fn` the task's.
+  """
   weights_type = learning_process.model_weights_type(model_fn)
   data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
 
   @tff.tensorflow.computation(weights_type, data_type)
   def client_update(weights, dataset):
     train = client_training.build_train_fn(model_fn(), client_optimizer, objectives.averaged_branches)
-    output = train(weights, dataset)
+    output = train(weights, task_lib.model_batches(dataset, batch_fn))
     return tff.learning.templates.ClientResult(update=output.update, update_weight=output.num_examples), \
         output.metrics
 
@@ -58,7 +63,9 @@ def build_client_work(model_fn: learning_process.ModelFn, client_optimizer: tff.
   return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
 
 
-def build_process(model_fn: learning_process.ModelFn, element_spec, client_learning_rate: float,
-                  server_learning_rate: float, server_adam_epsilon: float) -> tff.learning.templates.LearningProcess:
-  client_work = build_client_work(model_fn, tff.learning.optimizers.build_sgdm(client_learning_rate), element_spec)
+def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn, element_spec,
+                  client_learning_rate: float, server_learning_rate: float,
+                  server_adam_epsilon: float) -> tff.learning.templates.LearningProcess:
+  client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
+                                  element_spec)
   return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)

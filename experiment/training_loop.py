@@ -13,6 +13,7 @@ interrupted and resumed run produces the same metrics as an uninterrupted one.
 """
 
 import asyncio
+import csv
 import dataclasses
 import os
 import time
@@ -73,16 +74,38 @@ def _progress_line(round_num: int, total_rounds: int, row: dict, rounds_per_seco
   return line + f'  {rounds_per_second:.2f} rounds/s  left {int(left) // 60}m{int(left) % 60:02d}s'
 
 
+def read_metrics(output_dir: str) -> list[dict[str, float]]:
+  """The rows of metrics.csv as dicts of floats (empty cells left out)."""
+  with open(os.path.join(output_dir, 'metrics.csv')) as f:
+    return [{key: float(value) for key, value in row.items() if value != ''} for row in csv.DictReader(f)]
+
+
+def final_metrics(rows: list[dict[str, float]], window_rounds: int) -> dict[str, float]:
+  """The last evaluated row, and the mean of each test metric over the evaluations of the last `window_rounds`.
+
+  Under a periodic shift the test accuracy oscillates within a period, so the mean over the last period
+  (`<metric>_last_period_mean`) is the figure to compare methods by.
+  """
+  evaluated = [row for row in rows if 'test_accuracy' in row]
+  if not evaluated:
+    return {}
+  last = evaluated[-1]
+  window = [row for row in evaluated if row['round'] > last['round'] - window_rounds]
+  result = dict(last)
+  for key in (k for k in last if k.startswith('test_')):
+    result[f'{key}_last_period_mean'] = sum(row[key] for row in window) / len(window)
+  return result
+
+
 def run(algorithm: algorithms.Algorithm, task: task_lib.Task, sampler: client_sampler.RoundSampler,
-        initial_weights: tff.learning.models.ModelWeights, config: LoopConfig, output_dir: str) -> dict:
-  """Trains rounds 1..total_rounds (resuming after the last checkpoint); returns the last evaluated row."""
+        initial_weights: tff.learning.models.ModelWeights, config: LoopConfig, output_dir: str) -> None:
+  """Trains rounds 1..total_rounds, resuming after the last checkpoint."""
   outputs = _Outputs(output_dir)
   state = algorithm.process.set_model_weights(algorithm.process.initialize(), initial_weights)
   restored, last_round = outputs.load_latest(state)
   if restored is not None:
     state = restored
     print(f'Resuming after round {last_round} from {os.path.join(output_dir, "checkpoints")}', flush=True)
-  final_row = {}
   started, rounds_done = time.monotonic(), 0
   for round_num in range(last_round + 1, config.total_rounds + 1):
     round_started = time.monotonic()
@@ -99,7 +122,6 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, sampler: client_sa
     row.update({key: float(np.asarray(value)) for key, value in output.metrics['client_work'].items()})
     if round_num % config.rounds_per_eval == 0 or round_num == config.total_rounds:
       row.update(algorithm.evaluate(state))
-      final_row = dict(row, round=round_num)
     row['round_seconds'] = time.monotonic() - round_started
     outputs.release(row, round_num)
     if round_num % config.rounds_per_checkpoint == 0 or round_num == config.total_rounds:
@@ -107,4 +129,3 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, sampler: client_sa
     rounds_done += 1
     print(_progress_line(round_num, config.total_rounds, row, rounds_done / (time.monotonic() - started)),
           flush=True)
-  return final_row

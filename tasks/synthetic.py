@@ -1,20 +1,26 @@
 """`synthetic`: a two-mode federated classification task generated in-process from a seed (no download).
 
-Built to show, at a small scale, what the paper shows on EMNIST (digits vs characters):
+Built to show, at a small scale, the mechanisms the paper shows on EMNIST (digits vs characters):
 
 - Shared structure. Every example is rendered from a latent code z by one fixed random two-layer network
   R(z) = tanh(z A_1) A_2 (latent 16-d, input 64-d), so a feature extractor that learns to invert R helps both modes.
 - Label subsets. Day clients hold classes 0-9, night clients classes 10-19 (20-way output).
 - Confusable classes. Night class 10 + j has prototype rho * mu_j + sqrt(1 - rho^2) * nu_j, close to day class j
-  (rho = `night_prototype_correlation`); without knowing the mode a model confuses the pairs, as with 0/O or 1/l.
-- Different input distributions. Each mode adds its own style offset s_m to every input (plus a small per-client
-  jitter), so the modes are separable in input and feature space.
+  (rho = `night_prototype_correlation` = 0.95), as 0/O or 1/l are in EMNIST.
+- Different input distributions. Each mode adds its own small style offset s_m to every input, plus a per-client
+  jitter c_i.
+- Weak per-example, strong per-client mode evidence. With the defaults, a network trained centrally on all data
+  tells the mode of a single example about 80% of the time, so a single model confuses the class pairs (about 80%
+  test accuracy); pooled over 16 examples of one client the mode is identified about 99.6% of the time, and a
+  model told the mode reaches about 98%. This is the room the paper's methods use: a clustering model in feature
+  space that routes whole clients (or test batches) to mode-specific branches.
 - Non-IID clients of unequal sizes. A client's labels follow Dirichlet(`label_concentration`) over its mode's
   classes; its size is log-normal (median `median_client_size`, clipped to [10, 400]).
 
-  x = R(mu_y + noise_scale * e) + s_m + c_i + input_noise * e',   e ~ N(0, I_16), e' ~ N(0, I_64), c_i client jitter.
+  x = R(mu_y + noise_scale * e) + s_m + c_i + input_noise * e',   e ~ N(0, I_16), e' ~ N(0, I_64).
 
-Test data: `test_examples_per_mode` examples per mode, uniform over the mode's classes, from fresh clients.
+The figures above were measured with a centralized Adam-trained copy of the model (8 epochs, ~36k examples).
+Test data: `test_examples_per_mode` examples per mode, uniform over the mode's classes, from 50 fresh clients.
 The model is an MLP extractor (64 -> 64 -> 32, ReLU) with 20-way linear branches; the features are 32-d.
 Default hyperparameters (`DEFAULTS`) are chosen for this task, not taken from Table 2.
 """
@@ -53,12 +59,12 @@ class SyntheticConfig:
   num_night_clients: int = 360
   median_client_size: float = 60.0
   label_concentration: float = 1.0
-  night_prototype_correlation: float = 0.8
+  night_prototype_correlation: float = 0.95
   prototype_scale: float = 1.0
-  noise_scale: float = 0.35
-  style_scale: float = 0.5
+  noise_scale: float = 0.8
+  style_scale: float = 0.05
   client_style_jitter: float = 0.1
-  input_noise: float = 0.1
+  input_noise: float = 0.3
   test_examples_per_mode: int = 2000
 
 
@@ -124,4 +130,4 @@ def create_task(seed: int = 0, config: SyntheticConfig = SyntheticConfig()) -> t
     test_sizes.append(len(test['y']))
   return task_lib.Task(
       name='synthetic', train_data=train_data, client_sizes=client_sizes, test_data=test_data,
-      test_sizes=test_sizes, element_fn=lambda e: e, model_fn=create_model, num_classes=NUM_CLASSES)
+      test_sizes=test_sizes, batch_fn=lambda batch: batch, model_fn=create_model, num_classes=NUM_CLASSES)

@@ -9,22 +9,34 @@ import time
 
 from absl.testing import absltest
 
-# A child process that runs one federated computation, prints the pids of its TFF workers and then either exits
-# or waits to be killed. argv[1]: 'install' or 'plain'; argv[2]: 'exit' or 'wait'.
+# A child process that runs one federated computation, prints the pids of its child processes (the TFF worker)
+# and then either exits or waits to be killed. argv[1]: 'install' (uses the module) or 'plain' (does not import
+# it); argv[2]: 'exit' or 'wait'.
 _CHILD = r'''
-import sys, time
+import os, sys, time
 import numpy as np
 import tensorflow_federated as tff
-from utils import execution_context
 if sys.argv[1] == 'install':
+  from utils import execution_context
   execution_context.install()
+
+def child_pids():
+  pids = []
+  for entry in filter(str.isdigit, os.listdir('/proc')):
+    try:
+      with open(f'/proc/{entry}/stat') as f:
+        if int(f.read().rsplit(')', 1)[1].split()[1]) == os.getpid():
+          pids.append(int(entry))
+    except OSError:
+      pass
+  return pids
 
 @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
 def mean(x):
   return tff.federated_mean(x)
 
 assert mean([1.0, 3.0]) == 2.0
-print(' '.join(map(str, execution_context.worker_pids())), flush=True)
+print(' '.join(map(str, child_pids())), flush=True)
 if sys.argv[2] == 'wait':
   time.sleep(600)
 '''
@@ -61,7 +73,7 @@ class ExecutionContextTest(absltest.TestCase):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
     # The worker inherits stdout; reading one line (not to EOF) avoids waiting on it.
     child = subprocess.Popen([sys.executable, '-c', _CHILD, mode, ending], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True)
+                             stderr=subprocess.PIPE, text=True)
     pids = [int(pid) for pid in child.stdout.readline().split()]
     self.assertNotEmpty(pids, 'the child ran a computation, so TFF must have started a worker')
     return child, pids
@@ -83,6 +95,7 @@ class ExecutionContextTest(absltest.TestCase):
     finally:
       self._kill(pids)
       child.stdout.close()
+      child.stderr.close()
 
   def test_no_worker_remains_after_normal_exit(self):
     child, pids = self._start_child('install', 'exit')
@@ -90,9 +103,11 @@ class ExecutionContextTest(absltest.TestCase):
     try:
       self.assertTrue(_wait_until_gone(pids))
       self.assertEqual(child.stdout.read(), '')  # EOF: no process holds the pipe any more.
+      self.assertNotIn('Traceback', child.stderr.read())
     finally:
       self._kill(pids)
       child.stdout.close()
+      child.stderr.close()
 
   def test_no_worker_remains_after_sigterm(self):
     child, pids = self._start_child('install', 'wait')
@@ -103,6 +118,7 @@ class ExecutionContextTest(absltest.TestCase):
     finally:
       self._kill(pids)
       child.stdout.close()
+      child.stderr.close()
 
 
 if __name__ == '__main__':

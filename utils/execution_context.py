@@ -2,21 +2,28 @@
 
 TFF 0.87 executes computations in a C++ `worker_binary` that its Python side starts as a child process on first
 use. TFF never stops that child: it outlives the Python process, keeps the parent's stdout and stderr open (so
-`python x.py | tail` never returns) and holds a port. `install()` sets TFF's synchronous local C++ context and
-registers `shutdown()` to run when the process exits normally, on Ctrl-C, or on SIGTERM/SIGHUP (what Bazel and CI send on
-a timeout). `shutdown()` ends every `worker_binary` that is a child of this process, first politely (SIGINT, as TFF
-itself does), then with SIGKILL.
+`python x.py | tail` never returns) and holds a port; and the object that owns it, if it survives until the
+interpreter tears its modules down, prints a traceback on exit.
 
-Binaries call `install()` at the start of `main`; tests call it before `tf.test.main()`, and benchmarks do the same. A process killed with SIGKILL cannot run any cleanup; that case is not covered.
+Importing this module registers one exit handler that, while the interpreter is still whole, drops TFF's execution
+contexts (so TFF stops its own workers with SIGINT, as it intends) and then ends any `worker_binary` child that is
+left (SIGINT, then SIGKILL). `install()` sets TFF's synchronous local C++ context and turns SIGTERM and SIGHUP (what
+Bazel and CI send on a timeout) into a normal exit, so the handler runs then too; Ctrl-C already exits normally.
+
+Binaries call `install()` at the start of `main`; tests call it before `tf.test.main()`, and benchmarks do the
+same. A process killed with SIGKILL cannot run any cleanup; that case is not covered.
 """
 
 import atexit
+import gc
 import os
 import signal
 import time
 from typing import Optional
 
 import tensorflow_federated as tff
+# TFF exports `set_default_context` but not the no-default variant, which holds no executor.
+from tensorflow_federated.python.core.impl.context_stack import set_default_context as tff_default_context
 
 _WORKER_NAME = 'worker_binary'
 _installed = False
@@ -79,10 +86,19 @@ def shutdown() -> None:
       pass
 
 
-def _shutdown_and_exit(signum, frame):
-  del frame  # Unused.
+def _release_and_shutdown() -> None:
+  """Drops TFF's contexts (their workers stop with them), then ends any worker still running."""
+  tff_default_context.set_no_default_context()
+  gc.collect()
   shutdown()
-  raise SystemExit(128 + signum)  # Runs `finally` blocks; the exit status says which signal ended the run.
+
+
+atexit.register(_release_and_shutdown)
+
+
+def _exit_on_signal(signum, frame):
+  del frame  # Unused.
+  raise SystemExit(128 + signum)  # Runs `finally` blocks and the exit handler; the status names the signal.
 
 
 def install() -> None:
@@ -94,9 +110,7 @@ def install() -> None:
   if _installed:
     return
   tff.backends.native.set_sync_local_cpp_execution_context()
-  atexit.register(shutdown)
-  # SIGINT already raises KeyboardInterrupt, after which atexit runs.
   for signum in (signal.SIGTERM, signal.SIGHUP):
     if signal.getsignal(signum) == signal.SIG_DFL:
-      signal.signal(signum, _shutdown_and_exit)
+      signal.signal(signum, _exit_on_signal)
   _installed = True

@@ -1,0 +1,114 @@
+"""End-to-end tests of run_experiment.py as users run it: bad input, learning, outputs, interruption and resume."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+_BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
+_SMALL_RUN = ['--task=synthetic', '--clients_per_round=5', '--period=8', '--rounds_per_eval=4',
+              '--eval_batch_size=500']
+
+
+def _run(args, **kwargs):
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+  return subprocess.run([sys.executable, _BINARY, *args], env=env, capture_output=True, text=True, timeout=600,
+                        **kwargs)
+
+
+def _rows(output_dir):
+  with open(os.path.join(output_dir, 'metrics.csv')) as f:
+    return list(csv.DictReader(f))
+
+
+class BadInputTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('shift_p_zero', ['--shift_p=0'], 'shift_p must be > 0'),
+      ('period_one', ['--period=1'], 'period must be at least 2'),
+      ('no_clients', ['--clients_per_round=0'], 'clients_per_round must be >= 1'),
+      ('too_many_clients', ['--clients_per_round=301'], 'smallest mode population \\(300\\)'),
+      ('unknown_task', ['--task=mnist'], 'task must be one of synthetic'),
+      ('unknown_algorithm', ['--algorithm=fedfoo'], 'algorithm must be one of'),
+      ('unknown_shift', ['--shift_fn=sine'], 'shift_fn must be one of'),
+      ('client_lr', ['--client_learning_rate=0'], 'client_learning_rate must be > 0'),
+      ('server_lr', ['--server_learning_rate=-1'], 'server_learning_rate must be > 0'),
+  )
+  def test_one_line_and_exit_status_2(self, args, message):
+    output_dir = self.create_tempdir().full_path
+    result = _run(args + [f'--root_output_dir={output_dir}', '--experiment_name=bad'])
+    self.assertEqual(result.returncode, 2, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    self.assertLen(lines, 1, result.stderr)
+    self.assertStartsWith(lines[0], 'run_experiment: error: ')
+    self.assertRegex(lines[0], message)
+    self.assertFalse(os.path.exists(os.path.join(output_dir, 'bad', 'metrics.csv')))
+
+
+class EndToEndTest(absltest.TestCase):
+
+  def test_learns_and_writes_outputs(self):
+    root = self.create_tempdir().full_path
+    result = _run(_SMALL_RUN + ['--total_rounds=24', f'--root_output_dir={root}', '--experiment_name=e2e'])
+    self.assertEqual(result.returncode, 0, result.stderr)
+    output_dir = os.path.join(root, 'e2e')
+    rows = _rows(output_dir)
+    self.assertEqual([int(row['round']) for row in rows], list(range(1, 25)))
+    for column in ('q', 'day_fraction', 'train_loss', 'train_accuracy'):
+      self.assertNotEqual(rows[0][column], '')
+    evaluated = [row for row in rows if row['test_accuracy']]
+    self.assertEqual([int(row['round']) for row in evaluated], [4, 8, 12, 16, 20, 24])
+    self.assertNotEqual(evaluated[-1]['test_day_accuracy'], '')
+    self.assertNotEqual(evaluated[-1]['test_night_accuracy'], '')
+    # q(t) is the linear shift with T = 8: q(4) = 0, q(8) = 1.
+    self.assertEqual(float(rows[3]['q']), 0.0)
+    self.assertEqual(float(rows[7]['q']), 1.0)
+    with open(os.path.join(output_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    # 20 classes: chance is 0.05. Six times chance after 24 rounds of 5 clients.
+    self.assertGreater(summary['final_metrics']['test_accuracy'], 0.3)
+    self.assertEqual(summary['population']['day']['clients'], 300)
+    self.assertEqual(summary['parameters']['branch'], 32 * 20 + 20)
+    self.assertEqual(summary['flags']['clients_per_round'], 5)
+    self.assertNotEmpty(os.listdir(os.path.join(output_dir, 'tensorboard')))
+    self.assertIn('rounds/s', result.stdout)
+    self.assertIn(output_dir, result.stdout)
+
+  def test_interrupted_run_resumes_to_the_same_metrics(self):
+    root = self.create_tempdir().full_path
+    args = _SMALL_RUN + ['--total_rounds=12', '--rounds_per_checkpoint=2', f'--root_output_dir={root}']
+    uninterrupted = _run(args + ['--experiment_name=straight'])
+    self.assertEqual(uninterrupted.returncode, 0, uninterrupted.stderr)
+
+    interrupted_dir = os.path.join(root, 'resumed')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+    child = subprocess.Popen([sys.executable, _BINARY, *args, '--experiment_name=resumed'], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and child.poll() is None:
+      if os.path.exists(os.path.join(interrupted_dir, 'metrics.csv')) and len(_rows(interrupted_dir)) >= 5:
+        break
+      time.sleep(0.05)
+    child.send_signal(signal.SIGTERM)
+    self.assertEqual(child.wait(timeout=60), 128 + signal.SIGTERM)
+    self.assertLess(len(_rows(interrupted_dir)), 12)
+
+    resumed = _run(args + ['--experiment_name=resumed'])
+    self.assertEqual(resumed.returncode, 0, resumed.stderr)
+    self.assertIn('Resuming after round', resumed.stdout)
+    expected, actual = _rows(os.path.join(root, 'straight')), _rows(interrupted_dir)
+    self.assertEqual(len(actual), 12)
+    for expected_row, actual_row in zip(expected, actual):
+      for column, value in expected_row.items():
+        if column != 'round_seconds':
+          self.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
+
+
+if __name__ == '__main__':
+  absltest.main()

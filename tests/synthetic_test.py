@@ -1,0 +1,89 @@
+"""Tests the synthetic task: populations, label subsets, determinism, and the mode structure it is built for."""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks import synthetic
+
+
+def _all_examples(task, mode):
+  xs, ys = [], []
+  for client_id in task.mode_client_ids()[mode]:
+    data = list(task.train_data[mode].create_tf_dataset_for_client(client_id).batch(10_000))[0]
+    xs.append(data['x'].numpy())
+    ys.append(data['y'].numpy())
+  return np.concatenate(xs), np.concatenate(ys)
+
+
+class SyntheticTaskTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.task = synthetic.create_task(seed=3)
+
+  def test_populations(self):
+    summary = self.task.population_summary()
+    self.assertEqual(summary['day']['clients'], 300)
+    self.assertEqual(summary['night']['clients'], 360)
+    self.assertEqual(summary['day']['test_examples'], 2000)
+    sizes = np.array(list(self.task.client_sizes[0].values()))
+    self.assertGreaterEqual(sizes.min(), 10)
+    self.assertLessEqual(sizes.max(), 400)
+    self.assertGreater(sizes.std(), 10)  # Unequal client sizes.
+    self.assertEqual(summary['day']['train_examples'], sizes.sum())
+
+  def test_label_subsets(self):
+    _, day_labels = _all_examples(self.task, 0)
+    _, night_labels = _all_examples(self.task, 1)
+    self.assertEqual(set(day_labels), set(range(10)))
+    self.assertEqual(set(night_labels), set(range(10, 20)))
+
+  def test_same_seed_same_data_other_seed_other_data(self):
+    again = synthetic.create_task(seed=3)
+    other = synthetic.create_task(seed=4)
+    self.assertAllEqual(_all_examples(again, 0)[0], _all_examples(self.task, 0)[0])
+    self.assertNotAllClose(_all_examples(other, 0)[0][:10], _all_examples(self.task, 0)[0][:10])
+
+  def test_modes_differ_in_input_distribution_but_overlap_per_example(self):
+    day_x, _ = _all_examples(self.task, 0)
+    night_x, _ = _all_examples(self.task, 1)
+    # Nearest-mean classification of single examples by mode is well above chance but far from perfect ...
+    day_mean, night_mean = day_x.mean(0), night_x.mean(0)
+    direction = day_mean - night_mean
+    threshold = direction @ (day_mean + night_mean) / 2
+    single = np.mean(np.concatenate([day_x @ direction > threshold, night_x @ direction <= threshold]))
+    self.assertBetween(single, 0.6, 0.97)
+    # ... while the mean of 20 examples of one mode is far more often on the right side.
+    rng = np.random.default_rng(0)
+    pooled = [rng.choice(len(x), size=(200, 20)) for x in (day_x, night_x)]
+    day_pooled = day_x[pooled[0]].mean(1) @ direction > threshold
+    night_pooled = night_x[pooled[1]].mean(1) @ direction <= threshold
+    pooled_accuracy = np.mean(np.concatenate([day_pooled, night_pooled]))
+    self.assertGreater(pooled_accuracy, 0.9)
+    self.assertGreater(pooled_accuracy, single + 0.1)
+
+  def test_client_batches_carry_the_mode(self):
+    spec = tff.simulation.baselines.ClientSpec(num_epochs=2, batch_size=8, max_elements=20)
+    client_id = self.task.mode_client_ids()[1][0]
+    batches = list(self.task.client_dataset(1, client_id, spec, shuffle_seed=0))
+    self.assertEqual(sum(len(mode) for _, mode in batches), 20)  # max_elements caps repeated epochs.
+    self.assertTrue(all(np.all(mode.numpy() == 1) for _, mode in batches))
+
+  def test_shuffle_depends_on_seed_only(self):
+    spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=100)
+    client_id = self.task.mode_client_ids()[0][0]
+    first = [raw['y'].numpy() for raw, _ in self.task.client_dataset(0, client_id, spec, shuffle_seed=5)]
+    second = [raw['y'].numpy() for raw, _ in self.task.client_dataset(0, client_id, spec, shuffle_seed=5)]
+    self.assertAllEqual(np.concatenate(first), np.concatenate(second))
+
+  def test_test_batches(self):
+    batch = next(iter(self.task.test_dataset(1, batch_size=64)))
+    self.assertEqual(batch['x'].shape, (64, synthetic.INPUT_DIM))
+    self.assertAllEqual(batch['mode'], np.ones(64))
+    self.assertTrue(np.all((batch['y'].numpy() >= 10) & (batch['y'].numpy() < 20)))
+
+
+if __name__ == '__main__':
+  tf.test.main()
