@@ -1,14 +1,19 @@
 """The one way every entry point sets up TFF's execution context and tears it down.
 
 TFF 0.87 executes computations in a C++ `worker_binary` that its Python side starts as a child process on first
-use. TFF never stops that child: it outlives the Python process, keeps the parent's stdout and stderr open (so
-`python x.py | tail` never returns) and holds a port; and the object that owns it, if it survives until the
-interpreter tears its modules down, prints a traceback on exit.
+use. TFF never stops that child reliably: without help it outlives the Python process, keeps the parent's stdout
+and stderr open (so `python x.py | tail` never returns) and holds a port. The object that owns it (a
+`ServiceManager` in TFF's executor factory) tries to stop it in `__del__` with SIGINT and an unbounded `wait()`,
+which hangs when the worker has served a long run, and which raises a traceback when it runs during interpreter
+teardown.
 
-Importing this module registers one exit handler that, while the interpreter is still whole, drops TFF's execution
-contexts (so TFF stops its own workers with SIGINT, as it intends) and then ends any `worker_binary` child that is
-left (SIGINT, then SIGKILL). `install()` sets TFF's synchronous local C++ context and turns SIGTERM and SIGHUP (what
-Bazel and CI send on a timeout) into a normal exit, so the handler runs then too; Ctrl-C already exits normally.
+Importing this module registers one exit handler that, while the interpreter is still whole:
+  1. stops every worker that TFF's service managers own (SIGTERM, then SIGKILL after a grace period) and marks
+     the managers as owning no process, so their `__del__` has nothing left to do;
+  2. drops TFF's execution contexts, so the managers are collected now rather than during teardown;
+  3. ends any other `worker_binary` child of this process.
+`install()` sets TFF's synchronous local C++ context and turns SIGTERM and SIGHUP (what Bazel and CI send on a
+timeout) into a normal exit, so the handler runs then too; Ctrl-C already exits normally.
 
 Binaries call `install()` at the start of `main`; tests call it before `tf.test.main()`, and benchmarks do the
 same. A process killed with SIGKILL cannot run any cleanup; that case is not covered.
@@ -74,20 +79,38 @@ def _wait_for_exit(pid: int, timeout_seconds: float) -> bool:
   return False
 
 
+def _stop(pid: int) -> None:
+  """SIGTERM, then SIGKILL if `pid` has not exited within 2 seconds; reaps it."""
+  try:
+    os.kill(pid, signal.SIGTERM)
+    if not _wait_for_exit(pid, timeout_seconds=2.0):
+      os.kill(pid, signal.SIGKILL)
+      _wait_for_exit(pid, timeout_seconds=5.0)
+  except ProcessLookupError:
+    pass
+
+
+def _disarm_service_managers() -> None:
+  """Stops the workers of TFF's `ServiceManager`s and leaves the managers with no process to stop."""
+  for manager in gc.get_objects():
+    if type(manager).__name__ == 'ServiceManager' and type(manager).__module__.endswith('executor_factory'):
+      process = getattr(manager, '_process', None)
+      if process is not None and process.returncode is None:
+        _stop(process.pid)
+        process.returncode = -signal.SIGTERM  # Reaped by `_stop`; tells `Popen` not to wait for it.
+      manager._process = None  # pylint: disable=protected-access
+      manager._stub = None  # pylint: disable=protected-access
+
+
 def shutdown() -> None:
   """Ends every TFF worker process started by this process."""
   for pid in worker_pids():
-    try:
-      os.kill(pid, signal.SIGINT)
-      if not _wait_for_exit(pid, timeout_seconds=5.0):
-        os.kill(pid, signal.SIGKILL)
-        _wait_for_exit(pid, timeout_seconds=5.0)
-    except ProcessLookupError:
-      pass
+    _stop(pid)
 
 
 def _release_and_shutdown() -> None:
-  """Drops TFF's contexts (their workers stop with them), then ends any worker still running."""
+  """The exit handler: steps 1-3 of the module docstring."""
+  _disarm_service_managers()
   tff_default_context.set_no_default_context()
   gc.collect()
   shutdown()
