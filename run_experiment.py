@@ -22,6 +22,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms import evaluation
+from algorithms import fedtem
 from algorithms import learning_process
 from algorithms import registry as algorithms
 from experiment import training_loop
@@ -55,6 +56,16 @@ _ROOT_OUTPUT_DIR = flags.DEFINE_string('root_output_dir', '/tmp/periodic_shift',
 _EXPERIMENT_NAME = flags.DEFINE_string('experiment_name', None,
                                        'Sub-directory of the run. Default: made from the main flags.')
 _CACHE_DIR = flags.DEFINE_string('cache_dir', None, 'Directory holding TFF dataset files (real tasks).')
+# FedTEM.
+_PRIOR = flags.DEFINE_string('prior', 'linear', f'Temporal prior of FedTEM: one of {", ".join(fedtem.PRIORS)}.')
+_LABEL_SMOOTH_W = flags.DEFINE_float('label_smooth_w', 0.1, 'lambda of Eq. 4 (weight of the other branches).')
+_LABEL_SMOOTH_EPS = flags.DEFINE_float('label_smooth_eps', 0.5, 'epsilon of Eq. 4 (label smoothing).')
+_BRANCH_SELECTION = flags.DEFINE_string('branch_selection', 'greedy',
+                                        'FedTEM training branch: greedy (argmax) or sample.')
+_CLIENT_ESTIMATE = flags.DEFINE_string('client_estimate', 'mle', 'FedTEM client mode estimate: mle (Eq. 5) or '
+                                       'bayesian (Eq. 22).')
+_PI_MOMENTUM = flags.DEFINE_float('pi_momentum', 0.99, 'beta of the GMM weights\' running average (Appendix A.4).')
+_EVAL_ROUTING = flags.DEFINE_string('eval_routing', 'batch', 'Test-time branch choice: per batch or per sample.')
 
 _POSITIVE_INTEGERS = (_CLIENT_EPOCHS, _CLIENT_BATCH_SIZE, _TOTAL_ROUNDS, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
                       _EVAL_BATCH_SIZE, _NUM_BRANCHES)
@@ -81,7 +92,17 @@ def _hyperparameters() -> dict:
     raise ValueError(f'--clients_per_round must be >= 1; got {values["clients_per_round"]}.')
   if _MAX_ELEMENTS.value is not None and _MAX_ELEMENTS.value < 1:
     raise ValueError(f'--max_elements_per_client must be >= 1 when set; got {_MAX_ELEMENTS.value}.')
+  if _ALGORITHM.value == 'fedtem':
+    _fedtem_config(values['period']).validate(_NUM_BRANCHES.value)
   return values
+
+
+def _fedtem_config(period: int) -> fedtem.Config:
+  return fedtem.Config(
+      prior=_PRIOR.value, period=period, branch_selection=_BRANCH_SELECTION.value,
+      client_estimate=_CLIENT_ESTIMATE.value, smoothing_weight=_LABEL_SMOOTH_W.value,
+      smoothing_epsilon=_LABEL_SMOOTH_EPS.value, pi_momentum=_PI_MOMENTUM.value, eval_routing=_EVAL_ROUTING.value,
+      seed=_SEED.value)
 
 
 def _output_dir(values: dict) -> str:
@@ -141,7 +162,8 @@ def main(argv):
   model_fn = lambda: task.model_fn(_NUM_BRANCHES.value)
   hparams = algorithms.Hyperparameters(
       client_learning_rate=values['client_learning_rate'], server_learning_rate=values['server_learning_rate'],
-      server_adam_epsilon=values['server_adam_epsilon'], num_branches=_NUM_BRANCHES.value)
+      server_adam_epsilon=values['server_adam_epsilon'], num_branches=_NUM_BRANCHES.value,
+      fedtem_config=_fedtem_config(values["period"]))
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
                    for mode, name in enumerate(task.mode_names)}
   evaluator = evaluation.Evaluator(model_fn(), test_datasets)
@@ -170,7 +192,8 @@ def main(argv):
 _FLAG_NAMES = frozenset(flag.name for flag in (
     _TASK, _ALGORITHM, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
     _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
-    _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR))
+    _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
+    _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _EVAL_ROUTING))
 
 if __name__ == '__main__':
   app.run(main)

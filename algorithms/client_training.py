@@ -1,7 +1,7 @@
 """Local training on one client: the loop every method's client work runs.
 
-`build_train_fn(model, optimizer, objective)(initial_weights, dataset)` assigns the broadcast weights to the client's Keras
-model, runs one optimizer step per batch on `objective(model_outputs, batch).loss` with a TFF optimizer
+`local_training(model, optimizer, initial_weights, dataset, objective)` assigns the broadcast weights to the
+client's Keras model, runs one optimizer step per batch on `objective(model_outputs, batch).loss` with a TFF optimizer
 (`tff.learning.optimizers`), and returns the model update in TFF's convention, update = initial - trained (the
 finalizer treats the aggregated update as a gradient), with the number of examples trained on and the metric sums.
 A client whose update is not finite sends zeros with weight 0, as TFF's own client work does.
@@ -25,21 +25,28 @@ class TrainingOutput(NamedTuple):
 
 
 def metric_sums(result: objectives.BatchResult) -> dict:
-  return dict(loss_sum=result.loss_sum, num_correct=result.num_correct, num_examples=result.num_examples)
+  """The summable metrics of a batch; routing counts only when the objective reports them."""
+  sums = dict(loss_sum=result.loss_sum, num_correct=result.num_correct, num_examples=result.num_examples)
+  if result.routing is not None:
+    sums['routing'] = result.routing
+  return sums
 
 
-def zero_metric_sums() -> dict:
-  return dict(loss_sum=tf.constant(0.0), num_correct=tf.constant(0.0), num_examples=tf.constant(0.0))
+def zero_metric_sums(routing_shape=None) -> dict:
+  sums = dict(loss_sum=tf.constant(0.0), num_correct=tf.constant(0.0), num_examples=tf.constant(0.0))
+  if routing_shape is not None:
+    sums['routing'] = tf.zeros(routing_shape)
+  return sums
 
 
-def build_train_fn(model: tf.keras.Model, optimizer: tff.learning.optimizers.Optimizer,
-                   objective: Objective) -> Callable[[tff.learning.models.ModelWeights, tf.data.Dataset],
-                                                     TrainingOutput]:
-  """Returns a `tf.function` (initial_weights, dataset) -> TrainingOutput that trains `model` locally.
+def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Optimizer,
+                   initial_weights: tff.learning.models.ModelWeights, dataset: tf.data.Dataset,
+                   objective: Objective) -> TrainingOutput:
+  """Assigns `initial_weights` to `model`, trains on `dataset`, returns the update; runs inside a `tf.function`.
 
-  Build it inside a `tff.tensorflow.computation`. The function closes over the model's variables (passing the
-  model as an argument would make the function see copies), and its automatic control dependencies order the
-  variable reads after training.
+  The caller's `tf.function` must close over `model` (passing a Keras model as a `tf.function` argument makes the
+  function see copies of its variables); its automatic control dependencies order the variable reads after
+  training.
   """
   weights = tff.learning.models.ModelWeights.from_model(model)
   trainable = tuple(weights.trainable)
@@ -56,14 +63,18 @@ def build_train_fn(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
     sums = tf.nest.map_structure(tf.add, sums, metric_sums(result))
     return optimizer_state, sums
 
-  @tf.function
-  def train(initial_weights, dataset):
-    tf.nest.map_structure(lambda variable, value: variable.assign(value), weights, initial_weights)
-    _, sums = dataset.reduce((optimizer.initialize(specs), zero_metric_sums()), step)
-    update = tf.nest.map_structure(tf.subtract, tuple(initial_weights.trainable), trainable)
-    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
-    update = tf.nest.map_structure(lambda u: tf.where(finite, u, tf.zeros_like(u)), update)
-    num_examples = tf.where(finite, sums['num_examples'], 0.0)
-    return TrainingOutput(update=list(update), num_examples=num_examples, metrics=sums)
+  tf.nest.map_structure(lambda variable, value: variable.assign(value), weights, initial_weights)
+  _, sums = dataset.reduce((optimizer.initialize(specs), zero_metric_sums()), step)
+  update = tf.nest.map_structure(tf.subtract, tuple(initial_weights.trainable), trainable)
+  finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
+  update = tf.nest.map_structure(lambda u: tf.where(finite, u, tf.zeros_like(u)), update)
+  num_examples = tf.where(finite, sums['num_examples'], 0.0)
+  return TrainingOutput(update=list(update), num_examples=num_examples, metrics=sums)
 
-  return train
+
+def build_train_fn(model: tf.keras.Model, optimizer: tff.learning.optimizers.Optimizer,
+                   objective: Objective) -> Callable[[tff.learning.models.ModelWeights, tf.data.Dataset],
+                                                     TrainingOutput]:
+  """`local_training` as a `tf.function` (initial_weights, dataset) -> TrainingOutput; build it in a computation."""
+  return tf.function(lambda initial_weights, dataset: local_training(model, optimizer, initial_weights, dataset,
+                                                                    objective))

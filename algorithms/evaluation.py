@@ -8,6 +8,7 @@ the accuracy on the union test set.
 
 from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -27,26 +28,34 @@ class Evaluator:
     self._test_datasets = test_datasets
     self._evaluate_sums = tf.function(self._sums)
 
-  def _sums(self, dataset: tf.data.Dataset, objective: Objective) -> dict:
+  def _sums(self, dataset: tf.data.Dataset, objective: Objective, routing_shape) -> dict:
 
     def step(sums, batch):
       result = objective(self._model(batch['x'], training=False), batch)
       return tf.nest.map_structure(tf.add, sums, client_training.metric_sums(result))
 
-    return dataset.reduce(client_training.zero_metric_sums(), step)
+    return dataset.reduce(client_training.zero_metric_sums(routing_shape), step)
 
-  def evaluate(self, weights: tff.learning.models.ModelWeights, objective: Objective) -> dict[str, float]:
-    """Returns test_loss, test_accuracy and test_<mode>_{loss,accuracy} for every mode."""
+  def evaluate(self, weights: tff.learning.models.ModelWeights, objective: Objective,
+               routing_shape=None) -> dict:
+    """Returns test_loss, test_accuracy and test_<mode>_{loss,accuracy} for every mode.
+
+    With `routing_shape` ([modes, branches]) the objective reports routing counts, returned summed over all test
+    data as `test_routing` (numpy).
+    """
     tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
     metrics, total = {}, None
     for name, dataset in self._test_datasets.items():
-      sums = {key: float(value) for key, value in self._evaluate_sums(dataset, objective).items()}
+      sums = {key: np.asarray(value) for key, value in self._evaluate_sums(dataset, objective,
+                                                                             routing_shape).items()}
       metrics.update(_finalize(sums, prefix=f'test_{name}_'))
       total = sums if total is None else {key: total[key] + sums[key] for key in sums}
     metrics.update(_finalize(total, prefix='test_'))
+    if routing_shape is not None:
+      metrics['test_routing'] = total['routing']
     return metrics
 
 
 def _finalize(sums: dict, prefix: str) -> dict[str, float]:
-  count = max(sums['num_examples'], 1.0)
-  return {f'{prefix}loss': sums['loss_sum'] / count, f'{prefix}accuracy': sums['num_correct'] / count}
+  count = max(float(sums['num_examples']), 1.0)
+  return {f'{prefix}loss': float(sums['loss_sum']) / count, f'{prefix}accuracy': float(sums['num_correct']) / count}

@@ -10,9 +10,11 @@ An `Algorithm` is what the training loop needs from a method:
 import dataclasses
 from typing import Callable, NamedTuple
 
+import numpy as np
 import tensorflow_federated as tff
 
 from algorithms import evaluation
+from algorithms import fedtem
 from algorithms import objectives
 from algorithms import vanilla
 from tasks import task as task_lib
@@ -24,6 +26,7 @@ class Hyperparameters:
   server_learning_rate: float
   server_adam_epsilon: float
   num_branches: int = 2
+  fedtem_config: fedtem.Config = fedtem.Config()
 
 
 class Algorithm(NamedTuple):
@@ -44,9 +47,30 @@ def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, 
   return Algorithm(process, evaluate, shift_free)
 
 
+def _build_fedtem(task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
+                  ) -> Algorithm:
+  model_fn = lambda: task.model_fn(hparams.num_branches)
+  config = hparams.fedtem_config
+  process = fedtem.build_process(model_fn, task.batch_fn, element_spec, hparams.client_learning_rate,
+                                 hparams.server_learning_rate, hparams.server_adam_epsilon, hparams.num_branches,
+                                 task.num_modes, config)
+
+  def evaluate(state):
+    mixture = state.client_work['mixture']
+    metrics = evaluator.evaluate(process.get_model_weights(state),
+                                 fedtem.evaluation_objective(mixture, config.eval_routing),
+                                 routing_shape=[task.num_modes, hparams.num_branches])
+    confusion = metrics.pop('test_routing').astype(np.float32)
+    metrics['routing_accuracy'] = float(fedtem.routing_accuracy(confusion, best_matching=config.prior == 'none'))
+    return metrics
+
+  return Algorithm(process, evaluate, shift_free=False)
+
+
 _BUILDERS = {
     'vanilla': lambda *args: _build_vanilla(*args, shift_free=False),
     'nds': lambda *args: _build_vanilla(*args, shift_free=True),
+    'fedtem': _build_fedtem,
 }
 ALGORITHMS = tuple(_BUILDERS)
 

@@ -28,10 +28,13 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
 fi
 [ -x .venv/bin/python3 ] || { log "creating .venv"; "$python" -m venv .venv; }
 log "installing pinned requirements into .venv (a few minutes on a fresh machine)"
-pip=(.venv/bin/python3 -m pip install --quiet --disable-pip-version-check)
-"${pip[@]}" -r requirements.txt -c requirements.lock
+pip_install() {
+  # Drops the warnings this machine's pip configuration prints about absent local package directories.
+  .venv/bin/python3 -m pip install --quiet --disable-pip-version-check "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }
+}
+pip_install -r requirements.txt -c requirements.lock
 # TFF pins jax==0.4.14, which has no wheel here: install it without its dependencies (they are pinned above).
-"${pip[@]}" --no-deps -r requirements-nodeps.txt
+pip_install --no-deps -r requirements-nodeps.txt
 .venv/bin/python3 -c 'import tensorflow_federated as tff; assert tff.__version__ == "0.87.0"' 2>/dev/null
 echo "$stamp" > .venv/.bootstrap_stamp
 log "done"

@@ -1,0 +1,379 @@
+"""FedTEM: federated EM of a feature-space GMM with a temporal prior (Section 3.1, Algorithm 1, Appendix A.1-A.6).
+
+One round, as TFF computations (all in the client work; broadcast, mean and FedAdam come from `learning_process`):
+
+  server -> clients   network weights (TFF broadcast) and the GMM (mu [K, D], sigma^2 [K, D], pi [K]).
+  clients, phase 1    1. with the broadcast weights, the client estimate of its mode: the MLE pi*_i (Eq. 5) or the
+                         posterior of Eq. 22 (`client_estimate`); branch k*_i = argmax (`greedy`) or a draw from it
+                         (`sample`);
+                      2. local training on Eq. 4 for branch k*_i (`objectives.selected_branch`);
+                      3. with the updated weights: the feature statistics of Eq. 9 / Eq. 24 (n_i, sum f,
+                         sum (f - mean_i)^2), the MLE pi~*_i (Eq. 5 with Eq. 6), and the count of samples whose
+                         posterior favours mode 1 (Eq. 25, for the soft prior).
+  clients -> server   the model update with |D_i| (example-weighted mean, FedAdam), and one scalar per client:
+                      the ranking score log pi~*_i1 - log(1 - pi~*_i1). It reaches the server through
+                      `tff.federated_aggregate` with a concatenating accumulator (TFF 0.87 has no federated_collect).
+                      Nothing else per client reaches the server: no features, no labels, no GMM parameters.
+  server              the prior q~(t) (`periodic_shift.temporal_prior`; the soft prior's observed ratio is an
+                      aggregate, sum of Eq. 25 counts / sum |D_i|), and the threshold: the score of the
+                      floor(q~(t) m + 1/2)-th highest client (Eq. 10).
+  server -> clients   the threshold (broadcast).
+  clients, phase 2    r_i1 = 1[score_i >= threshold], r_i2 = 1 - r_i1 (prior `none`: r_i = onehot(argmax pi~*_i),
+                      the "EM only" ablation of Appendix A.5).
+  clients -> server   `federated_sum` of r_ik n_i, r_ik sum f, r_ik sum (f - mean_i)^2.
+  server (M step)     mu_k = sum r_ik sum f / M_k, sigma_k^2 = sum r_ik n_i sigma_i^2 / M_k (Eq. 10), with a variance
+                      floor; a mode with M_k = 0 keeps its mu_k and sigma_k; pi_k <- beta pi_k + (1 - beta) M_k / sum_j M_j
+                      (the running average of Appendix A.4, beta = 0.99).
+
+Choices where the paper is ambiguous (documented here, flags where a user may want the other reading):
+- The ranking uses the log-odds of pi~*_i1 computed in log space, not pi~*_i1 itself: the order is the same, but
+  it does not saturate at 1.0 in float32 for well-separated clients, which would make the top-k a tie.
+- Clients tied with the threshold all join mode 1 (ties have probability ~0 with the log-odds).
+- Appendix A.4 writes the running average as "beta pi_k^t + (1 - beta) pi_k M_k / sum_j M_j"; it is read as the
+  running average of the Eq. 10 estimate M_k / sum_j M_j.
+- The E-step statistics are computed over the examples the client trains on in the round (its local data after
+  `max_elements_per_client`; with several epochs every example is counted once per epoch, which leaves Eq. 5 and
+  Eq. 9 unchanged for full epochs).
+- The temporal prior (q~(t) = share of mode 1) is defined for K = 2; K > 2 supports prior `none` only.
+- Initialization: mu_k ~ N(0, 0.1^2) per coordinate from the run's seed, sigma_k^2 = 1, pi uniform.
+- `sample` branch selection draws with a stateless generator keyed by the round and the client's data, so resumed
+  runs draw the same branches.
+- Mode k of the clustering model is branch k of the network; under a prior, mode 1 = day.
+
+Evaluation (Section 4, "MLE for Evaluation"): the branch of each test minibatch is argmax of Eq. 5 on the batch
+with a uniform pi (Appendix A.4), or per sample (`eval_routing='sample'`).
+"""
+
+import collections
+import dataclasses
+import itertools
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import client_training
+from algorithms import gmm
+from algorithms import learning_process
+from algorithms import objectives
+from models import multi_branch
+from periodic_shift import temporal_prior
+from tasks import task as task_lib
+
+PRIORS = temporal_prior.PRIORS + ('none',)
+BRANCH_SELECTIONS = ('greedy', 'sample')
+CLIENT_ESTIMATES = ('mle', 'bayesian')
+EVAL_ROUTINGS = ('batch', 'sample')
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """FedTEM's own hyperparameters (see the module docstring)."""
+  prior: str = 'linear'
+  period: int = 32
+  branch_selection: str = 'greedy'
+  client_estimate: str = 'mle'
+  smoothing_weight: float = 0.1
+  smoothing_epsilon: float = 0.5
+  pi_momentum: float = 0.99
+  variance_floor: float = 1e-3
+  inference_batch_size: int = 1024
+  eval_routing: str = 'batch'
+  seed: int = 0
+
+  def validate(self, num_branches: int) -> None:
+    for name, value, allowed in (('prior', self.prior, PRIORS),
+                                 ('branch_selection', self.branch_selection, BRANCH_SELECTIONS),
+                                 ('client_estimate', self.client_estimate, CLIENT_ESTIMATES),
+                                 ('eval_routing', self.eval_routing, EVAL_ROUTINGS)):
+      if value not in allowed:
+        raise ValueError(f'{name} must be one of {", ".join(allowed)}; got {value!r}.')
+    if num_branches < 2:
+      raise ValueError(f'FedTEM needs at least 2 branches; got {num_branches}.')
+    if num_branches > 2 and self.prior != 'none':
+      raise ValueError(f'The temporal prior is defined for 2 modes; with {num_branches} branches use prior none.')
+    if not 0.0 <= self.pi_momentum < 1.0:
+      raise ValueError(f'pi_momentum must be in [0, 1); got {self.pi_momentum}.')
+    if self.smoothing_weight < 0.0 or not 0.0 <= self.smoothing_epsilon <= 1.0:
+      raise ValueError('label_smooth_w must be >= 0 and label_smooth_eps in [0, 1].')
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Client-side statistics.
+
+
+class FeaturePass(collections.namedtuple('FeaturePass', ['log_mle', 'log_posterior', 'moments', 'mode_one_count'])):
+  """One pass over a client's data with fixed weights: log pi* [K] (Eq. 5), log P(zeta | D) [K] (Eq. 22),
+  `gmm.FeatureMoments` (Eq. 9), and the number of samples with argmax_k gamma_k = mode 1 (Eq. 25)."""
+
+
+def _merge_moments(a: gmm.FeatureMoments, b: gmm.FeatureMoments) -> gmm.FeatureMoments:
+  """Chan et al.'s pairwise update of (n, sum, sum of squared deviations)."""
+  count = a.count + b.count
+  mean_a = a.feature_sum / tf.maximum(a.count, 1.0)
+  mean_b = b.feature_sum / tf.maximum(b.count, 1.0)
+  correction = tf.square(mean_b - mean_a) * a.count * b.count / tf.maximum(count, 1.0)
+  return gmm.FeatureMoments(count, a.feature_sum + b.feature_sum,
+                            a.squared_deviation_sum + b.squared_deviation_sum + correction)
+
+
+def feature_pass(model: tf.keras.Model, dataset: tf.data.Dataset, means, variances, weights) -> FeaturePass:
+  """Streams `dataset` (batches with 'x') through `model` and the GMM; call inside a tf.function."""
+  num_modes, dimension = tf.shape(means)[0], tf.shape(means)[1]
+  log_weights = tf.math.log(weights)
+
+  def step(state, batch):
+    log_gamma_sum, log_density_sum, moments, mode_one = state
+    features = model(batch['x'], training=False)[multi_branch.FEATURES]
+    log_densities = gmm.log_gaussians(features, means, variances)
+    log_gammas = gmm.log_responsibilities(log_densities, log_weights)
+    log_gamma_sum = tf.reduce_logsumexp(
+        tf.stack([log_gamma_sum, tf.reduce_logsumexp(log_gammas, axis=0)]), axis=0)
+    mode_one += tf.reduce_sum(tf.cast(tf.equal(tf.argmax(log_gammas, axis=-1), 0), tf.float32))
+    return (log_gamma_sum, log_density_sum + tf.reduce_sum(log_densities, axis=0),
+            _merge_moments(moments, gmm.feature_moments(features)), mode_one)
+
+  zero_moments = gmm.FeatureMoments(tf.constant(0.0), tf.zeros([dimension]), tf.zeros([dimension]))
+  initial = (tf.fill([num_modes], -np.inf), tf.zeros([num_modes]), zero_moments, tf.constant(0.0))
+  log_gamma_sum, log_density_sum, moments, mode_one = dataset.reduce(initial, step)
+  log_mle = log_gamma_sum - tf.math.log(tf.maximum(moments.count, 1.0))  # Eq. 5.
+  joint = log_weights + log_density_sum  # Eq. 22.
+  return FeaturePass(log_mle, joint - tf.reduce_logsumexp(joint), moments, mode_one)
+
+
+def ranking_score(log_mle: tf.Tensor) -> tf.Tensor:
+  """log pi_1 - log(sum_{k > 1} pi_k): increasing in pi_1, finite when pi_1 rounds to 1 (see module docstring)."""
+  return log_mle[0] - tf.reduce_logsumexp(log_mle[1:])
+
+
+def select_branch(log_estimate: tf.Tensor, selection: str, seed: tf.Tensor) -> tf.Tensor:
+  """k* = argmax (greedy) or a draw from the estimate (sample); int32 scalar."""
+  if selection == 'greedy':
+    return tf.argmax(log_estimate, output_type=tf.int32)
+  draw = tf.random.stateless_categorical(log_estimate[tf.newaxis], 1, seed=seed)
+  return tf.cast(draw[0, 0], tf.int32)
+
+
+def routing_accuracy(confusion: tf.Tensor, best_matching: bool) -> tf.Tensor:
+  """Share routed to their mode's branch from counts [modes, branches]; with `best_matching`, under the best
+  one-to-one relabelling of branches (for clustering without a prior, whose mode labels are arbitrary)."""
+  total = tf.maximum(tf.reduce_sum(confusion), 1.0)
+  num = int(confusion.shape[0])
+  if not best_matching:
+    return tf.linalg.trace(confusion) / total
+  permutations = np.stack([np.eye(num, dtype=np.float32)[list(p)] for p in itertools.permutations(range(num))])
+  return tf.reduce_max(tf.reduce_sum(confusion[tf.newaxis] * permutations, axis=[1, 2])) / total
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Server-side pieces.
+
+
+def initial_mixture(num_modes: int, feature_dim: int, seed: int) -> collections.OrderedDict:
+  """mu_k ~ N(0, 0.1^2), sigma_k^2 = 1, pi uniform (float32 numpy)."""
+  rng = np.random.default_rng(seed)
+  return collections.OrderedDict(
+      means=rng.normal(0.0, 0.1, size=(num_modes, feature_dim)).astype(np.float32),
+      variances=np.ones((num_modes, feature_dim), np.float32),
+      weights=np.full([num_modes], 1.0 / num_modes, np.float32))
+
+
+def mode_one_threshold(scores: tf.Tensor, prior_value: tf.Tensor) -> tf.Tensor:
+  """The score of the floor(q~ m + 1/2)-th highest client (Eq. 10): +inf if no client joins mode 1."""
+  count = tf.shape(scores)[0]
+  joining = tf.cast(tf.floor(prior_value * tf.cast(count, tf.float32) + 0.5), tf.int32)
+  ranked = tf.sort(scores, direction='DESCENDING')
+  return tf.where(joining > 0, tf.gather(ranked, tf.clip_by_value(joining - 1, 0, tf.maximum(count - 1, 0))),
+                  np.inf)
+
+
+def assignment(score: tf.Tensor, log_mle: tf.Tensor, threshold: tf.Tensor, use_prior: bool) -> tf.Tensor:
+  """r_i [K]: one-hot mode of a client (Eq. 10 under a prior; argmax pi~*_i for the `none` prior)."""
+  num_modes = tf.shape(log_mle)[0]
+  if use_prior:
+    return tf.one_hot(tf.where(score >= threshold, 0, 1), num_modes)
+  return tf.one_hot(tf.argmax(log_mle, output_type=tf.int32), num_modes)
+
+
+def m_step(mixture: dict, counts: tf.Tensor, feature_sums: tf.Tensor, squared_deviation_sums: tf.Tensor,
+           pi_momentum: float, variance_floor: float) -> collections.OrderedDict:
+  """Eq. 10 with the running average of Appendix A.4; modes with no client keep mu and sigma."""
+  has_data = counts > 0.0
+  safe_counts = tf.maximum(counts, 1.0)[:, tf.newaxis]
+  means = tf.where(has_data[:, tf.newaxis], feature_sums / safe_counts, mixture['means'])
+  variances = tf.where(has_data[:, tf.newaxis],
+                       tf.maximum(squared_deviation_sums / safe_counts, variance_floor), mixture['variances'])
+  total = tf.reduce_sum(counts)
+  estimate = tf.where(total > 0.0, counts / tf.maximum(total, 1.0), mixture['weights'])
+  weights = pi_momentum * mixture['weights'] + (1.0 - pi_momentum) * estimate
+  return collections.OrderedDict(means=means, variances=variances, weights=weights)
+
+
+def _collect(value_type):
+  """federated_aggregate pieces that gather one scalar per client into a vector at the server."""
+
+  @tff.tensorflow.computation
+  def zero():
+    return tf.zeros([0], value_type.dtype)
+
+  vector_type = tff.TensorType(value_type.dtype, [None])
+
+  @tff.tensorflow.computation(vector_type, value_type)
+  def accumulate(vector, value):
+    return tf.concat([vector, [value]], axis=0)
+
+  @tff.tensorflow.computation(vector_type, vector_type)
+  def merge(a, b):
+    return tf.concat([a, b], axis=0)
+
+  @tff.tensorflow.computation(vector_type)
+  def report(vector):
+    return vector
+
+  return zero, accumulate, merge, report
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The client work process.
+
+
+def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
+                      client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_branches: int,
+                      num_modes: int, config: Config) -> tff.learning.templates.ClientWorkProcess:
+  """FedTEM's client work; its server state is (round_num, GMM, previous prior value)."""
+  config.validate(num_branches)
+  use_prior = config.prior != 'none'
+  weights_type = learning_process.model_weights_type(model_fn)
+  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+  with tf.Graph().as_default():
+    feature_dim = int(model_fn().output_shape[multi_branch.FEATURES][-1])
+  mixture_value = initial_mixture(num_branches, feature_dim, config.seed)
+  mixture_type = tff.types.tensorflow_to_type(
+      tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, tf.float32), mixture_value))
+
+  @tff.tensorflow.computation(weights_type, mixture_type, np.int64, data_type)
+  def client_phase_one(weights, mixture, round_num, dataset):
+    model = model_fn()
+    variables = tff.learning.models.ModelWeights.from_model(model)
+
+    @tf.function
+    def run(weights, mixture, round_num, dataset):
+      batches = task_lib.model_batches(dataset, batch_fn)
+      inference = batches.unbatch().batch(config.inference_batch_size)
+      tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
+      before = feature_pass(model, inference, mixture['means'], mixture['variances'], mixture['weights'])
+      estimate = before.log_mle if config.client_estimate == 'mle' else before.log_posterior
+      data_key = tf.cast(tf.bitcast(before.moments.feature_sum[0], tf.int32), tf.int64)
+      branch = select_branch(estimate, config.branch_selection, tf.stack([round_num, data_key]))
+      objective = objectives.selected_branch(branch, config.smoothing_weight, config.smoothing_epsilon)
+      training = client_training.local_training(model, client_optimizer, weights, batches, objective)
+      after = feature_pass(model, inference, mixture['means'], mixture['variances'], mixture['weights'])
+      mode = batches.reduce(tf.constant(0, tf.int32), lambda m, b: tf.maximum(m, tf.reduce_max(b['mode'])))
+      confusion = tf.one_hot(mode, num_modes)[:, tf.newaxis] * tf.one_hot(branch, num_branches)[tf.newaxis]
+      statistics = collections.OrderedDict(
+          score=ranking_score(after.log_mle), log_mle=after.log_mle, count=after.moments.count,
+          feature_sum=after.moments.feature_sum, squared_deviation_sum=after.moments.squared_deviation_sum)
+      sums = collections.OrderedDict(training.metrics, routing=confusion, mode_one_count=after.mode_one_count,
+                                     pass_count=after.moments.count)
+      result = tff.learning.templates.ClientResult(update=training.update, update_weight=training.num_examples)
+      return result, statistics, sums
+
+    return run(weights, mixture, round_num, dataset)
+
+  result_type, statistics_type, sums_type = client_phase_one.type_signature.result
+  zero, accumulate, merge, report = _collect(statistics_type.score)
+
+  @tff.tensorflow.computation(np.int64, np.float32, tff.TensorType(np.float32, [None]), sums_type)
+  def server_prior(round_num, previous_prior, scores, sums):
+    observed_ratio = sums['mode_one_count'] / tf.maximum(sums['pass_count'], 1.0)  # Eq. 25, aggregated.
+    if not use_prior:
+      return tf.constant(np.inf, tf.float32), tf.constant(np.nan, tf.float32)
+    value = temporal_prior.prior_value(config.prior, round_num, config.period, previous_prior, observed_ratio)
+    return mode_one_threshold(scores, value), value
+
+  @tff.tensorflow.computation(statistics_type, np.float32)
+  def client_phase_two(statistics, threshold):
+    r = assignment(statistics['score'], statistics['log_mle'], threshold, use_prior)
+    return collections.OrderedDict(count=r * statistics['count'],
+                                   feature_sum=r[:, tf.newaxis] * statistics['feature_sum'],
+                                   squared_deviation_sum=r[:, tf.newaxis] * statistics['squared_deviation_sum'])
+
+  assignment_type = client_phase_two.type_signature.result
+
+  @tff.tensorflow.computation(mixture_type, assignment_type)
+  def server_m_step(mixture, totals):
+    return m_step(mixture, totals['count'], totals['feature_sum'], totals['squared_deviation_sum'],
+                  config.pi_momentum, config.variance_floor)
+
+  @tff.tensorflow.computation(sums_type, np.float32, assignment_type)
+  def finalize(sums, prior, totals):
+    count = tf.maximum(sums['num_examples'], 1.0)
+    return collections.OrderedDict(
+        train_loss=sums['loss_sum'] / count, train_accuracy=sums['num_correct'] / count,
+        train_examples=sums['num_examples'],
+        train_routing_accuracy=routing_accuracy(sums['routing'], best_matching=not use_prior),
+        prior=prior, assigned_mode_one_share=totals['count'][0] / tf.maximum(tf.reduce_sum(totals['count']), 1.0))
+
+  @tff.tensorflow.computation(np.int64)
+  def increment(round_num):
+    return round_num + 1
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value(collections.OrderedDict(
+        round_num=np.int64(0), mixture=mixture_value, prior_value=np.float32(1.0)), tff.SERVER)
+
+  state_type = initialize.type_signature.result
+
+  @tff.federated_computation(state_type, tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, client_data):
+    round_num = tff.federated_map(increment, state.round_num)
+    result, statistics, sums = tff.federated_map(client_phase_one, (
+        weights, tff.federated_broadcast(state.mixture), tff.federated_broadcast(round_num), client_data))
+    scores = tff.federated_aggregate(statistics.score, zero(), accumulate, merge, report)
+    summed = tff.federated_sum(sums)
+    threshold, prior = tff.federated_map(server_prior, (round_num, state.prior_value, scores, summed))
+    totals = tff.federated_sum(tff.federated_map(client_phase_two, (
+        statistics, tff.federated_broadcast(threshold))))
+    mixture = tff.federated_map(server_m_step, (state.mixture, totals))
+    new_state = tff.federated_zip(collections.OrderedDict(round_num=round_num, mixture=mixture, prior_value=prior))
+    measurements = tff.federated_map(finalize, (summed, prior, totals))
+    return tff.templates.MeasuredProcessOutput(new_state, result, measurements)
+
+  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+
+
+def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn, element_spec,
+                  client_learning_rate: float, server_learning_rate: float, server_adam_epsilon: float,
+                  num_branches: int, num_modes: int, config: Config) -> tff.learning.templates.LearningProcess:
+  client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
+                                  element_spec, num_branches, num_modes, config)
+  return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Evaluation.
+
+
+def evaluation_objective(mixture: dict, routing: str):
+  """Per-batch test objective: branch by Eq. 5 on the batch (or per sample) with a uniform pi (Appendix A.4)."""
+  means = tf.constant(mixture['means'])
+  variances = tf.constant(mixture['variances'])
+  num_branches = means.shape[0]
+  uniform = tf.fill([num_branches], -np.log(num_branches).astype(np.float32))
+
+  def objective(outputs, batch):
+    log_gammas = gmm.log_responsibilities(gmm.log_gaussians(outputs[multi_branch.FEATURES], means, variances),
+                                          uniform)
+    if routing == 'batch':
+      branches = tf.fill(tf.shape(batch['y']), tf.argmax(gmm.log_client_mle(log_gammas), output_type=tf.int32))
+    else:
+      branches = tf.argmax(log_gammas, axis=-1, output_type=tf.int32)
+    logits = tf.gather(outputs[multi_branch.LOGITS], branches, axis=1, batch_dims=1)
+    result = objectives.classification_result(logits, batch['y'])
+    confusion = tf.matmul(tf.one_hot(batch['mode'], num_branches), tf.one_hot(branches, num_branches),
+                          transpose_a=True)
+    return result._replace(routing=confusion)
+
+  return objective
