@@ -39,6 +39,8 @@ class BadInputTest(parameterized.TestCase):
       ('unknown_shift', ['--shift_fn=sine'], 'shift_fn must be one of'),
       ('client_lr', ['--client_learning_rate=0'], 'client_learning_rate must be > 0'),
       ('server_lr', ['--server_learning_rate=-1'], 'server_learning_rate must be > 0'),
+      ('unknown_prior', ['--algorithm=fedtem', '--prior=quadratic'], 'prior must be one of'),
+      ('prior_with_three_branches', ['--algorithm=fedtem', '--num_branches=3'], 'defined for 2 modes'),
   )
   def test_one_line_and_exit_status_2(self, args, message):
     output_dir = self.create_tempdir().full_path
@@ -79,6 +81,18 @@ class EndToEndTest(absltest.TestCase):
     self.assertNotEmpty(os.listdir(os.path.join(output_dir, 'tensorboard')))
     self.assertIn('rounds/s', result.stdout)
     self.assertIn(output_dir, result.stdout)
+
+  def test_fedtem_reports_routing_and_prior(self):
+    root = self.create_tempdir().full_path
+    result = _run(_SMALL_RUN + ['--algorithm=fedtem', '--prior=soft', '--total_rounds=4',
+                                f'--root_output_dir={root}', '--experiment_name=tem'])
+    self.assertEqual(result.returncode, 0, result.stderr)
+    rows = _rows(os.path.join(root, 'tem'))
+    self.assertLen(rows, 4)
+    self.assertEqual(float(rows[0]['prior']), 1.0)  # The soft prior resets to 1 at t mod T = 1 (Eq. 26).
+    self.assertEqual(float(rows[3]['prior']), 0.0)  # ... and to 0 at t mod T = T/2 = 4.
+    for column in ('train_routing_accuracy', 'routing_accuracy'):
+      self.assertBetween(float(rows[3][column]), 0.0, 1.0)
 
   def test_interrupted_run_resumes_to_the_same_metrics(self):
     root = self.create_tempdir().full_path

@@ -1,0 +1,119 @@
+"""Tests FedTEM's pieces against numpy references: streamed statistics, Eq. 10 with priors, routing, Eq. 4."""
+
+import collections
+
+import numpy as np
+from scipy import special
+import tensorflow as tf
+
+from algorithms import fedtem
+from algorithms import gmm
+from algorithms import objectives
+
+
+def _numpy_m_step(weights, means, variances, assignments, counts, client_means, client_variances, beta, floor):
+  """Eq. 10 and Appendix A.4 written out per mode."""
+  new_means, new_variances = means.copy(), variances.copy()
+  mode_totals = np.array([counts[assignments == k].sum() for k in range(len(weights))], np.float64)
+  for k in range(len(weights)):
+    chosen = assignments == k
+    if mode_totals[k] > 0:
+      share = counts[chosen][:, None] / mode_totals[k]
+      new_means[k] = (share * client_means[chosen]).sum(0)
+      new_variances[k] = np.maximum((share * client_variances[chosen]).sum(0), floor)
+  new_weights = beta * weights + (1 - beta) * mode_totals / mode_totals.sum()
+  return new_weights, new_means, new_variances
+
+
+class FedTemTest(tf.test.TestCase):
+
+  def test_threshold_takes_the_prior_share_of_top_clients(self):
+    scores = np.array([0.3, -2.0, 5.0, 1.0, -0.5], np.float32)
+    for prior, joining in ((0.0, 0), (0.09, 0), (0.1, 1), (0.5, 3), (0.62, 3), (1.0, 5)):
+      threshold = fedtem.mode_one_threshold(scores, prior)
+      self.assertEqual(int(np.sum(scores >= threshold)), joining, f'prior {prior}')  # floor(q m + 1/2).
+
+  def test_m_step_matches_numpy(self):
+    rng = np.random.default_rng(0)
+    m, d = 6, 4
+    counts = rng.integers(5, 50, size=m).astype(np.float32)
+    client_means = rng.normal(size=(m, d)).astype(np.float32)
+    client_variances = rng.uniform(0.1, 1.0, size=(m, d)).astype(np.float32)
+    scores = rng.normal(size=m).astype(np.float32)
+    mixture = fedtem.initial_mixture(2, d, seed=1)
+    threshold = fedtem.mode_one_threshold(scores, 0.5)
+    totals = collections.defaultdict(float)
+    for i in range(m):
+      r = fedtem.assignment(scores[i], np.zeros(2, np.float32), threshold, use_prior=True).numpy()
+      totals['count'] += r * counts[i]
+      totals['feature_sum'] += r[:, None] * counts[i] * client_means[i]
+      totals['squared_deviation_sum'] += r[:, None] * counts[i] * client_variances[i]
+    result = fedtem.m_step(mixture, totals['count'], totals['feature_sum'], totals['squared_deviation_sum'],
+                           pi_momentum=0.99, variance_floor=1e-3)
+    assignments = np.where(scores >= np.sort(scores)[::-1][2], 0, 1)  # The 3 highest scores join mode 1.
+    weights, means, variances = _numpy_m_step(mixture['weights'], mixture['means'], mixture['variances'],
+                                              assignments, counts, client_means, client_variances, 0.99, 1e-3)
+    self.assertAllClose(result['weights'], weights)
+    self.assertAllClose(result['means'], means, atol=1e-5)
+    self.assertAllClose(result['variances'], variances, atol=1e-5)
+
+  def test_empty_mode_keeps_its_parameters(self):
+    mixture = fedtem.initial_mixture(2, 3, seed=0)
+    counts = np.array([10.0, 0.0], np.float32)
+    result = fedtem.m_step(mixture, counts, np.ones((2, 3), np.float32) * 10, np.ones((2, 3), np.float32),
+                           pi_momentum=0.0, variance_floor=1e-3)
+    self.assertAllClose(result['means'][1], mixture['means'][1])
+    self.assertAllClose(result['variances'][1], mixture['variances'][1])
+    self.assertAllClose(result['means'][0], np.ones(3))
+    self.assertAllClose(result['weights'], [1.0, 0.0])
+
+  def test_em_only_assigns_by_argmax(self):
+    log_mle = np.log(np.array([0.3, 0.7], np.float32))
+    self.assertAllEqual(fedtem.assignment(10.0, log_mle, 0.0, use_prior=False), [0.0, 1.0])
+
+  def test_ranking_score_orders_like_pi_one_and_stays_finite(self):
+    pis = np.array([0.2, 0.5, 0.9, 0.999], np.float32)
+    scores = [float(fedtem.ranking_score(np.log([p, 1 - p]))) for p in pis]
+    self.assertEqual(sorted(scores), scores)
+    # pi_1 = 1 - 1e-30 rounds to 1.0 in float32, the log-odds does not.
+    self.assertAllClose(fedtem.ranking_score(np.array([0.0, -69.0], np.float32)), 69.0)
+
+  def test_feature_pass_streams_the_same_statistics_as_one_batch(self):
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(23, 4)).astype(np.float32)
+    model = tf.keras.Model(inputs := tf.keras.Input((4,)), {'features': inputs * 2.0, 'logits': inputs})
+    mixture = fedtem.initial_mixture(2, 4, seed=3)
+    streamed = fedtem.feature_pass(model, tf.data.Dataset.from_tensor_slices({'x': x}).batch(5),
+                                   mixture['means'], mixture['variances'], mixture['weights'])
+    features = 2.0 * x
+    log_gammas = gmm.log_responsibilities(gmm.log_gaussians(features, mixture['means'], mixture['variances']),
+                                          np.log(mixture['weights']))
+    moments = gmm.feature_moments(features)
+    self.assertAllClose(streamed.log_mle, gmm.log_client_mle(log_gammas), atol=1e-5)
+    self.assertAllClose(streamed.moments.squared_deviation_sum, moments.squared_deviation_sum, rtol=1e-4)
+    self.assertAllClose(streamed.moments.feature_sum, moments.feature_sum, rtol=1e-5)
+    self.assertEqual(streamed.mode_one_count, np.sum(np.argmax(log_gammas, axis=1) == 0))  # Eq. 25 numerator.
+
+  def test_routing_accuracy(self):
+    confusion = np.array([[8.0, 2.0], [1.0, 9.0]], np.float32)
+    self.assertAllClose(fedtem.routing_accuracy(confusion, best_matching=False), 17 / 20)
+    swapped = confusion[:, ::-1]
+    self.assertAllClose(fedtem.routing_accuracy(swapped, best_matching=False), 3 / 20)
+    self.assertAllClose(fedtem.routing_accuracy(swapped, best_matching=True), 17 / 20)
+
+  def test_selected_branch_objective_is_eq_4(self):
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(6, 2, 5)).astype(np.float32)
+    labels = rng.integers(0, 5, size=6)
+    lam, eps = 0.3, 0.4
+    result = objectives.selected_branch(tf.constant(1), lam, eps)({'logits': logits}, {'y': labels})
+    log_p = logits - special.logsumexp(logits, axis=-1, keepdims=True)
+    chosen = -log_p[np.arange(6), 1, labels].mean()
+    smoothed = eps / 5 + (1 - eps) * np.eye(5)[labels]
+    other = -(smoothed * log_p[:, 0]).sum(-1).mean()
+    self.assertAllClose(result.loss, chosen + lam * other, atol=1e-5)
+    self.assertAllClose(result.num_correct, np.sum(logits[:, 1].argmax(-1) == labels))
+
+
+if __name__ == '__main__':
+  tf.test.main()
