@@ -15,6 +15,10 @@ import os
 import sys
 import time
 
+# TensorFlow's C++ INFO and WARNING logs (here and in TFF's worker process, which inherits the environment) drown
+# the progress lines; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
 from absl import app
 from absl import logging
 from absl import flags
