@@ -69,6 +69,8 @@ _BRANCH_SELECTION = flags.DEFINE_string('branch_selection', 'greedy',
 _CLIENT_ESTIMATE = flags.DEFINE_string('client_estimate', 'mle', 'FedTEM client mode estimate: mle (Eq. 5) or '
                                        'bayesian (Eq. 22).')
 _PI_MOMENTUM = flags.DEFINE_float('pi_momentum', 0.99, 'beta of the GMM weights\' running average (Appendix A.4).')
+_STATISTICS_DECAY = flags.DEFINE_float('statistics_decay', 0.7, 'FedTEM online-EM decay of the GMM statistics; 0 '
+                                       'is Eq. 10 exactly (see algorithms/fedtem.py).')
 _EVAL_ROUTING = flags.DEFINE_string('eval_routing', 'batch', 'Test-time branch choice: per batch or per sample.')
 
 _POSITIVE_INTEGERS = (_CLIENT_EPOCHS, _CLIENT_BATCH_SIZE, _TOTAL_ROUNDS, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
@@ -105,7 +107,8 @@ def _fedtem_config(period: int) -> fedtem.Config:
   return fedtem.Config(
       prior=_PRIOR.value, period=period, branch_selection=_BRANCH_SELECTION.value,
       client_estimate=_CLIENT_ESTIMATE.value, smoothing_weight=_LABEL_SMOOTH_W.value,
-      smoothing_epsilon=_LABEL_SMOOTH_EPS.value, pi_momentum=_PI_MOMENTUM.value, eval_routing=_EVAL_ROUTING.value,
+      smoothing_epsilon=_LABEL_SMOOTH_EPS.value, pi_momentum=_PI_MOMENTUM.value,
+      statistics_decay=_STATISTICS_DECAY.value, eval_routing=_EVAL_ROUTING.value,
       seed=_SEED.value)
 
 
@@ -197,7 +200,8 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _TASK, _ALGORITHM, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
     _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
     _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
-    _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _EVAL_ROUTING))
+    _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY,
+    _EVAL_ROUTING))
 
 if __name__ == '__main__':
   app.run(main)

@@ -28,26 +28,28 @@ class Evaluator:
     self._test_datasets = test_datasets
     self._evaluate_sums = tf.function(self._sums)
 
-  def _sums(self, dataset: tf.data.Dataset, objective: Objective, routing_shape) -> dict:
+  def _sums(self, dataset: tf.data.Dataset, objective: Objective, routing_shape, objective_args) -> dict:
 
     def step(sums, batch):
-      result = objective(self._model(batch['x'], training=False), batch)
+      result = objective(self._model(batch['x'], training=False), batch, *objective_args)
       return tf.nest.map_structure(tf.add, sums, client_training.metric_sums(result))
 
     return dataset.reduce(client_training.zero_metric_sums(routing_shape), step)
 
-  def evaluate(self, weights: tff.learning.models.ModelWeights, objective: Objective,
-               routing_shape=None) -> dict:
+  def evaluate(self, weights: tff.learning.models.ModelWeights, objective: Objective, routing_shape=None,
+               objective_args=()) -> dict:
     """Returns test_loss, test_accuracy and test_<mode>_{loss,accuracy} for every mode.
 
-    With `routing_shape` ([modes, branches]) the objective reports routing counts, returned summed over all test
-    data as `test_routing` (numpy).
+    `objective(outputs, batch, *objective_args)` gives each batch's metrics; passing state such as a clustering
+    model as `objective_args` (tensors) rather than in a closure lets the traced evaluation be reused. With
+    `routing_shape` ([modes, branches]) the objective reports routing counts, returned summed over all test data
+    as `test_routing` (numpy).
     """
     tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
     metrics, total = {}, None
     for name, dataset in self._test_datasets.items():
-      sums = {key: np.asarray(value) for key, value in self._evaluate_sums(dataset, objective,
-                                                                             routing_shape).items()}
+      sums = self._evaluate_sums(dataset, objective, routing_shape, tuple(objective_args))
+      sums = {key: np.asarray(value) for key, value in sums.items()}
       metrics.update(_finalize(sums, prefix=f'test_{name}_'))
       total = sums if total is None else {key: total[key] + sums[key] for key in sums}
     metrics.update(_finalize(total, prefix='test_'))

@@ -55,11 +55,13 @@ def _build_fedtem(task: task_lib.Task, element_spec, hparams: Hyperparameters, e
                                  hparams.server_learning_rate, hparams.server_adam_epsilon, hparams.num_branches,
                                  task.num_modes, config)
 
+  objective = fedtem.evaluation_objective(hparams.num_branches, config.eval_routing)
+
   def evaluate(state):
     mixture = state.client_work['mixture']
-    metrics = evaluator.evaluate(process.get_model_weights(state),
-                                 fedtem.evaluation_objective(mixture, config.eval_routing),
-                                 routing_shape=[task.num_modes, hparams.num_branches])
+    metrics = evaluator.evaluate(process.get_model_weights(state), objective,
+                                 routing_shape=[task.num_modes, hparams.num_branches],
+                                 objective_args=(mixture['means'], mixture['variances']))
     confusion = metrics.pop('test_routing').astype(np.float32)
     metrics['routing_accuracy'] = float(fedtem.routing_accuracy(confusion, best_matching=config.prior == 'none'))
     return metrics

@@ -57,6 +57,23 @@ class FedTemTest(tf.test.TestCase):
     self.assertAllClose(result['means'], means, atol=1e-5)
     self.assertAllClose(result['variances'], variances, atol=1e-5)
 
+  def test_statistics_decay_is_a_mass_weighted_average(self):
+    mixture = fedtem.initial_mixture(2, 2, seed=0)
+    mixture['mass'] = np.array([30.0, 5.0], np.float32)
+    counts = np.array([10.0, 20.0], np.float32)
+    feature_sums = np.array([[10.0, 20.0], [40.0, 0.0]], np.float32)  # This round's means: (1, 2) and (2, 0).
+    squared = np.array([[5.0, 5.0], [20.0, 20.0]], np.float32)  # This round's variances: 0.5 and 1.0.
+    result = fedtem.m_step(mixture, counts, feature_sums, squared, pi_momentum=0.5, variance_floor=1e-3,
+                           statistics_decay=0.5)
+    old_mass = 0.5 * np.array([30.0, 5.0])  # 15 and 2.5, against 10 and 20 new samples.
+    expected_means = [(15 * mixture['means'][0] + 10 * np.array([1.0, 2.0])) / 25,
+                      (2.5 * mixture['means'][1] + 20 * np.array([2.0, 0.0])) / 22.5]
+    expected_variances = [(15 * 1.0 + 10 * 0.5) / 25, (2.5 * 1.0 + 20 * 1.0) / 22.5]
+    self.assertAllClose(result['means'], expected_means, atol=1e-6)
+    self.assertAllClose(result['variances'], np.array(expected_variances)[:, None] * np.ones((2, 2)), atol=1e-6)
+    self.assertAllClose(result['mass'], old_mass + counts)
+    self.assertAllClose(result['weights'], 0.5 * 0.5 + 0.5 * counts / 30.0)
+
   def test_empty_mode_keeps_its_parameters(self):
     mixture = fedtem.initial_mixture(2, 3, seed=0)
     counts = np.array([10.0, 0.0], np.float32)
