@@ -118,9 +118,11 @@ class Config:
 # Client-side statistics.
 
 
-class FeaturePass(collections.namedtuple('FeaturePass', ['log_mle', 'log_posterior', 'moments', 'mode_one_count'])):
+class FeaturePass(collections.namedtuple('FeaturePass',
+                                         ['log_mle', 'log_posterior', 'moments', 'mode_one_count', 'mode'])):
   """One pass over a client's data with fixed weights: log pi* [K] (Eq. 5), log P(zeta | D) [K] (Eq. 22),
-  `gmm.FeatureMoments` (Eq. 9), and the number of samples with argmax_k gamma_k = mode 1 (Eq. 25)."""
+  `gmm.FeatureMoments` (Eq. 9), the number of samples with argmax_k gamma_k = mode 1 (Eq. 25), and the client's
+  true mode (the largest `mode` in its batches; for simulation metrics only)."""
 
 
 def _merge_moments(a: gmm.FeatureMoments, b: gmm.FeatureMoments) -> gmm.FeatureMoments:
@@ -139,22 +141,23 @@ def feature_pass(model: tf.keras.Model, dataset: tf.data.Dataset, means, varianc
   log_weights = tf.math.log(weights)
 
   def step(state, batch):
-    log_gamma_sum, log_density_sum, moments, mode_one = state
+    log_gamma_sum, log_density_sum, moments, mode_one, mode = state
     features = model(batch['x'], training=False)[multi_branch.FEATURES]
     log_densities = gmm.log_gaussians(features, means, variances)
     log_gammas = gmm.log_responsibilities(log_densities, log_weights)
     log_gamma_sum = tf.reduce_logsumexp(
         tf.stack([log_gamma_sum, tf.reduce_logsumexp(log_gammas, axis=0)]), axis=0)
     mode_one += tf.reduce_sum(tf.cast(tf.equal(tf.argmax(log_gammas, axis=-1), 0), tf.float32))
+    mode = tf.maximum(mode, tf.reduce_max(tf.cast(batch.get('mode', tf.zeros([1], tf.int32)), tf.int32)))
     return (log_gamma_sum, log_density_sum + tf.reduce_sum(log_densities, axis=0),
-            _merge_moments(moments, gmm.feature_moments(features)), mode_one)
+            _merge_moments(moments, gmm.feature_moments(features)), mode_one, mode)
 
   zero_moments = gmm.FeatureMoments(tf.constant(0.0), tf.zeros([dimension]), tf.zeros([dimension]))
-  initial = (tf.fill([num_modes], -np.inf), tf.zeros([num_modes]), zero_moments, tf.constant(0.0))
-  log_gamma_sum, log_density_sum, moments, mode_one = dataset.reduce(initial, step)
+  initial = (tf.fill([num_modes], -np.inf), tf.zeros([num_modes]), zero_moments, tf.constant(0.0), tf.constant(0))
+  log_gamma_sum, log_density_sum, moments, mode_one, mode = dataset.reduce(initial, step)
   log_mle = log_gamma_sum - tf.math.log(tf.maximum(moments.count, 1.0))  # Eq. 5.
   joint = log_weights + log_density_sum  # Eq. 22.
-  return FeaturePass(log_mle, joint - tf.reduce_logsumexp(joint), moments, mode_one)
+  return FeaturePass(log_mle, joint - tf.reduce_logsumexp(joint), moments, mode_one, mode)
 
 
 def ranking_score(log_mle: tf.Tensor) -> tf.Tensor:
@@ -294,7 +297,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
       objective = objectives.selected_branch(branch, config.smoothing_weight, config.smoothing_epsilon)
       training = client_training.local_training(model, client_optimizer, weights, batches, objective)
       after = feature_pass(model, inference, mixture['means'], mixture['variances'], mixture['weights'])
-      mode = batches.reduce(tf.constant(0, tf.int32), lambda m, b: tf.maximum(m, tf.reduce_max(b['mode'])))
+      mode = after.mode
       confusion = tf.one_hot(mode, num_modes)[:, tf.newaxis] * tf.one_hot(branch, num_branches)[tf.newaxis]
       statistics = collections.OrderedDict(
           score=ranking_score(after.log_mle), log_mle=after.log_mle, mode=mode, count=after.moments.count,

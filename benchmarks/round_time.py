@@ -13,7 +13,6 @@ is timed. Prints seconds per round and the ratios ours / (a) and ours / (b).
 """
 
 import collections
-import time
 
 from absl import app
 from absl import flags
@@ -23,39 +22,15 @@ import tensorflow_federated as tff
 from algorithms import learning_process
 from algorithms import objectives
 from algorithms import vanilla
+from benchmarks import timing
 from models import multi_branch
-from periodic_shift import client_sampler
-from periodic_shift import day_probability
 from tasks import synthetic
 from tasks import task as task_lib
 from utils import execution_context
 
-_ROUNDS = flags.DEFINE_integer('rounds', 30, 'Timed rounds (after 3 warm-up rounds).')
+_ROUNDS = flags.DEFINE_integer('rounds', 30, 'Timed rounds (after the warm-up rounds).')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
-_CLIENT_LR, _SERVER_LR, _EPSILON, _BATCH_SIZE, _WARMUP = 0.05, 0.01, 1e-4, 20, 3
-
-
-def _round_datasets(task, rounds):
-  """Per round, the sampled clients' preprocessed datasets, `(raw_batch, mode)` elements."""
-  q = day_probability.build_day_probability_fn('linear', 32, 1.0, day_population_share=0.5)
-  sampler = client_sampler.RoundSampler(task.mode_client_ids(), _CLIENTS_PER_ROUND.value,
-                                        client_sampler.day_night_probabilities(q), seed=0)
-  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=_BATCH_SIZE)
-  result = []
-  for round_num in range(1, rounds + 1):
-    sample = sampler.sample(round_num)
-    result.append([task.client_dataset(mode, client_id, spec, shuffle_seed=round_num * 1000 + i)
-                   for i, (client_id, mode) in enumerate(zip(sample.client_ids, sample.modes))])
-  return result
-
-
-def _seconds_per_round(step, rounds):
-  for datasets in rounds[:_WARMUP]:
-    step(datasets)
-  started = time.perf_counter()
-  for datasets in rounds[_WARMUP:]:
-    step(datasets)
-  return (time.perf_counter() - started) / (len(rounds) - _WARMUP)
+_CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
 
 
 def _time_ours(task, model_fn, rounds):
@@ -66,7 +41,7 @@ def _time_ours(task, model_fn, rounds):
   def step(datasets):
     state[0] = process.next(state[0], datasets).state
 
-  return _seconds_per_round(step, rounds)
+  return timing.seconds_per_round(step, rounds)
 
 
 def _averaged_keras_model(model_fn):
@@ -94,7 +69,7 @@ def _time_tff_fedavg(model_fn, rounds):
   def step(datasets):
     state[0] = process.next(state[0], datasets).state
 
-  return _seconds_per_round(step, xy_rounds)
+  return timing.seconds_per_round(step, xy_rounds)
 
 
 def _time_plain_tf(task, model_fn, rounds):
@@ -123,7 +98,7 @@ def _time_plain_tf(task, model_fn, rounds):
       deltas.append([value - variable for variable, value in zip(variables, initial)])
     return [tf.reduce_mean(layer, axis=0) for layer in zip(*deltas)]
 
-  return _seconds_per_round(step, batch_rounds)
+  return timing.seconds_per_round(step, batch_rounds)
 
 
 def main(argv):
@@ -132,11 +107,11 @@ def main(argv):
   tf.get_logger().setLevel('ERROR')
   task = synthetic.create_task(seed=0)
   model_fn = lambda: task.model_fn(2)
-  rounds = _round_datasets(task, _ROUNDS.value + _WARMUP)
+  rounds = timing.round_datasets(task, _ROUNDS.value + timing.WARMUP_ROUNDS, _CLIENTS_PER_ROUND.value)
   ours = _time_ours(task, model_fn, rounds)
   tff_fedavg = _time_tff_fedavg(model_fn, rounds)
   plain = _time_plain_tf(task, model_fn, rounds)
-  print(f'clients/round {_CLIENTS_PER_ROUND.value}, batch {_BATCH_SIZE}, {_ROUNDS.value} timed rounds')
+  print(f'clients/round {_CLIENTS_PER_ROUND.value}, batch {timing.BATCH_SIZE}, {_ROUNDS.value} timed rounds')
   print(f'ours (vanilla):                     {ours:.4f} s/round')
   print(f'(a) tff build_weighted_fed_avg:     {tff_fedavg:.4f} s/round   ours / (a) = {ours / tff_fedavg:.2f}')
   print(f'(b) plain TF, same client steps:    {plain:.4f} s/round   ours / (b) = {ours / plain:.2f}')

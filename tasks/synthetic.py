@@ -9,11 +9,12 @@ Built to show, at a small scale, the mechanisms the paper shows on EMNIST (digit
   (rho = `night_prototype_correlation` = 0.95), as 0/O or 1/l are in EMNIST.
 - Different input distributions. Each mode adds its own small style offset s_m to every input, plus a per-client
   jitter c_i.
-- Weak per-example, strong per-client mode evidence. With the defaults, a network trained centrally on all data
-  tells the mode of a single example about 80% of the time, so a single model confuses the class pairs (about 80%
-  test accuracy); pooled over 16 examples of one client the mode is identified about 99.6% of the time, and a
-  model told the mode reaches about 98%. This is the room the paper's methods use: a clustering model in feature
-  space that routes whole clients (or test batches) to mode-specific branches.
+- Mode evidence that grows with the number of examples. With the defaults, a network trained centrally on all data
+  tells the mode of a single example 98.4% of the time and reaches 96.4% test accuracy, against 97.6% for the
+  same network told the mode; pooled over 16 examples the mode is always identified. The learned features carry
+  the mode clearly enough for FedTEM's feature-space GMM to find it: with `style_scale` 0.05 (a single example's
+  mode right 80% of the time, single-model accuracy 80%) the GMM did not lock onto the modes in 96-128 rounds, with
+  0.1 neither; with 0.15 and 0.2 it did (training routing accuracy 1.0 after about 40 rounds).
 - Non-IID clients of unequal sizes. A client's labels follow Dirichlet(`label_concentration`) over its mode's
   classes; its size is log-normal (median `median_client_size`, clipped to [10, 400]).
 
@@ -62,7 +63,7 @@ class SyntheticConfig:
   night_prototype_correlation: float = 0.95
   prototype_scale: float = 1.0
   noise_scale: float = 0.8
-  style_scale: float = 0.05
+  style_scale: float = 0.15
   client_style_jitter: float = 0.1
   input_noise: float = 0.3
   test_examples_per_mode: int = 2000

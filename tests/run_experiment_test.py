@@ -10,6 +10,7 @@ import time
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 
 _BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
 _SMALL_RUN = ['--task=synthetic', '--clients_per_round=5', '--period=8', '--rounds_per_eval=4',
@@ -93,6 +94,18 @@ class EndToEndTest(absltest.TestCase):
     self.assertEqual(float(rows[3]['prior']), 0.0)  # ... and to 0 at t mod T = T/2 = 4.
     for column in ('train_routing_accuracy', 'routing_accuracy'):
       self.assertBetween(float(rows[3][column]), 0.0, 1.0)
+
+  def test_fedtem_learns_to_route_clients_to_their_mode(self):
+    root = self.create_tempdir().full_path
+    result = _run(['--algorithm=fedtem', '--prior=linear', '--period=32', '--total_rounds=64',
+                   '--rounds_per_eval=32', f'--root_output_dir={root}', '--experiment_name=routing'])
+    self.assertEqual(result.returncode, 0, result.stderr)
+    rows = _rows(os.path.join(root, 'routing'))
+    # After warm-up (the second period), nearly every client trains on its own mode's branch and test batches are
+    # routed to their mode's branch.
+    late = [float(row['train_routing_accuracy']) for row in rows[40:]]
+    self.assertGreater(np.mean(late), 0.9)
+    self.assertGreater(float(rows[-1]['routing_accuracy']), 0.9)
 
   def test_interrupted_run_resumes_to_the_same_metrics(self):
     root = self.create_tempdir().full_path

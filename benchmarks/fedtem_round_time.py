@@ -1,0 +1,117 @@
+"""FedTEM's cost per round against Vanilla's, and against the bound set by its extra work, in one run.
+
+For each of two workloads, the synthetic task and EMNIST-shaped data (random 28x28 images, 62 classes, clients of
+100-200 examples, the paper's EMNIST CNN), on the same clients and batches:
+
+  ratio  = (FedTEM s/round) / (Vanilla s/round), both as TFF learning processes;
+  bound  = (one training epoch + the two inference passes) / (one training epoch), in plain TensorFlow: what FedTEM
+           adds on each client is one inference pass before and one after training (in batches of
+           `inference_batch_size`).
+
+    bazel run //benchmarks:fedtem_round_time -- --rounds=20
+"""
+
+import collections
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import fedtem
+from algorithms import learning_process
+from algorithms import objectives
+from algorithms import vanilla
+from benchmarks import timing
+from models import emnist_cnn
+from models import multi_branch
+from tasks import synthetic
+from tasks import task as task_lib
+from utils import execution_context
+
+_ROUNDS = flags.DEFINE_integer('rounds', 20, 'Timed rounds (after 3 warm-up rounds).')
+_CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
+_CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
+
+
+def _emnist_shaped_task(seed=0, clients_per_mode=60):
+  rng = np.random.default_rng(seed)
+  train_data, sizes = [], []
+  for mode in range(2):
+    clients = {}
+    for i in range(clients_per_mode):
+      n = int(rng.integers(100, 200))
+      clients[f'{mode}_{i}'] = collections.OrderedDict(
+          x=rng.uniform(size=(n, 28, 28, 1)).astype(np.float32), y=rng.integers(0, 62, n).astype(np.int32))
+    train_data.append(tff.simulation.datasets.TestClientData(clients))
+    sizes.append({client_id: len(data['y']) for client_id, data in clients.items()})
+  test = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+      x=np.zeros((64, 28, 28, 1), np.float32), y=np.zeros(64, np.int32)))
+  return task_lib.Task(name='emnist_shaped', train_data=train_data, client_sizes=sizes, test_data=[test, test],
+                       test_sizes=[64, 64], batch_fn=lambda batch: batch, model_fn=emnist_cnn.create_model,
+                       num_classes=62)
+
+
+def _process_seconds(process, model_fn, rounds):
+  state = [process.set_model_weights(process.initialize(), learning_process.initial_weights(model_fn, 0))]
+
+  def step(datasets):
+    state[0] = process.next(state[0], datasets).state
+
+  return timing.seconds_per_round(step, rounds)
+
+
+def _plain_tf_bound(task, model_fn, rounds, inference_batch_size):
+  """(train epoch + 2 inference passes) / (train epoch) on the same clients, eager TF with tf.function steps."""
+  model = model_fn()
+  variables = model.trainable_variables
+
+  @tf.function(reduce_retracing=True)  # Client sizes vary: trace once for any batch size.
+  def sgd_step(x, y):
+    with tf.GradientTape() as tape:
+      loss = objectives.averaged_branches(model(x, training=True), {'y': y}).loss
+    for variable, gradient in zip(variables, tape.gradient(loss, variables)):
+      variable.assign_sub(_CLIENT_LR * gradient)
+
+  @tf.function(reduce_retracing=True)
+  def features(x):
+    return model(x, training=False)[multi_branch.FEATURES]
+
+  clients = [[(b['x'], b['y']) for b in task_lib.model_batches(d, task.batch_fn)]
+             for datasets in rounds for d in datasets]
+  inference = [[tf.concat([x for x, _ in batches], 0)[i:i + inference_batch_size]
+                for i in range(0, sum(len(y) for _, y in batches), inference_batch_size)] for batches in clients]
+  train = timing.seconds_per_round(lambda c: [sgd_step(x, y) for x, y in c], clients)
+  infer = timing.seconds_per_round(lambda c: [features(x) for x in c], inference)
+  return (train + 2 * infer) / train
+
+
+def _measure(task, model_fn):
+  rounds = timing.round_datasets(task, _ROUNDS.value + timing.WARMUP_ROUNDS, _CLIENTS_PER_ROUND.value)
+  element_spec = rounds[0][0].element_spec
+  config = fedtem.Config(period=32)
+  vanilla_seconds = _process_seconds(
+      vanilla.build_process(model_fn, task.batch_fn, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON), model_fn,
+      rounds)
+  fedtem_seconds = _process_seconds(
+      fedtem.build_process(model_fn, task.batch_fn, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON, 2, 2, config),
+      model_fn, rounds)
+  bound = _plain_tf_bound(task, model_fn, rounds, config.inference_batch_size)
+  return vanilla_seconds, fedtem_seconds, bound
+
+
+def main(argv):
+  del argv  # Unused.
+  execution_context.install()
+  tf.get_logger().setLevel('ERROR')
+  print(f'clients/round {_CLIENTS_PER_ROUND.value}, {_ROUNDS.value} timed rounds')
+  for name, task in (('synthetic', synthetic.create_task(seed=0)), ('emnist_shaped', _emnist_shaped_task())):
+    vanilla_seconds, fedtem_seconds, bound = _measure(task, lambda task=task: task.model_fn(2))
+    ratio = fedtem_seconds / vanilla_seconds
+    print(f'{name:14s} vanilla {vanilla_seconds:.3f} s/round  fedtem {fedtem_seconds:.3f} s/round  '
+          f'ratio {ratio:.2f}  bound {bound:.2f}  ratio/bound {ratio / bound:.2f}')
+
+
+if __name__ == '__main__':
+  app.run(main)
