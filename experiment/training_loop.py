@@ -92,7 +92,7 @@ def final_metrics(rows: list[dict[str, float]], window_rounds: int) -> dict[str,
   last = evaluated[-1]
   window = [row for row in evaluated if row['round'] > last['round'] - window_rounds]
   result = dict(last)
-  for key in (k for k in last if k.startswith('test_')):
+  for key in (k for k in last if k.startswith('test_') or k == 'routing_accuracy'):
     result[f'{key}_last_period_mean'] = sum(row[key] for row in window) / len(window)
   return result
 
