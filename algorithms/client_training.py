@@ -7,6 +7,7 @@ finalizer treats the aggregated update as a gradient), with the number of exampl
 A client whose update is not finite sends zeros with weight 0, as TFF's own client work does.
 """
 
+import collections
 from typing import Callable, NamedTuple
 
 import tensorflow as tf
@@ -30,6 +31,13 @@ def metric_sums(result: objectives.BatchResult) -> dict:
   if result.routing is not None:
     sums['routing'] = result.routing
   return sums
+
+
+def finalize_train_metrics(sums) -> collections.OrderedDict:
+  """train_loss, train_accuracy and train_examples from summed metrics (`metric_sums`)."""
+  count = tf.maximum(sums['num_examples'], 1.0)
+  return collections.OrderedDict(train_loss=sums['loss_sum'] / count, train_accuracy=sums['num_correct'] / count,
+                                 train_examples=sums['num_examples'])
 
 
 def zero_metric_sums(routing_shape=None) -> dict:

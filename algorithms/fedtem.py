@@ -337,10 +337,8 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
   @tff.tensorflow.computation(sums_type, np.float32, assignment_type)
   def finalize(sums, prior, totals):
-    count = tf.maximum(sums['num_examples'], 1.0)
     return collections.OrderedDict(
-        train_loss=sums['loss_sum'] / count, train_accuracy=sums['num_correct'] / count,
-        train_examples=sums['num_examples'],
+        client_training.finalize_train_metrics(sums),
         train_routing_accuracy=routing_accuracy(sums['routing'], best_matching=not use_prior),
         prior=prior, assigned_mode_one_share=totals['count'][0] / tf.maximum(tf.reduce_sum(totals['count']), 1.0),
         assignment_accuracy=routing_accuracy(totals['assignment'], best_matching=not use_prior))

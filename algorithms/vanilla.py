@@ -8,22 +8,12 @@ single-branch model (K = 1) these are the Appendix A.8 baselines.
 The client work has no state; it reports the train loss and accuracy, aggregated with `federated_sum`.
 """
 
-import collections
-
-import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms import client_training
 from algorithms import learning_process
 from algorithms import objectives
 from tasks import task as task_lib
-
-
-def finalize_train_metrics(sums) -> collections.OrderedDict:
-  """Loss and accuracy from summed metrics (`client_training.metric_sums`)."""
-  count = tf.maximum(sums['num_examples'], 1.0)
-  return collections.OrderedDict(train_loss=sums['loss_sum'] / count, train_accuracy=sums['num_correct'] / count,
-                                 train_examples=sums['num_examples'])
 
 
 def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
@@ -47,7 +37,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
   @tff.tensorflow.computation(metrics_type)
   def finalize(sums):
-    return finalize_train_metrics(sums)
+    return client_training.finalize_train_metrics(sums)
 
   @tff.federated_computation
   def initialize():

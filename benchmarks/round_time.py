@@ -19,7 +19,6 @@ from absl import flags
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import learning_process
 from algorithms import objectives
 from algorithms import vanilla
 from benchmarks import timing
