@@ -12,6 +12,10 @@ For each of two workloads, the synthetic task and EMNIST-shaped data (random 28x
 """
 
 import collections
+import os
+
+# Quiet TensorFlow C++ logs here and in TFF's worker process (set TF_CPP_MIN_LOG_LEVEL=0 to see them).
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app
 from absl import flags
