@@ -174,14 +174,18 @@ def select_branch(log_estimate: tf.Tensor, selection: str, seed: tf.Tensor) -> t
 
 
 def routing_accuracy(confusion: tf.Tensor, best_matching: bool) -> tf.Tensor:
-  """Share routed to their mode's branch from counts [modes, branches]; with `best_matching`, under the best
-  one-to-one relabelling of branches (for clustering without a prior, whose mode labels are arbitrary)."""
+  """Share routed to their mode's branch, from counts [modes, branches] (mode k's branch is branch k).
+
+  With `best_matching`, under the best one-to-one assignment of modes to branches (for clustering without a
+  prior, whose labels are arbitrary; with more branches than modes, some branches get no mode).
+  """
   total = tf.maximum(tf.reduce_sum(confusion), 1.0)
-  num = int(confusion.shape[0])
+  num_modes, num_branches = int(confusion.shape[0]), int(confusion.shape[1])
   if not best_matching:
-    return tf.linalg.trace(confusion) / total
-  permutations = np.stack([np.eye(num, dtype=np.float32)[list(p)] for p in itertools.permutations(range(num))])
-  return tf.reduce_max(tf.reduce_sum(confusion[tf.newaxis] * permutations, axis=[1, 2])) / total
+    return tf.linalg.trace(confusion[:, :num_modes]) / total
+  matchings = np.stack([np.eye(num_branches, dtype=np.float32)[list(p)]
+                        for p in itertools.permutations(range(num_branches), num_modes)])  # [P, modes, branches]
+  return tf.reduce_max(tf.reduce_sum(confusion[tf.newaxis] * matchings, axis=[1, 2])) / total
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -385,7 +389,7 @@ def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn
 # Evaluation.
 
 
-def evaluation_objective(num_branches: int, routing: str):
+def evaluation_objective(num_modes: int, num_branches: int, routing: str):
   """objective(outputs, batch, means, variances): the branch of each test batch is argmax of Eq. 5 on the batch
   (or per sample) under the GMM (means, variances) with a uniform pi (Appendix A.4)."""
   uniform = tf.fill([num_branches], -np.log(num_branches).astype(np.float32))
@@ -399,7 +403,7 @@ def evaluation_objective(num_branches: int, routing: str):
       branches = tf.argmax(log_gammas, axis=-1, output_type=tf.int32)
     logits = tf.gather(outputs[multi_branch.LOGITS], branches, axis=1, batch_dims=1)
     result = objectives.classification_result(logits, batch['y'])
-    confusion = tf.matmul(tf.one_hot(batch['mode'], num_branches), tf.one_hot(branches, num_branches),
+    confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(branches, num_branches),
                           transpose_a=True)
     return result._replace(routing=confusion)
 

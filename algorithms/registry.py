@@ -55,7 +55,7 @@ def _build_fedtem(task: task_lib.Task, element_spec, hparams: Hyperparameters, e
                                  hparams.server_learning_rate, hparams.server_adam_epsilon, hparams.num_branches,
                                  task.num_modes, config)
 
-  objective = fedtem.evaluation_objective(hparams.num_branches, config.eval_routing)
+  objective = fedtem.evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing)
 
   def evaluate(state):
     mixture = state.client_work['mixture']

@@ -117,6 +117,10 @@ class FedTemTest(tf.test.TestCase):
     swapped = confusion[:, ::-1]
     self.assertAllClose(fedtem.routing_accuracy(swapped, best_matching=False), 3 / 20)
     self.assertAllClose(fedtem.routing_accuracy(swapped, best_matching=True), 17 / 20)
+    # Two modes, three branches: the best injective matching sends mode 0 to branch 2 and mode 1 to branch 0.
+    three = np.array([[1.0, 2.0, 7.0], [6.0, 3.0, 1.0]], np.float32)
+    self.assertAllClose(fedtem.routing_accuracy(three, best_matching=True), 13 / 20)
+    self.assertAllClose(fedtem.routing_accuracy(three, best_matching=False), 4 / 20)
 
   def test_selected_branch_objective_is_eq_4(self):
     rng = np.random.default_rng(4)

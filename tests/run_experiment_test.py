@@ -95,6 +95,18 @@ class EndToEndTest(absltest.TestCase):
     for column in ('train_routing_accuracy', 'routing_accuracy'):
       self.assertBetween(float(rows[3][column]), 0.0, 1.0)
 
+  def test_fedtem_variants_run(self):
+    # Three branches without a prior (EM only), the Bayesian client estimate of Eq. 22, sampled training branches
+    # and per-sample test routing.
+    root = self.create_tempdir().full_path
+    result = _run(_SMALL_RUN + ['--algorithm=fedtem', '--prior=none', '--num_branches=3', '--total_rounds=4',
+                                '--client_estimate=bayesian', '--branch_selection=sample', '--eval_routing=sample',
+                                f'--root_output_dir={root}', '--experiment_name=variants'])
+    self.assertEqual(result.returncode, 0, result.stderr)
+    last = _rows(os.path.join(root, 'variants'))[-1]
+    self.assertBetween(float(last['routing_accuracy']), 0.0, 1.0)
+    self.assertBetween(float(last['train_routing_accuracy']), 0.0, 1.0)
+
   def test_fedtem_learns_to_route_clients_to_their_mode(self):
     root = self.create_tempdir().full_path
     result = _run(['--algorithm=fedtem', '--prior=linear', '--period=32', '--total_rounds=64',
