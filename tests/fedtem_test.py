@@ -95,21 +95,22 @@ class FedTemTest(tf.test.TestCase):
     # pi_1 = 1 - 1e-30 rounds to 1.0 in float32, the log-odds does not.
     self.assertAllClose(fedtem.ranking_score(np.array([0.0, -69.0], np.float32)), 69.0)
 
-  def test_feature_pass_streams_the_same_statistics_as_one_batch(self):
+  def test_feature_pass_over_a_whole_client(self):
     rng = np.random.default_rng(2)
     x = rng.normal(size=(23, 4)).astype(np.float32)
     model = tf.keras.Model(inputs := tf.keras.Input((4,)), {'features': inputs * 2.0, 'logits': inputs})
     mixture = fedtem.initial_mixture(2, 4, seed=3)
-    streamed = fedtem.feature_pass(model, tf.data.Dataset.from_tensor_slices({'x': x}).batch(5),
-                                   mixture['means'], mixture['variances'], mixture['weights'])
+    batches = tf.data.Dataset.from_tensor_slices({'x': x, 'mode': np.full(23, 1, np.int32)}).batch(5)
+    examples = fedtem.client_examples(batches)
+    self.assertAllClose(examples['x'], x)  # All 23 examples of the 5 batches, in order.
+    result = fedtem.feature_pass(model, examples, mixture['means'], mixture['variances'], mixture['weights'])
     features = 2.0 * x
     log_gammas = gmm.log_responsibilities(gmm.log_gaussians(features, mixture['means'], mixture['variances']),
                                           np.log(mixture['weights']))
-    moments = gmm.feature_moments(features)
-    self.assertAllClose(streamed.log_mle, gmm.log_client_mle(log_gammas), atol=1e-5)
-    self.assertAllClose(streamed.moments.squared_deviation_sum, moments.squared_deviation_sum, rtol=1e-4)
-    self.assertAllClose(streamed.moments.feature_sum, moments.feature_sum, rtol=1e-5)
-    self.assertEqual(streamed.mode_one_count, np.sum(np.argmax(log_gammas, axis=1) == 0))  # Eq. 25 numerator.
+    self.assertAllClose(result.log_mle, gmm.log_client_mle(log_gammas), atol=1e-5)
+    self.assertAllClose(result.moments.squared_deviation_sum, features.var(0) * 23, rtol=1e-4)
+    self.assertEqual(result.mode_one_count, np.sum(np.argmax(log_gammas, axis=1) == 0))  # Eq. 25 numerator.
+    self.assertEqual(result.mode, 1)
 
   def test_routing_accuracy(self):
     confusion = np.array([[8.0, 2.0], [1.0, 9.0]], np.float32)
