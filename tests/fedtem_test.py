@@ -1,4 +1,4 @@
-"""Tests FedTEM's pieces against numpy references: streamed statistics, Eq. 10 with priors, routing, Eq. 4."""
+"""Tests FedTEM's pieces against numpy references: whole-client statistics, Eq. 10 with priors, routing, Eq. 4."""
 
 import collections
 
