@@ -59,7 +59,6 @@ matching of modes to branches.
 
 import collections
 import dataclasses
-import itertools
 
 import numpy as np
 import tensorflow as tf
@@ -69,6 +68,7 @@ from algorithms import client_training
 from algorithms import gmm
 from algorithms import learning_process
 from algorithms import objectives
+from algorithms import routing
 from models import multi_branch
 from periodic_shift import temporal_prior
 from tasks import task as task_lib
@@ -124,17 +124,6 @@ class FeaturePass(collections.namedtuple('FeaturePass',
   true mode (the largest `mode` in its batches; for simulation metrics only)."""
 
 
-def client_examples(batches: tf.data.Dataset) -> dict:
-  """All of a client's examples as one batch: {'x': [N, ...], 'mode': [N]} (N >= 1).
-
-  The inference passes run on the whole client at once: a `dataset.reduce` costs a function instantiation per call,
-  which on small models costs more than the pass itself (measured: three reduces per client made FedTEM's client
-  function 3.3x slower than Vanilla's in plain TF). Client datasets are small (hundreds of examples).
-  """
-  examples = batches.unbatch().batch(np.iinfo(np.int32).max)
-  return examples.map(lambda b: {'x': b['x'], 'mode': b['mode']}).get_single_element()
-
-
 def feature_pass(model: tf.keras.Model, examples: dict, means, variances, weights) -> FeaturePass:
   """The GMM statistics of `examples` ({'x', 'mode'}, one batch) under `model` and the GMM."""
   log_weights = tf.math.log(weights)
@@ -157,21 +146,6 @@ def select_branch(log_estimate: tf.Tensor, selection: str, seed: tf.Tensor) -> t
     return tf.argmax(log_estimate, output_type=tf.int32)
   draw = tf.random.stateless_categorical(log_estimate[tf.newaxis], 1, seed=seed)
   return tf.cast(draw[0, 0], tf.int32)
-
-
-def routing_accuracy(confusion: tf.Tensor, best_matching: bool) -> tf.Tensor:
-  """Share routed to their mode's branch, from counts [modes, branches] (mode k's branch is branch k).
-
-  With `best_matching`, under the best one-to-one assignment of modes to branches (for clustering without a
-  prior, whose labels are arbitrary; with more branches than modes, some branches get no mode).
-  """
-  total = tf.maximum(tf.reduce_sum(confusion), 1.0)
-  num_modes, num_branches = int(confusion.shape[0]), int(confusion.shape[1])
-  if not best_matching:
-    return tf.linalg.trace(confusion[:, :num_modes]) / total
-  matchings = np.stack([np.eye(num_branches, dtype=np.float32)[list(p)]
-                        for p in itertools.permutations(range(num_branches), num_modes)])  # [P, modes, branches]
-  return tf.reduce_max(tf.reduce_sum(confusion[tf.newaxis] * matchings, axis=[1, 2])) / total
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -265,7 +239,7 @@ def build_client_phase_one(model: tf.keras.Model, client_optimizer: tff.learning
   @tf.function
   def run(weights, mixture, round_num, dataset):
     batches = task_lib.model_batches(dataset, batch_fn)
-    inference = client_examples(batches)
+    inference, batches = routing.client_examples(batches)
     tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
     before = feature_pass(model, inference, mixture['means'], mixture['variances'], mixture['weights'])
     estimate = before.log_mle if config.client_estimate == 'mle' else before.log_posterior
@@ -274,7 +248,7 @@ def build_client_phase_one(model: tf.keras.Model, client_optimizer: tff.learning
     objective = objectives.selected_branch(branch, config.smoothing_weight, config.smoothing_epsilon)
     training = client_training.local_training(model, client_optimizer, weights, batches, objective)
     after = feature_pass(model, inference, mixture['means'], mixture['variances'], mixture['weights'])
-    confusion = tf.one_hot(after.mode, num_modes)[:, tf.newaxis] * tf.one_hot(branch, num_branches)[tf.newaxis]
+    confusion = routing.client_confusion(after.mode, branch, num_modes, num_branches)
     statistics = collections.OrderedDict(
         score=ranking_score(after.log_mle), log_mle=after.log_mle, mode=after.mode, count=after.moments.count,
         feature_sum=after.moments.feature_sum, squared_deviation_sum=after.moments.squared_deviation_sum)
@@ -322,22 +296,21 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
     return collections.OrderedDict(count=r * statistics['count'],
                                    feature_sum=r[:, tf.newaxis] * statistics['feature_sum'],
                                    squared_deviation_sum=r[:, tf.newaxis] * statistics['squared_deviation_sum'],
-                                   assignment=tf.one_hot(statistics['mode'], num_modes)[:, tf.newaxis] * r)
+                                   assignment=routing.client_confusion(statistics['mode'], tf.argmax(r, output_type=tf.int32), num_modes, num_branches))
 
   assignment_type = client_phase_two.type_signature.result
 
-  @tff.tensorflow.computation(mixture_type, assignment_type)
-  def server_m_step(mixture, totals):
-    return m_step(mixture, totals['count'], totals['feature_sum'], totals['squared_deviation_sum'],
-                  config.pi_momentum, config.variance_floor, config.statistics_decay)
-
-  @tff.tensorflow.computation(sums_type, np.float32, assignment_type)
-  def finalize(sums, prior, totals):
-    return collections.OrderedDict(
+  @tff.tensorflow.computation(mixture_type, assignment_type, sums_type, np.float32)
+  def server_update(mixture, totals, sums, prior):
+    """The M step and the round's metrics, in one server computation."""
+    mixture = m_step(mixture, totals['count'], totals['feature_sum'], totals['squared_deviation_sum'],
+                     config.pi_momentum, config.variance_floor, config.statistics_decay)
+    metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
-        train_routing_accuracy=routing_accuracy(sums['routing'], best_matching=not use_prior),
+        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=not use_prior),
         prior=prior, assigned_mode_one_share=totals['count'][0] / tf.maximum(tf.reduce_sum(totals['count']), 1.0),
-        assignment_accuracy=routing_accuracy(totals['assignment'], best_matching=not use_prior))
+        assignment_accuracy=routing.routing_accuracy(totals['assignment'], best_matching=not use_prior))
+    return mixture, metrics
 
   @tff.tensorflow.computation(np.int64)
   def increment(round_num):
@@ -361,9 +334,8 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
     threshold, prior = tff.federated_map(server_prior, (round_num, state.prior_value, scores, summed))
     totals = tff.federated_sum(tff.federated_map(client_phase_two, (
         statistics, tff.federated_broadcast(threshold))))
-    mixture = tff.federated_map(server_m_step, (state.mixture, totals))
+    mixture, measurements = tff.federated_map(server_update, (state.mixture, totals, summed, prior))
     new_state = tff.federated_zip(collections.OrderedDict(round_num=round_num, mixture=mixture, prior_value=prior))
-    measurements = tff.federated_map(finalize, (summed, prior, totals))
     return tff.templates.MeasuredProcessOutput(new_state, result, measurements)
 
   return tff.learning.templates.ClientWorkProcess(initialize, next_fn)

@@ -16,6 +16,7 @@ import tensorflow_federated as tff
 from algorithms import evaluation
 from algorithms import fedtem
 from algorithms import objectives
+from algorithms import routing
 from algorithms import vanilla
 from tasks import task as task_lib
 
@@ -63,7 +64,7 @@ def _build_fedtem(task: task_lib.Task, element_spec, hparams: Hyperparameters, e
                                  routing_shape=[task.num_modes, hparams.num_branches],
                                  objective_args=(mixture['means'], mixture['variances']))
     confusion = metrics.pop('test_routing').astype(np.float32)
-    metrics['routing_accuracy'] = float(fedtem.routing_accuracy(confusion, best_matching=config.prior == 'none'))
+    metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=config.prior == 'none'))
     return metrics
 
   return Algorithm(process, evaluate, shift_free=False)

@@ -1,4 +1,4 @@
-"""Tests FedTEM's pieces against numpy references: whole-client statistics, Eq. 10 with priors, routing, Eq. 4."""
+"""Tests FedTEM's pieces against numpy references: whole-client statistics, Eq. 10 with priors, Eq. 4."""
 
 import collections
 
@@ -9,6 +9,7 @@ import tensorflow as tf
 from algorithms import fedtem
 from algorithms import gmm
 from algorithms import objectives
+from algorithms import routing
 
 
 def _numpy_m_step(weights, means, variances, assignments, counts, client_means, client_variances, beta, floor):
@@ -101,8 +102,7 @@ class FedTemTest(tf.test.TestCase):
     model = tf.keras.Model(inputs := tf.keras.Input((4,)), {'features': inputs * 2.0, 'logits': inputs})
     mixture = fedtem.initial_mixture(2, 4, seed=3)
     batches = tf.data.Dataset.from_tensor_slices({'x': x, 'mode': np.full(23, 1, np.int32)}).batch(5)
-    examples = fedtem.client_examples(batches)
-    self.assertAllClose(examples['x'], x)  # All 23 examples of the 5 batches, in order.
+    examples, _ = routing.client_examples(batches)
     result = fedtem.feature_pass(model, examples, mixture['means'], mixture['variances'], mixture['weights'])
     features = 2.0 * x
     log_gammas = gmm.log_responsibilities(gmm.log_gaussians(features, mixture['means'], mixture['variances']),
@@ -111,17 +111,6 @@ class FedTemTest(tf.test.TestCase):
     self.assertAllClose(result.moments.squared_deviation_sum, features.var(0) * 23, rtol=1e-4)
     self.assertEqual(result.mode_one_count, np.sum(np.argmax(log_gammas, axis=1) == 0))  # Eq. 25 numerator.
     self.assertEqual(result.mode, 1)
-
-  def test_routing_accuracy(self):
-    confusion = np.array([[8.0, 2.0], [1.0, 9.0]], np.float32)
-    self.assertAllClose(fedtem.routing_accuracy(confusion, best_matching=False), 17 / 20)
-    swapped = confusion[:, ::-1]
-    self.assertAllClose(fedtem.routing_accuracy(swapped, best_matching=False), 3 / 20)
-    self.assertAllClose(fedtem.routing_accuracy(swapped, best_matching=True), 17 / 20)
-    # Two modes, three branches: the best injective matching sends mode 0 to branch 2 and mode 1 to branch 0.
-    three = np.array([[1.0, 2.0, 7.0], [6.0, 3.0, 1.0]], np.float32)
-    self.assertAllClose(fedtem.routing_accuracy(three, best_matching=True), 13 / 20)
-    self.assertAllClose(fedtem.routing_accuracy(three, best_matching=False), 4 / 20)
 
   def test_selected_branch_objective_is_eq_4(self):
     rng = np.random.default_rng(4)

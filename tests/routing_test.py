@@ -1,0 +1,38 @@
+"""Tests the pieces the clustering methods share: reading a client once, routing counts and accuracy."""
+
+import numpy as np
+import tensorflow as tf
+
+from algorithms import routing
+
+
+class RoutingTest(tf.test.TestCase):
+
+  def test_client_examples_reads_all_examples_and_the_same_batches(self):
+    x = np.arange(23 * 2, dtype=np.float32).reshape(23, 2)
+    batches = tf.data.Dataset.from_tensor_slices({'x': x, 'mode': np.full(23, 1, np.int32)}).batch(5)
+    examples, rebatched = routing.client_examples(batches)
+    self.assertAllEqual(examples['x'], x)  # All 23 examples of the 5 batches, in order.
+    self.assertAllEqual(examples['mode'], np.ones(23))
+    self.assertEqual([len(b['x']) for b in rebatched], [5, 5, 5, 5, 3])
+    for original, copy in zip(batches, rebatched):
+      self.assertAllEqual(original['x'], copy['x'])
+
+  def test_client_confusion(self):
+    self.assertAllEqual(routing.client_confusion(tf.constant(1), tf.constant(2), 2, 3), [[0, 0, 0], [0, 0, 1]])
+
+  def test_routing_accuracy(self):
+    confusion = np.array([[8.0, 2.0], [1.0, 9.0]], np.float32)
+    self.assertAllClose(routing.routing_accuracy(confusion, best_matching=False), 17 / 20)
+    swapped = confusion[:, ::-1]
+    self.assertAllClose(routing.routing_accuracy(swapped, best_matching=False), 3 / 20)
+    self.assertAllClose(routing.routing_accuracy(swapped, best_matching=True), 17 / 20)
+    # Two modes, three branches: the best injective matching sends mode 0 to branch 2 and mode 1 to branch 0.
+    three = np.array([[1.0, 2.0, 7.0], [6.0, 3.0, 1.0]], np.float32)
+    self.assertAllClose(routing.routing_accuracy(three, best_matching=True), 13 / 20)
+    self.assertAllClose(routing.routing_accuracy(three, best_matching=False), 4 / 20)
+
+
+
+if __name__ == '__main__':
+  tf.test.main()
