@@ -27,6 +27,7 @@ import tensorflow_federated as tff
 
 from algorithms import evaluation
 from algorithms import fedtem
+from algorithms import fedtkm
 from algorithms import learning_process
 from algorithms import registry as algorithms
 from experiment import training_loop
@@ -61,7 +62,8 @@ _EXPERIMENT_NAME = flags.DEFINE_string('experiment_name', None,
                                        'Sub-directory of the run. Default: made from the main flags.')
 _CACHE_DIR = flags.DEFINE_string('cache_dir', None, 'Directory holding TFF dataset files (real tasks).')
 # FedTEM.
-_PRIOR = flags.DEFINE_string('prior', 'linear', f'Temporal prior of FedTEM: one of {", ".join(fedtem.PRIORS)}.')
+_PRIOR = flags.DEFINE_string('prior', 'linear',
+                             f'Temporal prior of FedTEM/FedTKM: one of {", ".join(fedtem.PRIORS)}.')
 _LABEL_SMOOTH_W = flags.DEFINE_float('label_smooth_w', 0.1, 'lambda of Eq. 4 (weight of the other branches).')
 _LABEL_SMOOTH_EPS = flags.DEFINE_float('label_smooth_eps', 0.5, 'epsilon of Eq. 4 (label smoothing).')
 _BRANCH_SELECTION = flags.DEFINE_string('branch_selection', 'greedy',
@@ -72,6 +74,14 @@ _PI_MOMENTUM = flags.DEFINE_float('pi_momentum', 0.99, 'beta of the GMM weights\
 _STATISTICS_DECAY = flags.DEFINE_float('statistics_decay', 0.7, 'FedTEM online-EM decay of the GMM statistics; 0 '
                                        'is Eq. 10 exactly (see algorithms/fedtem.py).')
 _EVAL_ROUTING = flags.DEFINE_string('eval_routing', 'batch', 'Test-time branch choice: per batch or per sample.')
+# FedTKM (also uses --prior, --label_smooth_w, --label_smooth_eps, --eval_routing).
+_ETA_MAX = flags.DEFINE_float('eta_max', 0.1, 'FedTKM step of the distance-scalar update (Eq. 13, 27).')
+_ETA_SCHEDULE = flags.DEFINE_string('eta_schedule', 'prior_weighted', 'FedTKM eta_t: prior_weighted (Eq. 27, '
+                                    '2 |0.5 - q~(t)| eta_max) or constant (eta_max).')
+_CLIENT_RULE = flags.DEFINE_string('client_rule', 'mean_distance', 'FedTKM client cluster: mean_distance (Eq. 11) '
+                                   'or majority_vote (of the examples\' nearest centers, as the public code).')
+_EVAL_SCALING = flags.DEFINE_string('eval_scaling', 'learned', 'FedTKM test distances: scaled by the learned '
+                                    'alpha (Eq. 11) or none (alpha = 1).')
 
 _POSITIVE_INTEGERS = (_CLIENT_EPOCHS, _CLIENT_BATCH_SIZE, _TOTAL_ROUNDS, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
                       _EVAL_BATCH_SIZE, _NUM_BRANCHES)
@@ -100,6 +110,8 @@ def _hyperparameters() -> dict:
     raise ValueError(f'--max_elements_per_client must be >= 1 when set; got {_MAX_ELEMENTS.value}.')
   if _ALGORITHM.value == 'fedtem':
     _fedtem_config(values['period']).validate(_NUM_BRANCHES.value)
+  if _ALGORITHM.value == 'fedtkm':
+    _fedtkm_config(values['period']).validate(_NUM_BRANCHES.value)
   return values
 
 
@@ -110,6 +122,14 @@ def _fedtem_config(period: int) -> fedtem.Config:
       smoothing_epsilon=_LABEL_SMOOTH_EPS.value, pi_momentum=_PI_MOMENTUM.value,
       statistics_decay=_STATISTICS_DECAY.value, eval_routing=_EVAL_ROUTING.value,
       seed=_SEED.value)
+
+
+def _fedtkm_config(period: int) -> fedtkm.Config:
+  return fedtkm.Config(
+      prior=_PRIOR.value, period=period, eta_max=_ETA_MAX.value, step_schedule=_ETA_SCHEDULE.value,
+      client_rule=_CLIENT_RULE.value, smoothing_weight=_LABEL_SMOOTH_W.value,
+      smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value,
+      eval_scaling=_EVAL_SCALING.value, seed=_SEED.value)
 
 
 def _output_dir(values: dict) -> str:
@@ -170,7 +190,7 @@ def main(argv):
   hparams = algorithms.Hyperparameters(
       client_learning_rate=values['client_learning_rate'], server_learning_rate=values['server_learning_rate'],
       server_adam_epsilon=values['server_adam_epsilon'], num_branches=_NUM_BRANCHES.value,
-      fedtem_config=_fedtem_config(values["period"]))
+      fedtem_config=_fedtem_config(values['period']), fedtkm_config=_fedtkm_config(values['period']))
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
                    for mode, name in enumerate(task.mode_names)}
   evaluator = evaluation.Evaluator(model_fn(), test_datasets)
@@ -201,7 +221,7 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
     _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
     _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY,
-    _EVAL_ROUTING))
+    _EVAL_ROUTING, _ETA_MAX, _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING))
 
 if __name__ == '__main__':
   app.run(main)

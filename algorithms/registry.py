@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 
 from algorithms import evaluation
 from algorithms import fedtem
+from algorithms import fedtkm
 from algorithms import objectives
 from algorithms import routing
 from algorithms import vanilla
@@ -28,6 +29,7 @@ class Hyperparameters:
   server_adam_epsilon: float
   num_branches: int = 2
   fedtem_config: fedtem.Config = fedtem.Config()
+  fedtkm_config: fedtkm.Config = fedtkm.Config()
 
 
 class Algorithm(NamedTuple):
@@ -48,6 +50,20 @@ def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, 
   return Algorithm(process, evaluate, shift_free)
 
 
+def _routed_evaluation(process, evaluator: evaluation.Evaluator, objective, objective_args_fn, routing_shape,
+                       best_matching: bool):
+  """evaluate(state) for a method that routes each test batch to a branch: accuracy plus `routing_accuracy`."""
+
+  def evaluate(state):
+    metrics = evaluator.evaluate(process.get_model_weights(state), objective, routing_shape=routing_shape,
+                                 objective_args=objective_args_fn(state.client_work))
+    confusion = metrics.pop('test_routing').astype(np.float32)
+    metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=best_matching))
+    return metrics
+
+  return evaluate
+
+
 def _build_fedtem(task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
                   ) -> Algorithm:
   model_fn = lambda: task.model_fn(hparams.num_branches)
@@ -55,18 +71,26 @@ def _build_fedtem(task: task_lib.Task, element_spec, hparams: Hyperparameters, e
   process = fedtem.build_process(model_fn, task.batch_fn, element_spec, hparams.client_learning_rate,
                                  hparams.server_learning_rate, hparams.server_adam_epsilon, hparams.num_branches,
                                  task.num_modes, config)
-
   objective = fedtem.evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing)
+  evaluate = _routed_evaluation(
+      process, evaluator, objective, lambda state: (state['mixture']['means'], state['mixture']['variances']),
+      [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
+  return Algorithm(process, evaluate, shift_free=False)
 
-  def evaluate(state):
-    mixture = state.client_work['mixture']
-    metrics = evaluator.evaluate(process.get_model_weights(state), objective,
-                                 routing_shape=[task.num_modes, hparams.num_branches],
-                                 objective_args=(mixture['means'], mixture['variances']))
-    confusion = metrics.pop('test_routing').astype(np.float32)
-    metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=config.prior == 'none'))
-    return metrics
 
+def _build_fedtkm(task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
+                  ) -> Algorithm:
+  model_fn = lambda: task.model_fn(hparams.num_branches)
+  config = hparams.fedtkm_config
+  process = fedtkm.build_process(model_fn, task.batch_fn, element_spec, hparams.client_learning_rate,
+                                 hparams.server_learning_rate, hparams.server_adam_epsilon, hparams.num_branches,
+                                 task.num_modes, config)
+  objective = fedtkm.evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing,
+                                          config.eval_scaling)
+  evaluate = _routed_evaluation(
+      process, evaluator, objective,
+      lambda state: (state['clustering']['centers'], state['clustering']['scales']),
+      [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
   return Algorithm(process, evaluate, shift_free=False)
 
 
@@ -74,6 +98,7 @@ _BUILDERS = {
     'vanilla': lambda *args: _build_vanilla(*args, shift_free=False),
     'nds': lambda *args: _build_vanilla(*args, shift_free=True),
     'fedtem': _build_fedtem,
+    'fedtkm': _build_fedtkm,
 }
 ALGORITHMS = tuple(_BUILDERS)
 

@@ -1,0 +1,290 @@
+"""FedTKM: federated k-means with a temporal prior, aggregation-only (Section 3.2, Algorithm 2, Eq. 11-13, 27).
+
+One round, as one TFF computation (client work; broadcast, mean and FedAdam come from `learning_process`):
+
+  server -> clients   network weights, centers c [K, D] and distance scalars alpha [K] (alpha_1 = 1).
+  clients             1. with the broadcast weights, the scaled distances alpha_k ||f(w, x) - c_k|| of every
+                         example; the client's cluster is argmin_k d_ik with d_ik their mean over D_i (Eq. 11), or
+                         the cluster most of its examples are nearest to (`client_rule='majority_vote'`, the public
+                         code's rule); branch k*_i = that cluster;
+                      2. local training on Eq. 4 for branch k*_i (`objectives.selected_branch`, shared with FedTEM);
+                      3. with the updated weights, the same rule again: r_i = onehot(cluster) (r_i1 = q_i(t)), and
+                         the feature sum |D_i| f-bar_i.
+  clients -> server   only aggregates: q-bar(t) = unweighted `federated_mean` of r_i (Eq. 12, q-bar = its first
+                      entry); `federated_sum` of r_ik |D_i| f-bar_i and of r_ik |D_i|; the example-weighted mean of
+                      the model updates; summed metrics. `aggregation_only.clients_to_server_intrinsics` lists how
+                      values leave the clients, and a test proves every one is a sum or a mean.
+  server              centers c_k = sum_i r_ik |D_i| f-bar_i / sum_i r_ik |D_i| (Eq. 12), a cluster with no client
+                      keeps its center; the prior q~(t) (`periodic_shift.temporal_prior`); the step
+                      eta_t = 2 |0.5 - q~(t)| eta_max (Eq. 27) or eta_max (`step_schedule='constant'`); and
+                      alpha_2 <- exp(eta_t (q~(t) - q-bar(t))) alpha_2 (Eq. 13).
+
+Eq. 13 moves alpha_2 against the gap between the prior and the observed share: when fewer clients than the prior
+expects are nearest to c_1, alpha_2 grows, the distances to c_2 grow, and more clients go to cluster 1.
+
+Choices where the paper is ambiguous (flags where a user may want the other reading):
+- Ties d_i1 = d_i2 go to cluster 1 (argmin takes the first); the paper's q_i = 1[d_i1 < d_i2] sends them to 2.
+  Ties have probability ~0 with float features.
+- |D_i| and f-bar_i are over the examples the client trains on in the round (as FedTEM).
+- The temporal prior is defined for K = 2 (mode 1 = day = branch 1). With K > 2 only prior `none` is allowed: all
+  alpha_k stay 1 and FedTKM is federated k-means of client feature means.
+- Prior `soft` (Appendix A.3, written for FedTEM) is available: its observed ratio (Eq. 25) is the aggregated share
+  of examples whose scaled distance is smallest to c_1.
+- Initialization: c_k ~ N(0, 0.1^2) per coordinate from the run's seed (the public code draws the same, unseeded);
+  alpha = 1.
+- Test-time routing (Section 3.2: "at test time, we use a minibatch to estimate d_ik"): the branch of each test
+  minibatch is argmin of its mean scaled distances (Eq. 11 on the batch), or per sample (`eval_routing`). The
+  distances are scaled by the learned alpha as in Eq. 11 (`eval_scaling='learned'`, as the public code's test);
+  `eval_scaling='none'` uses alpha = 1, the counterpart of FedTEM's uniform pi on the balanced test set.
+
+Simulation-only metrics (they use the true mode carried in the batches, which no decision uses):
+`train_routing_accuracy`, `assignment_accuracy` (clients whose post-training cluster is their mode) and the test
+`routing_accuracy`; for prior `none`, under the best matching of modes to branches. `alpha_2`, `q_bar` and `prior`
+are reported every round.
+"""
+
+import collections
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import client_training
+from algorithms import learning_process
+from algorithms import objectives
+from algorithms import routing
+from models import multi_branch
+from periodic_shift import temporal_prior
+from tasks import task as task_lib
+
+PRIORS = temporal_prior.PRIORS + ('none',)
+CLIENT_RULES = ('mean_distance', 'majority_vote')
+STEP_SCHEDULES = ('prior_weighted', 'constant')
+EVAL_ROUTINGS = ('batch', 'sample')
+EVAL_SCALINGS = ('learned', 'none')
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """FedTKM's own hyperparameters (see the module docstring)."""
+  prior: str = 'linear'
+  period: int = 32
+  eta_max: float = 0.1
+  step_schedule: str = 'prior_weighted'
+  client_rule: str = 'mean_distance'
+  smoothing_weight: float = 0.1
+  smoothing_epsilon: float = 0.5
+  eval_routing: str = 'batch'
+  eval_scaling: str = 'learned'
+  seed: int = 0
+
+  def validate(self, num_branches: int) -> None:
+    for name, value, allowed in (('prior', self.prior, PRIORS), ('client_rule', self.client_rule, CLIENT_RULES),
+                                 ('eta_schedule', self.step_schedule, STEP_SCHEDULES),
+                                 ('eval_routing', self.eval_routing, EVAL_ROUTINGS),
+                                 ('eval_scaling', self.eval_scaling, EVAL_SCALINGS)):
+      if value not in allowed:
+        raise ValueError(f'{name} must be one of {", ".join(allowed)}; got {value!r}.')
+    if num_branches < 2:
+      raise ValueError(f'FedTKM needs at least 2 branches; got {num_branches}.')
+    if num_branches > 2 and self.prior != 'none':
+      raise ValueError(f'The temporal prior is defined for 2 modes; with {num_branches} branches use prior none.')
+    if self.eta_max < 0.0:
+      raise ValueError(f'eta_max must be >= 0; got {self.eta_max}.')
+    if self.smoothing_weight < 0.0 or not 0.0 <= self.smoothing_epsilon <= 1.0:
+      raise ValueError('label_smooth_w must be >= 0 and label_smooth_eps in [0, 1].')
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Distances and cluster choice.
+
+
+def scaled_distances(features: tf.Tensor, centers: tf.Tensor, scales: tf.Tensor) -> tf.Tensor:
+  """alpha_k ||f - c_k|| [N, K] for features [N, D], centers [K, D], scales alpha [K] (the summand of Eq. 11)."""
+  return scales * tf.norm(features[:, tf.newaxis] - centers[tf.newaxis], axis=-1)
+
+
+def nearest_counts(distances: tf.Tensor) -> tf.Tensor:
+  """Examples nearest to each cluster [K] from scaled distances [N, K]."""
+  return tf.reduce_sum(tf.one_hot(tf.argmin(distances, axis=-1), tf.shape(distances)[-1]), axis=0)
+
+
+def client_cluster(distances: tf.Tensor, rule: str) -> tf.Tensor:
+  """The cluster of a set of examples (int32): argmin_k of the mean scaled distance d_k (Eq. 11), or the cluster
+  most examples are nearest to (`majority_vote`)."""
+  if rule == 'mean_distance':
+    return tf.argmin(tf.reduce_mean(distances, axis=0), output_type=tf.int32)
+  return tf.argmax(nearest_counts(distances), output_type=tf.int32)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Server update.
+
+
+def initial_clustering(num_clusters: int, feature_dim: int, seed: int) -> collections.OrderedDict:
+  """c_k ~ N(0, 0.1^2) per coordinate from `seed`, alpha = 1 (float32 numpy)."""
+  rng = np.random.default_rng(seed)
+  return collections.OrderedDict(
+      centers=rng.normal(0.0, 0.1, size=(num_clusters, feature_dim)).astype(np.float32),
+      scales=np.ones([num_clusters], np.float32))
+
+
+def updated_centers(centers: tf.Tensor, weighted_feature_sums: tf.Tensor, weighted_counts: tf.Tensor) -> tf.Tensor:
+  """Eq. 12: c_k = sum_i r_ik |D_i| f-bar_i / sum_i r_ik |D_i|; a cluster with no client keeps c_k."""
+  has_clients = (weighted_counts > 0.0)[:, tf.newaxis]
+  return tf.where(has_clients, weighted_feature_sums / tf.maximum(weighted_counts, 1e-12)[:, tf.newaxis], centers)
+
+
+def step_size(prior: tf.Tensor, eta_max: float, schedule: str) -> tf.Tensor:
+  """eta_t = 2 |0.5 - q~(t)| eta_max (Eq. 27), or eta_max for the `constant` schedule."""
+  if schedule == 'constant':
+    return tf.constant(eta_max, tf.float32)
+  return 2.0 * tf.abs(0.5 - prior) * eta_max
+
+
+def updated_scales(scales: tf.Tensor, prior: tf.Tensor, observed_share: tf.Tensor, eta: tf.Tensor) -> tf.Tensor:
+  """Eq. 13: alpha_2 <- exp(eta_t (q~(t) - q-bar(t))) alpha_2; alpha_1 stays 1. `scales` [2]."""
+  factor = tf.exp(eta * (prior - observed_share))
+  return tf.concat([scales[:1], scales[1:] * factor], axis=0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The client work process.
+
+
+def build_client_update(model: tf.keras.Model, client_optimizer: tff.learning.optimizers.Optimizer,
+                        batch_fn: task_lib.BatchFn, num_branches: int, num_modes: int, config: Config):
+  """The client's round as a `tf.function` (weights, clustering, dataset) -> (ClientResult, cluster statistics,
+  summed metrics): Eq. 11 branch choice, Eq. 4 training, post-training cluster and feature sum."""
+  variables = tff.learning.models.ModelWeights.from_model(model)
+
+  def distances(x, clustering):
+    features = model(x, training=False)[multi_branch.FEATURES]
+    return features, scaled_distances(features, clustering['centers'], clustering['scales'])
+
+  @tf.function
+  def run(weights, clustering, dataset):
+    examples, batches = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
+    tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
+    _, before = distances(examples['x'], clustering)
+    branch = client_cluster(before, config.client_rule)  # Eq. 11
+    objective = objectives.selected_branch(branch, config.smoothing_weight, config.smoothing_epsilon)
+    training = client_training.local_training(model, client_optimizer, weights, batches, objective)
+    features, after = distances(examples['x'], clustering)
+    cluster = client_cluster(after, config.client_rule)
+    r = tf.one_hot(cluster, num_branches)  # r_i1 = q_i(t).
+    count = tf.cast(tf.shape(features)[0], tf.float32)
+    mode = tf.reduce_max(tf.cast(examples['mode'], tf.int32))
+    statistics = collections.OrderedDict(
+        assignment=r, weighted_count=r * count,
+        weighted_feature_sum=r[:, tf.newaxis] * tf.reduce_sum(features, axis=0)[tf.newaxis])
+    sums = collections.OrderedDict(
+        training.metrics, routing=routing.client_confusion(mode, branch, num_modes, num_branches),
+        assignment=routing.client_confusion(mode, cluster, num_modes, num_branches),
+        mode_one_count=nearest_counts(after)[0], pass_count=count)
+    result = tff.learning.templates.ClientResult(update=training.update, update_weight=training.num_examples)
+    return result, statistics, sums
+
+  return run
+
+
+def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
+                      client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_branches: int,
+                      num_modes: int, config: Config) -> tff.learning.templates.ClientWorkProcess:
+  """FedTKM's client work; its server state is (round_num, centers, scales, previous prior value)."""
+  config.validate(num_branches)
+  use_prior = config.prior != 'none'
+  weights_type = learning_process.model_weights_type(model_fn)
+  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+  with tf.Graph().as_default():
+    feature_dim = int(model_fn().output_shape[multi_branch.FEATURES][-1])
+  clustering_value = initial_clustering(num_branches, feature_dim, config.seed)
+  clustering_type = tff.types.tensorflow_to_type(
+      tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, tf.float32), clustering_value))
+
+  @tff.tensorflow.computation(weights_type, clustering_type, data_type)
+  def client_update(weights, clustering, dataset):
+    run = build_client_update(model_fn(), client_optimizer, batch_fn, num_branches, num_modes, config)
+    return run(weights, clustering, dataset)
+
+  _, statistics_type, sums_type = client_update.type_signature.result
+
+  @tff.tensorflow.computation(np.int64, clustering_type, np.float32, statistics_type.assignment, statistics_type,
+                              sums_type)
+  def server_update(round_num, clustering, previous_prior, observed_share, totals, sums):
+    centers = updated_centers(clustering['centers'], totals['weighted_feature_sum'], totals['weighted_count'])
+    q_bar = observed_share[0]
+    if use_prior:
+      observed_ratio = sums['mode_one_count'] / tf.maximum(sums['pass_count'], 1.0)  # Eq. 25, aggregated.
+      prior = temporal_prior.prior_value(config.prior, round_num, config.period, previous_prior, observed_ratio)
+      scales = updated_scales(clustering['scales'], prior, q_bar,
+                              step_size(prior, config.eta_max, config.step_schedule))
+    else:
+      prior, scales = tf.constant(np.nan, tf.float32), clustering['scales']
+    metrics = collections.OrderedDict(
+        client_training.finalize_train_metrics(sums),
+        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=not use_prior),
+        assignment_accuracy=routing.routing_accuracy(sums['assignment'], best_matching=not use_prior),
+        prior=prior, q_bar=q_bar, alpha_2=scales[1])
+    return collections.OrderedDict(centers=centers, scales=scales), prior, metrics
+
+  @tff.tensorflow.computation(np.int64)
+  def increment(round_num):
+    return round_num + 1
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value(collections.OrderedDict(
+        round_num=np.int64(0), clustering=clustering_value, prior_value=np.float32(1.0)), tff.SERVER)
+
+  state_type = initialize.type_signature.result
+
+  @tff.federated_computation(state_type, tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, client_data):
+    round_num = tff.federated_map(increment, state.round_num)
+    result, statistics, sums = tff.federated_map(client_update, (
+        weights, tff.federated_broadcast(state.clustering), client_data))
+    observed_share = tff.federated_mean(statistics.assignment)  # q-bar(t), unweighted (Eq. 12).
+    totals = tff.federated_sum(statistics)
+    clustering, prior, measurements = tff.federated_map(server_update, (
+        round_num, state.clustering, state.prior_value, observed_share, totals, tff.federated_sum(sums)))
+    new_state = tff.federated_zip(collections.OrderedDict(round_num=round_num, clustering=clustering,
+                                                          prior_value=prior))
+    return tff.templates.MeasuredProcessOutput(new_state, result, measurements)
+
+  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+
+
+def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn, element_spec,
+                  client_learning_rate: float, server_learning_rate: float, server_adam_epsilon: float,
+                  num_branches: int, num_modes: int, config: Config) -> tff.learning.templates.LearningProcess:
+  client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
+                                  element_spec, num_branches, num_modes, config)
+  return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Evaluation.
+
+
+def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str, scaling: str):
+  """objective(outputs, batch, centers, scales): the branch of each test batch is argmin of its mean scaled
+  distance (Eq. 11 on the batch), or per sample; `scaling='none'` uses alpha = 1."""
+
+  def objective(outputs, batch, centers, scales):
+    if scaling == 'none':
+      scales = tf.ones_like(scales)
+    distances = scaled_distances(outputs[multi_branch.FEATURES], centers, scales)
+    if routing_rule == 'batch':
+      branches = tf.fill(tf.shape(batch['y'])[:1], client_cluster(distances, 'mean_distance'))
+    else:
+      branches = tf.argmin(distances, axis=-1, output_type=tf.int32)
+    logits = tf.gather(outputs[multi_branch.LOGITS], branches, axis=1, batch_dims=1)
+    result = objectives.classification_result(logits, batch['y'])
+    confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(branches, num_branches),
+                          transpose_a=True)
+    return result._replace(routing=confusion)
+
+  return objective

@@ -1,0 +1,95 @@
+"""Checks FedTKM's TFF rounds against numpy (Eq. 11-13, 27), and that it places no per-client value at the server."""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import aggregation_only
+from algorithms import fedtem
+from algorithms import fedtkm
+from algorithms import learning_process
+from models import multi_branch
+from tasks import task as task_lib
+from utils import execution_context
+
+
+def _model_fn():
+  extractor = tf.keras.Sequential([tf.keras.Input(shape=(3,)), tf.keras.layers.Dense(4, activation='tanh')])
+  return multi_branch.build_multi_branch_model(extractor, 2, branch_units=3)
+
+
+def _client(seed, mode, size):
+  rng = np.random.default_rng(seed)
+  x = (rng.normal(size=(size, 3)) + (2.0 if mode == 0 else -2.0)).astype(np.float32)
+  raw = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(x=x, y=rng.integers(0, 3, size).astype(np.int32)))
+  return x, task_lib.preprocess_client(raw, mode, tff.simulation.baselines.ClientSpec(1, 4), shuffle_seed=seed)
+
+
+def _numpy_round(features, centers, scales, prior, eta_max):
+  """Eq. 11 cluster per client, Eq. 12 q-bar and centers, Eq. 27 step, Eq. 13 alpha_2."""
+  clusters = []
+  for f in features:
+    d = np.stack([scales[k] * np.linalg.norm(f - centers[k], axis=1) for k in range(2)], axis=1).mean(0)
+    clusters.append(int(np.argmin(d)))
+  clusters = np.array(clusters)
+  q_bar = np.mean(clusters == 0)
+  new_centers = centers.copy()
+  for k in range(2):
+    members = [f for f, c in zip(features, clusters) if c == k]
+    if members:
+      new_centers[k] = np.concatenate(members).mean(0)  # sum |D_i| f-bar_i / sum |D_i| = the pooled mean.
+  eta = 2 * abs(0.5 - prior) * eta_max
+  return clusters, q_bar, new_centers, np.array([1.0, scales[1] * np.exp(eta * (prior - q_bar))])
+
+
+class FedTkmProcessTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.clients = [_client(seed, mode, size) for seed, mode, size in ((0, 0, 9), (1, 1, 6), (2, 0, 7), (3, 1, 11))]
+    self.element_spec = self.clients[0][1].element_spec
+
+  def test_two_rounds_match_numpy(self):
+    config = fedtkm.Config(prior='linear', period=8, eta_max=0.8, seed=5)
+    # Client learning rate 0: the features after training are those of the broadcast model.
+    process = fedtkm.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.0, 0.1, 1e-3,
+                                   num_branches=2, num_modes=2, config=config)
+    initial = learning_process.initial_weights(_model_fn, seed=3)
+    state = process.set_model_weights(process.initialize(), initial)
+    model = _model_fn()
+    model.set_weights(list(initial.trainable))
+    features = [model(x)['features'].numpy() for x, _ in self.clients]
+    clustering = fedtkm.initial_clustering(2, 4, seed=5)
+    centers, scales = clustering['centers'], clustering['scales']
+    for round_num, prior in ((1, 0.75), (2, 0.5)):  # q~(t) = |2 t / 8 - 1|.
+      output = process.next(state, [d for _, d in self.clients])
+      state = output.state
+      clusters, q_bar, centers, scales = _numpy_round(features, centers, scales, prior, eta_max=0.8)
+      after = state.client_work['clustering']
+      self.assertAllClose(after['centers'], centers, atol=1e-5, msg=f'round {round_num}')
+      self.assertAllClose(after['scales'], scales, atol=1e-5, msg=f'round {round_num}')
+      metrics = output.metrics['client_work']
+      self.assertAllClose(metrics['q_bar'], q_bar)
+      self.assertAllClose(metrics['alpha_2'], scales[1], atol=1e-5)
+      self.assertAllClose(metrics['prior'], prior)
+      self.assertAllClose(metrics['assignment_accuracy'], np.mean(clusters == [0, 1, 0, 1]))
+    self.assertNotAllClose(scales, [1.0, 1.0])  # Round 1 moved alpha_2 (eta_1 = 0.4), round 2 did not (eta_2 = 0).
+
+  def test_no_per_client_value_reaches_the_server(self):
+    process = fedtkm.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.1, 0.1, 1e-3,
+                                   num_branches=2, num_modes=2, config=fedtkm.Config())
+    moved = aggregation_only.clients_to_server_intrinsics(process.next)
+    self.assertContainsSubset(['federated_mean', 'federated_sum'], moved)
+    self.assertEmpty(aggregation_only.per_client_leaks(process.next))
+    # The check can fail: FedTEM collects one score per client at the server.
+    fedtem_process = fedtem.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.1, 0.1, 1e-3,
+                                          num_branches=2, num_modes=2, config=fedtem.Config())
+    leaks = aggregation_only.per_client_leaks(fedtem_process.next)
+    self.assertTrue(any('federated_aggregate' in leak for leak in leaks), leaks)
+
+
+if __name__ == '__main__':
+  execution_context.install()
+  tf.test.main()

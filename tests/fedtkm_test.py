@@ -1,0 +1,110 @@
+"""Tests FedTKM's pieces against numpy: Eq. 11 distances and cluster rules, Eq. 12 centers, Eq. 13 and Eq. 27."""
+
+import numpy as np
+import tensorflow as tf
+
+from algorithms import fedtkm
+
+
+def _numpy_distances(features, centers, scales):
+  """alpha_k ||f - c_k|| by loops (the summand of Eq. 11)."""
+  return np.array([[scales[k] * np.sqrt(np.sum((f - centers[k])**2)) for k in range(len(centers))]
+                   for f in features])
+
+
+class FedTkmTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    rng = np.random.default_rng(0)
+    self.features = rng.normal(size=(13, 5)).astype(np.float32)
+    self.centers = rng.normal(size=(3, 5)).astype(np.float32)
+    self.scales = np.array([1.0, 1.7, 0.6], np.float32)
+
+  def test_scaled_distances_are_eq_11_summands(self):
+    self.assertAllClose(fedtkm.scaled_distances(self.features, self.centers, self.scales),
+                        _numpy_distances(self.features, self.centers, self.scales), atol=1e-5)
+
+  def test_client_cluster_rules(self):
+    distances = _numpy_distances(self.features, self.centers, self.scales)
+    self.assertEqual(fedtkm.client_cluster(distances, 'mean_distance'), np.argmin(distances.mean(0)))  # Eq. 11
+    votes = np.bincount(distances.argmin(1), minlength=3)
+    self.assertEqual(fedtkm.client_cluster(distances, 'majority_vote'), np.argmax(votes))
+    # A case where the two rules disagree: most examples are slightly nearer to 0, one is far from 0.
+    distances = np.array([[1.0, 1.1], [1.0, 1.1], [9.0, 1.0]], np.float32)
+    self.assertEqual(fedtkm.client_cluster(distances, 'mean_distance'), 1)
+    self.assertEqual(fedtkm.client_cluster(distances, 'majority_vote'), 0)
+
+  def test_centers_are_eq_12_and_an_empty_cluster_keeps_its_center(self):
+    rng = np.random.default_rng(1)
+    sizes = np.array([5.0, 9.0, 3.0, 7.0])
+    means = rng.normal(size=(4, 5))
+    clusters = np.array([0, 2, 0, 2])  # Cluster 1 gets no client.
+    r = np.eye(3)[clusters]
+    sums = np.einsum('ik,i,id->kd', r, sizes, means).astype(np.float32)
+    counts = (r * sizes[:, None]).sum(0).astype(np.float32)
+    result = fedtkm.updated_centers(self.centers, sums, counts)
+    for k, members in ((0, [0, 2]), (2, [1, 3])):
+      expected = np.sum([sizes[i] * means[i] for i in members], 0) / sizes[members].sum()
+      self.assertAllClose(result[k], expected, atol=1e-5)
+    self.assertAllClose(result[1], self.centers[1])
+
+  def test_step_size_is_eq_27(self):
+    for prior in (0.0, 0.2, 0.5, 0.9, 1.0):
+      self.assertAllClose(fedtkm.step_size(tf.constant(prior), 0.3, 'prior_weighted'), 2 * abs(0.5 - prior) * 0.3)
+      self.assertAllClose(fedtkm.step_size(tf.constant(prior), 0.3, 'constant'), 0.3)
+
+  def test_scale_update_is_eq_13_and_moves_toward_the_prior(self):
+    scales = np.array([1.0, 1.5], np.float32)
+    prior, eta = 0.7, 0.4
+    for q_bar in (0.2, 0.7, 0.95):
+      updated = fedtkm.updated_scales(scales, tf.constant(prior), tf.constant(q_bar), tf.constant(eta)).numpy()
+      self.assertAllClose(updated, [1.0, 1.5 * np.exp(eta * (prior - q_bar))])
+    # Too few clients in cluster 1: alpha_2 grows, so distances to c_2 grow and cluster 1 gains clients.
+    grown = fedtkm.updated_scales(scales, tf.constant(0.8), tf.constant(0.3), tf.constant(eta)).numpy()
+    self.assertGreater(grown[1], 1.5)
+    shrunk = fedtkm.updated_scales(scales, tf.constant(0.2), tf.constant(0.6), tf.constant(eta)).numpy()
+    self.assertLess(shrunk[1], 1.5)
+    # From alpha = 1, an example equidistant from both centers goes to cluster 1 after an increase, to 2 after a
+    # decrease.
+    grown = fedtkm.updated_scales(np.ones(2, np.float32), tf.constant(0.8), tf.constant(0.3), tf.constant(eta))
+    shrunk = fedtkm.updated_scales(np.ones(2, np.float32), tf.constant(0.2), tf.constant(0.6), tf.constant(eta))
+    centers = np.array([[0.0, 0.0], [2.0, 0.0]], np.float32)
+    example = np.array([[1.0, 0.5]], np.float32)
+    self.assertEqual(fedtkm.client_cluster(fedtkm.scaled_distances(example, centers, grown), 'mean_distance'), 0)
+    self.assertEqual(fedtkm.client_cluster(fedtkm.scaled_distances(example, centers, shrunk), 'mean_distance'), 1)
+
+  def test_evaluation_routes_batches_and_samples(self):
+    centers = np.array([[0.0, 0.0], [4.0, 0.0]], np.float32)
+    features = np.array([[0.5, 0.0], [0.2, 0.0], [3.0, 0.0]], np.float32)
+    logits = np.zeros((3, 2, 4), np.float32)
+    logits[:, 0, 1] = 5.0  # Branch 1 predicts class 1, branch 2 class 3.
+    logits[:, 1, 3] = 5.0
+    batch = {'y': np.array([1, 1, 3]), 'mode': np.array([0, 0, 1])}
+    outputs = {'features': features, 'logits': logits}
+    scales = np.array([1.0, 1.0], np.float32)
+    per_batch = fedtkm.evaluation_objective(2, 2, 'batch', 'learned')(outputs, batch, centers, scales)
+    self.assertEqual(per_batch.num_correct, 2)  # Mean distances 1.6 vs 2.8: all three go to branch 1.
+    self.assertAllEqual(per_batch.routing, [[2, 0], [1, 0]])
+    per_sample = fedtkm.evaluation_objective(2, 2, 'sample', 'learned')(outputs, batch, centers, scales)
+    self.assertEqual(per_sample.num_correct, 3)
+    self.assertAllEqual(per_sample.routing, [[2, 0], [0, 1]])
+    # A large alpha_2 sends everything to branch 1 unless the evaluation ignores the scales.
+    large = np.array([1.0, 10.0], np.float32)
+    self.assertEqual(fedtkm.evaluation_objective(2, 2, 'sample', 'learned')(outputs, batch, centers, large)
+                     .num_correct, 2)
+    self.assertEqual(fedtkm.evaluation_objective(2, 2, 'sample', 'none')(outputs, batch, centers, large)
+                     .num_correct, 3)
+
+  def test_config_validation(self):
+    with self.assertRaisesRegex(ValueError, 'prior none'):
+      fedtkm.Config(prior='linear').validate(num_branches=3)
+    fedtkm.Config(prior='none').validate(num_branches=3)
+    with self.assertRaisesRegex(ValueError, 'client_rule'):
+      fedtkm.Config(client_rule='vote').validate(num_branches=2)
+    with self.assertRaisesRegex(ValueError, 'eta_max'):
+      fedtkm.Config(eta_max=-1.0).validate(num_branches=2)
+
+
+if __name__ == '__main__':
+  tf.test.main()
