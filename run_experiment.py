@@ -80,6 +80,8 @@ _ETA_SCHEDULE = flags.DEFINE_string('eta_schedule', 'prior_weighted', 'FedTKM et
                                     '2 |0.5 - q~(t)| eta_max) or constant (eta_max).')
 _CLIENT_RULE = flags.DEFINE_string('client_rule', 'mean_distance', 'FedTKM client cluster: mean_distance (Eq. 11) '
                                    'or majority_vote (of the examples\' nearest centers, as the public code).')
+_CENTER_DECAY = flags.DEFINE_float('center_decay', 0.7, 'FedTKM online k-means decay of the center masses; 0 is '
+                                   'Eq. 12 exactly (see algorithms/fedtkm.py).')
 _EVAL_SCALING = flags.DEFINE_string('eval_scaling', 'learned', 'FedTKM test distances: scaled by the learned '
                                     'alpha (Eq. 11) or none (alpha = 1).')
 
@@ -129,7 +131,7 @@ def _fedtkm_config(period: int) -> fedtkm.Config:
       prior=_PRIOR.value, period=period, eta_max=_ETA_MAX.value, step_schedule=_ETA_SCHEDULE.value,
       client_rule=_CLIENT_RULE.value, smoothing_weight=_LABEL_SMOOTH_W.value,
       smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value,
-      eval_scaling=_EVAL_SCALING.value, seed=_SEED.value)
+      eval_scaling=_EVAL_SCALING.value, center_decay=_CENTER_DECAY.value, seed=_SEED.value)
 
 
 def _output_dir(values: dict) -> str:
@@ -221,7 +223,7 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
     _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
     _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY,
-    _EVAL_ROUTING, _ETA_MAX, _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING))
+    _EVAL_ROUTING, _ETA_MAX, _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING, _CENTER_DECAY))
 
 if __name__ == '__main__':
   app.run(main)

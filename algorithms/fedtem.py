@@ -68,6 +68,7 @@ from algorithms import client_training
 from algorithms import gmm
 from algorithms import learning_process
 from algorithms import objectives
+from algorithms import online_average
 from algorithms import routing
 from models import multi_branch
 from periodic_shift import temporal_prior
@@ -188,18 +189,14 @@ def m_step(mixture: dict, counts: tf.Tensor, feature_sums: tf.Tensor, squared_de
   round's Eq. 10 estimates (weight M_k). A round that puts one client in a mode then moves it little, a round
   that puts many moves it much. b = 0 is exactly Eq. 10.
   """
-  old_mass = statistics_decay * mixture['mass']
-  mass = old_mass + counts
-  has_data = (counts > 0.0)[:, tf.newaxis]
-  old_share = (old_mass / tf.maximum(mass, 1e-12))[:, tf.newaxis]
+  blend = online_average.blend(mixture['mass'], counts, statistics_decay)
   safe_counts = tf.maximum(counts, 1.0)[:, tf.newaxis]
-  blend = lambda old, new: tf.where(has_data, old_share * old + (1.0 - old_share) * new, old)
-  means = blend(mixture['means'], feature_sums / safe_counts)
-  variances = tf.maximum(blend(mixture['variances'], squared_deviation_sums / safe_counts), variance_floor)
+  means = blend.average(mixture['means'], feature_sums / safe_counts)
+  variances = tf.maximum(blend.average(mixture['variances'], squared_deviation_sums / safe_counts), variance_floor)
   total = tf.reduce_sum(counts)
   estimate = tf.where(total > 0.0, counts / tf.maximum(total, 1.0), mixture['weights'])
   weights = pi_momentum * mixture['weights'] + (1.0 - pi_momentum) * estimate
-  return collections.OrderedDict(means=means, variances=variances, weights=weights, mass=mass)
+  return collections.OrderedDict(means=means, variances=variances, weights=weights, mass=blend.mass)
 
 
 def _collect(value_type):

@@ -43,11 +43,20 @@ class FedTkmTest(tf.test.TestCase):
     r = np.eye(3)[clusters]
     sums = np.einsum('ik,i,id->kd', r, sizes, means).astype(np.float32)
     counts = (r * sizes[:, None]).sum(0).astype(np.float32)
-    result = fedtkm.updated_centers(self.centers, sums, counts)
+    old_mass = np.array([4.0, 2.0, 30.0], np.float32)
+    result, mass = fedtkm.updated_centers(self.centers, old_mass, sums, counts, center_decay=0.0)
+    decayed, decayed_mass = fedtkm.updated_centers(self.centers, old_mass, sums, counts, center_decay=0.5)
     for k, members in ((0, [0, 2]), (2, [1, 3])):
-      expected = np.sum([sizes[i] * means[i] for i in members], 0) / sizes[members].sum()
-      self.assertAllClose(result[k], expected, atol=1e-5)
+      total = sizes[members].sum()
+      expected = np.sum([sizes[i] * means[i] for i in members], 0) / total
+      self.assertAllClose(result[k], expected, atol=1e-5)  # Eq. 12
+      # Online k-means: weights b A_k for the old center and M_k for the estimate.
+      self.assertAllClose(decayed[k], (0.5 * old_mass[k] * self.centers[k] + total * expected)
+                          / (0.5 * old_mass[k] + total), atol=1e-5)
+    self.assertAllClose(mass, counts)
+    self.assertAllClose(decayed_mass, 0.5 * old_mass + counts)
     self.assertAllClose(result[1], self.centers[1])
+    self.assertAllClose(decayed[1], self.centers[1])
 
   def test_step_size_is_eq_27(self):
     for prior in (0.0, 0.2, 0.5, 0.9, 1.0):

@@ -1,14 +1,14 @@
-"""FedTEM's cost per round against Vanilla's, and against the bound set by its extra work, in one run.
+"""FedTEM's and FedTKM's cost per round against Vanilla's, and against the bound set by their extra work.
 
 For each of two workloads, the synthetic task and EMNIST-shaped data (random 28x28 images, 62 classes, clients of
 100-200 examples, the paper's EMNIST CNN), on the same clients and batches:
 
-  ratio  = (FedTEM s/round) / (Vanilla s/round), both as TFF learning processes;
-  bound  = (one training epoch + the two inference passes) / (one training epoch), in plain TensorFlow: what FedTEM
-           adds on each client is one inference pass before and one after training (each over the whole client's
-           data in one batch, as FedTEM runs them).
+  ratio  = (method s/round) / (Vanilla s/round), all as TFF learning processes;
+  bound  = (one training epoch + the two inference passes) / (one training epoch), in plain TensorFlow: what both
+           methods add on each client is one inference pass before and one after training (each over the whole
+           client's data in one batch, as they run them).
 
-    bazel run //benchmarks:fedtem_round_time -- --rounds=20
+    bazel run //benchmarks:clustering_round_time -- --rounds=20
 """
 
 import collections
@@ -24,6 +24,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms import fedtem
+from algorithms import fedtkm
 from algorithms import learning_process
 from algorithms import objectives
 from algorithms import vanilla
@@ -91,17 +92,16 @@ def _plain_tf_bound(task, model_fn, rounds):
 
 
 def _measure(task, model_fn):
+  """Vanilla's s/round, {method: s/round}, and the bound, on the same rounds of clients."""
   rounds = timing.round_datasets(task, _ROUNDS.value + timing.WARMUP_ROUNDS, _CLIENTS_PER_ROUND.value)
   element_spec = rounds[0][0].element_spec
-  config = fedtem.Config(period=32)
-  vanilla_seconds = _process_seconds(
-      vanilla.build_process(model_fn, task.batch_fn, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON), model_fn,
-      rounds)
-  fedtem_seconds = _process_seconds(
-      fedtem.build_process(model_fn, task.batch_fn, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON, 2, 2, config),
-      model_fn, rounds)
-  bound = _plain_tf_bound(task, model_fn, rounds)
-  return vanilla_seconds, fedtem_seconds, bound
+  args = (model_fn, task.batch_fn, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON)
+  vanilla_seconds = _process_seconds(vanilla.build_process(*args), model_fn, rounds)
+  method_seconds = {
+      'fedtem': _process_seconds(fedtem.build_process(*args, 2, 2, fedtem.Config(period=32)), model_fn, rounds),
+      'fedtkm': _process_seconds(fedtkm.build_process(*args, 2, 2, fedtkm.Config(period=32)), model_fn, rounds),
+  }
+  return vanilla_seconds, method_seconds, _plain_tf_bound(task, model_fn, rounds)
 
 
 def main(argv):
@@ -110,10 +110,11 @@ def main(argv):
   tf.get_logger().setLevel('ERROR')
   print(f'clients/round {_CLIENTS_PER_ROUND.value}, {_ROUNDS.value} timed rounds')
   for name, task in (('synthetic', synthetic.create_task(seed=0)), ('emnist_shaped', _emnist_shaped_task())):
-    vanilla_seconds, fedtem_seconds, bound = _measure(task, lambda task=task: task.model_fn(2))
-    ratio = fedtem_seconds / vanilla_seconds
-    print(f'{name:14s} vanilla {vanilla_seconds:.3f} s/round  fedtem {fedtem_seconds:.3f} s/round  '
-          f'ratio {ratio:.2f}  bound {bound:.2f}  ratio/bound {ratio / bound:.2f}')
+    vanilla_seconds, method_seconds, bound = _measure(task, lambda task=task: task.model_fn(2))
+    print(f'{name:14s} vanilla {vanilla_seconds:.3f} s/round  bound {bound:.2f}')
+    for method, seconds in method_seconds.items():
+      ratio = seconds / vanilla_seconds
+      print(f'{"":14s} {method} {seconds:.3f} s/round  ratio {ratio:.2f}  ratio/bound {ratio / bound:.2f}')
 
 
 if __name__ == '__main__':
