@@ -27,7 +27,8 @@ class TrainingOutput(NamedTuple):
 
 def metric_sums(result: objectives.BatchResult) -> dict:
   """The summable metrics of a batch; routing counts only when the objective reports them."""
-  sums = dict(loss_sum=result.loss_sum, num_correct=result.num_correct, num_examples=result.num_examples)
+  sums = dict(loss_sum=result.loss_sum, num_correct=result.num_correct, num_examples=result.num_examples,
+              num_predictions=result.num_predictions)
   if result.routing is not None:
     sums['routing'] = result.routing
   return sums
@@ -35,13 +36,15 @@ def metric_sums(result: objectives.BatchResult) -> dict:
 
 def finalize_train_metrics(sums) -> collections.OrderedDict:
   """train_loss, train_accuracy and train_examples from summed metrics (`metric_sums`)."""
-  count = tf.maximum(sums['num_examples'], 1.0)
-  return collections.OrderedDict(train_loss=sums['loss_sum'] / count, train_accuracy=sums['num_correct'] / count,
-                                 train_examples=sums['num_examples'])
+  return collections.OrderedDict(
+      train_loss=sums['loss_sum'] / tf.maximum(sums['num_examples'], 1.0),
+      train_accuracy=sums['num_correct'] / tf.maximum(sums['num_predictions'], 1.0),
+      train_examples=sums['num_examples'])
 
 
 def zero_metric_sums(routing_shape=None) -> dict:
-  sums = dict(loss_sum=tf.constant(0.0), num_correct=tf.constant(0.0), num_examples=tf.constant(0.0))
+  sums = dict(loss_sum=tf.constant(0.0), num_correct=tf.constant(0.0), num_examples=tf.constant(0.0),
+              num_predictions=tf.constant(0.0))
   if routing_shape is not None:
     sums['routing'] = tf.zeros(routing_shape)
   return sums

@@ -59,5 +59,5 @@ class Evaluator:
 
 
 def _finalize(sums: dict, prefix: str) -> dict[str, float]:
-  count = max(float(sums['num_examples']), 1.0)
-  return {f'{prefix}loss': float(sums['loss_sum']) / count, f'{prefix}accuracy': float(sums['num_correct']) / count}
+  return {f'{prefix}loss': float(sums['loss_sum']) / max(float(sums['num_examples']), 1.0),
+          f'{prefix}accuracy': float(sums['num_correct']) / max(float(sums['num_predictions']), 1.0)}

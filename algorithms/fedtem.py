@@ -359,11 +359,12 @@ def evaluation_objective(num_modes: int, num_branches: int, routing: str):
     log_gammas = gmm.log_responsibilities(gmm.log_gaussians(outputs[multi_branch.FEATURES], means, variances),
                                           uniform)
     if routing == 'batch':
-      branches = tf.fill(tf.shape(batch['y']), tf.argmax(gmm.log_client_mle(log_gammas), output_type=tf.int32))
+      batch_branch = tf.argmax(gmm.log_client_mle(log_gammas), output_type=tf.int32)
+      branches = tf.fill(tf.shape(batch['y'])[:1], batch_branch)
     else:
       branches = tf.argmax(log_gammas, axis=-1, output_type=tf.int32)
     logits = tf.gather(outputs[multi_branch.LOGITS], branches, axis=1, batch_dims=1)
-    result = objectives.classification_result(logits, batch['y'])
+    result = objectives.classification_result(logits, batch)
     confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(branches, num_branches),
                           transpose_a=True)
     return result._replace(routing=confusion)

@@ -297,7 +297,7 @@ def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str, s
     else:
       branches = tf.argmin(distances, axis=-1, output_type=tf.int32)
     logits = tf.gather(outputs[multi_branch.LOGITS], branches, axis=1, batch_dims=1)
-    result = objectives.classification_result(logits, batch['y'])
+    result = objectives.classification_result(logits, batch)
     confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(branches, num_branches),
                           transpose_a=True)
     return result._replace(routing=confusion)

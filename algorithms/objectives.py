@@ -1,7 +1,10 @@
 """Per-batch training objectives and metric sums on the multi-branch model's outputs.
 
-A `BatchResult` carries the loss to minimize (a mean over the batch's prediction units) and the sums from which
-loss and accuracy are finalized after aggregation: over examples for classification.
+A `BatchResult` carries the loss to minimize and the sums from which loss and accuracy are finalized after
+aggregation. Labels `batch['y']` are [B] (classification) or [B, L] (next-word prediction); a task may add
+per-label weights `batch['loss_mask']` and `batch['accuracy_mask']` (Stack Overflow: the loss ignores padding, the
+accuracy also the special tokens). The loss of an example is the masked mean over its labels; the batch loss is the
+mean over examples; accuracy is over the labels the accuracy mask counts (`num_predictions`).
 
 `selected_branch` is the training objective of Eq. 4 for a client routed to branch k*:
 
@@ -20,30 +23,51 @@ from models import multi_branch
 
 
 class BatchResult(NamedTuple):
-  """loss: scalar to minimize; loss_sum, num_correct, num_examples: float32 sums for metrics; routing: optional
-  counts [modes, branches] of examples by true mode and the branch they were routed to (evaluation)."""
+  """loss: scalar to minimize; loss_sum (over examples), num_examples, num_correct, num_predictions: float32 sums
+  for metrics; routing: optional counts [modes, branches] of examples by true mode and the branch they were routed
+  to (evaluation)."""
   loss: tf.Tensor
   loss_sum: tf.Tensor
   num_correct: tf.Tensor
   num_examples: tf.Tensor
+  num_predictions: tf.Tensor
   routing: Optional[tf.Tensor] = None
 
 
-def classification_result(logits: tf.Tensor, labels: tf.Tensor) -> BatchResult:
-  """Cross-entropy and accuracy of logits [B, C] against integer labels [B]."""
-  labels = tf.cast(labels, tf.int32)
-  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-  correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels)
+def label_masks(batch: dict) -> tuple[tf.Tensor, tf.Tensor]:
+  """(loss mask, accuracy mask), float32 with the shape of batch['y']; ones when the task gives none."""
+  loss_mask = batch.get('loss_mask')
+  loss_mask = tf.ones_like(batch['y'], tf.float32) if loss_mask is None else tf.cast(loss_mask, tf.float32)
+  accuracy_mask = batch.get('accuracy_mask')
+  return loss_mask, loss_mask if accuracy_mask is None else tf.cast(accuracy_mask, tf.float32)
+
+
+def per_example_mean(values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+  """The masked mean of values [B, ...] over all axes but the first: [B] (values itself when rank 1)."""
+  if values.shape.rank == 1:
+    return values * mask
+  axes = list(range(1, values.shape.rank))
+  return tf.reduce_sum(values * mask, axis=axes) / tf.maximum(tf.reduce_sum(mask, axis=axes), 1.0)
+
+
+def classification_result(logits: tf.Tensor, batch: dict) -> BatchResult:
+  """Cross-entropy and accuracy of logits [B, ..., C] against integer labels batch['y'] [B, ...]."""
+  labels = tf.cast(batch['y'], tf.int32)
+  loss_mask, accuracy_mask = label_masks(batch)
+  per_example = per_example_mean(
+      tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits), loss_mask)
+  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels), tf.float32)
   return BatchResult(
       loss=tf.reduce_mean(per_example),
       loss_sum=tf.reduce_sum(per_example),
-      num_correct=tf.reduce_sum(tf.cast(correct, tf.float32)),
-      num_examples=tf.cast(tf.size(labels), tf.float32))
+      num_correct=tf.reduce_sum(correct * accuracy_mask),
+      num_examples=tf.cast(tf.shape(labels)[0], tf.float32),
+      num_predictions=tf.reduce_sum(accuracy_mask))
 
 
 def averaged_branches(outputs: dict, batch: dict) -> BatchResult:
   """Vanilla / No-Dist-Shift: the prediction is the mean of all branches' logits."""
-  return classification_result(multi_branch.average_branch_logits(outputs[multi_branch.LOGITS]), batch['y'])
+  return classification_result(multi_branch.average_branch_logits(outputs[multi_branch.LOGITS]), batch)
 
 
 def selected_branch(branch: tf.Tensor, smoothing_weight: float, smoothing_epsilon: float):
@@ -53,13 +77,15 @@ def selected_branch(branch: tf.Tensor, smoothing_weight: float, smoothing_epsilo
   """
 
   def objective(outputs: dict, batch: dict) -> BatchResult:
-    logits = outputs[multi_branch.LOGITS]  # [B, K, C]
+    logits = outputs[multi_branch.LOGITS]  # [B, K, ..., C]
     num_branches, num_classes = tf.shape(logits)[1], tf.shape(logits)[-1]
-    result = classification_result(tf.gather(logits, branch, axis=1), batch['y'])
+    result = classification_result(tf.gather(logits, branch, axis=1), batch)
     labels = tf.one_hot(tf.cast(batch['y'], tf.int32), num_classes)
     smoothed = smoothing_epsilon / tf.cast(num_classes, tf.float32) + (1.0 - smoothing_epsilon) * labels
     per_branch = tf.nn.softmax_cross_entropy_with_logits(
-        labels=tf.repeat(smoothed[:, tf.newaxis], num_branches, axis=1), logits=logits)  # [B, K]
+        labels=tf.repeat(smoothed[:, tf.newaxis], num_branches, axis=1), logits=logits)  # [B, K, ...]
+    loss_mask, _ = label_masks(batch)
+    per_branch = tf.stack([per_example_mean(per_branch[:, k], loss_mask) for k in range(logits.shape[1])], axis=1)
     others = 1.0 - tf.one_hot(branch, num_branches)  # [K]
     regularizer = tf.reduce_sum(tf.reduce_mean(per_branch, axis=0) * others) / tf.maximum(
         tf.reduce_sum(others), 1.0)

@@ -26,7 +26,7 @@ _COLUMNS = ('test_accuracy_last_period_mean', 'test_day_accuracy_last_period_mea
 
 def _setting(summary: dict) -> tuple:
   values = dict(summary['flags'], **summary['resolved_hyperparameters'])
-  if values.get('algorithm') != 'fedtem':
+  if values.get('algorithm') not in ('fedtem', 'fedtkm'):
     values['prior'] = '-'
   if values.get('algorithm') == 'nds':
     values['shift_fn'], values['shift_p'] = 'none', '-'

@@ -39,7 +39,8 @@ class Task:
     client_sizes: Per mode, client id -> number of raw training examples; clients with none are excluded.
     test_data: One centralized test dataset per mode, raw unbatched elements.
     test_sizes: Examples in each mode's test dataset.
-    batch_fn: Maps a batch of raw elements to `OrderedDict(x=..., y=...)`; applied to train and test data.
+    batch_fn: Maps a batch of raw elements to `OrderedDict(x=..., y=...)`, optionally with per-label
+      `loss_mask` and `accuracy_mask` (see `algorithms.objectives`); applied to train and test data.
     model_fn: num_branches -> a fresh, uncompiled multi-branch Keras model (see `models.multi_branch`).
     num_classes: Output classes (vocabulary size for next-word prediction).
     mode_names: A name per mode.
@@ -98,10 +99,10 @@ def preprocess_client(dataset: tf.data.Dataset, mode: int, client_spec: tff.simu
 
 
 def model_batches(dataset: tf.data.Dataset, batch_fn: BatchFn) -> tf.data.Dataset:
-  """Maps batches `(raw_batch, mode)` to `OrderedDict(x, y, mode)` with the task's `batch_fn`."""
+  """Maps batches `(raw_batch, mode)` to `OrderedDict(x, y, [loss_mask, accuracy_mask,] mode)` with the task's
+  `batch_fn`."""
 
   def to_model_batch(raw_batch, mode):
-    batch = batch_fn(raw_batch)
-    return collections.OrderedDict(x=batch['x'], y=batch['y'], mode=mode)
+    return collections.OrderedDict(batch_fn(raw_batch), mode=mode)
 
   return dataset.map(to_model_batch)

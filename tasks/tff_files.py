@@ -1,0 +1,109 @@
+"""TFF's cached dataset files, offline: where they are, and how many examples of each mode every client holds.
+
+TFF's loaders (`tff.simulation.datasets.{emnist,cifar100,stackoverflow}.load_data(cache_dir=...)`) download
+`<cache_dir>/<name>.sqlite.lzma` and decompress it to `<cache_dir>/<name>.sqlite` unless that file exists. The suite
+calls them only after `require` found the file, so a run never tries the network; a missing file stops the run with
+one line naming the path and the flag (`--cache_dir`) to fix it.
+
+The SQLite schema (`tff.simulation.datasets.SqlClientData`): table `examples` (split_name, client_id,
+serialized_example_proto = a serialized `tf.train.Example`) and table `client_metadata` (client_id, split_name,
+num_examples).
+
+A task whose modes are defined per example (EMNIST digits vs characters, Stack Overflow questions vs answers) needs
+each client's example count per mode, for the populations and the sampler. `mode_counts` gets them with one SQL
+scan of the split, parsing only the feature that decides the mode, in large vectorized batches; the result is
+cached next to the database (`<file>.<split>.mode_counts.json`, keyed by the file's size and modification time)
+because a scan of Stack Overflow's 135M training examples takes minutes.
+"""
+
+import json
+import os
+import sqlite3
+from typing import Callable, Optional
+
+import numpy as np
+import tensorflow as tf
+
+CACHE_DIR_FLAG = '--cache_dir'
+_SCAN_BATCH = 1 << 16
+
+
+def default_cache_dir() -> str:
+  """TFF's own default (`~/.tff`)."""
+  return os.path.join(os.path.expanduser('~'), '.tff')
+
+
+def require(cache_dir: Optional[str], filename: str, task_name: str) -> str:
+  """The path of `filename` in `cache_dir`; FileNotFoundError with a one-line message if it is missing."""
+  directory = cache_dir or default_cache_dir()
+  path = os.path.join(directory, filename)
+  if not os.path.exists(path):
+    raise FileNotFoundError(
+        f'task {task_name} needs {path}, which does not exist and cannot be downloaded without network; copy the '
+        f'file there or set {CACHE_DIR_FLAG} to the directory that holds it.')
+  return path
+
+
+def client_counts(database_path: str, split_name: str) -> dict[str, int]:
+  """client id -> number of examples in `split_name`, counted in the `examples` table."""
+  with sqlite3.connect(database_path) as connection:
+    rows = connection.execute('SELECT client_id, COUNT(*) FROM examples WHERE split_name = ? GROUP BY client_id',
+                              (split_name,)).fetchall()
+  return {client_id: int(count) for client_id, count in rows}
+
+
+ModeFn = Callable[[tf.Tensor], tf.Tensor]  # serialized examples [N] -> mode index [N] (int)
+
+
+def _scan(database_path: str, split_name: str, mode_fn: ModeFn, num_modes: int) -> dict[str, list[int]]:
+  dataset = tf.data.experimental.SqlDataset(
+      'sqlite', database_path,
+      f"SELECT client_id, serialized_example_proto FROM examples WHERE split_name = '{split_name}'",
+      (tf.string, tf.string)).batch(_SCAN_BATCH)
+  parse = tf.function(lambda ids, serialized: (ids, tf.cast(mode_fn(serialized), tf.int64)))
+  ids, modes = [], []
+  for batch_ids, batch_serialized in dataset:
+    batch_ids, batch_modes = parse(batch_ids, batch_serialized)
+    ids.append(batch_ids.numpy())
+    modes.append(batch_modes.numpy())
+  if not ids:
+    return {}
+  ids, modes = np.concatenate(ids), np.concatenate(modes)
+  unique_ids, client_index = np.unique(ids, return_inverse=True)
+  counts = np.zeros((len(unique_ids), num_modes), np.int64)
+  np.add.at(counts, (client_index, modes), 1)
+  return {client_id.decode(): row.tolist() for client_id, row in zip(unique_ids, counts)}
+
+
+def mode_counts(database_path: str, split_name: str, mode_fn: ModeFn, num_modes: int,
+                cache_key: str) -> dict[str, list[int]]:
+  """client id -> [examples of mode 0, mode 1, ...] in `split_name` (clients with no example are absent).
+
+  `cache_key` names the mode rule (it is part of the cache file name, so two rules never share a cache).
+  """
+  stat = os.stat(database_path)
+  source = {'size': stat.st_size, 'mtime_ns': stat.st_mtime_ns}
+  cache_path = f'{database_path}.{split_name}.{cache_key}.mode_counts.json'
+  try:
+    with open(cache_path) as f:
+      cached = json.load(f)
+    if cached['source'] == source:
+      return cached['counts']
+  except (OSError, ValueError, KeyError):
+    pass
+  counts = _scan(database_path, split_name, mode_fn, num_modes)
+  try:
+    temporary = f'{cache_path}.{os.getpid()}.tmp'
+    with open(temporary, 'w') as f:
+      json.dump({'source': source, 'counts': counts}, f)
+    os.replace(temporary, cache_path)
+  except OSError:
+    pass  # A read-only cache directory: scan again next time.
+  return counts
+
+
+def split_dataset(database_path: str, split_name: str) -> tf.data.Dataset:
+  """Every serialized example of `split_name`, in one SQL query (for centralized test sets)."""
+  return tf.data.experimental.SqlDataset(
+      'sqlite', database_path, f"SELECT serialized_example_proto FROM examples WHERE split_name = '{split_name}'",
+      tf.string)
