@@ -46,7 +46,8 @@ _TOTAL_ROUNDS = flags.DEFINE_integer('total_rounds', None, 'Training rounds. Def
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', None, 'm. Default: the task\'s.')
 _CLIENT_EPOCHS = flags.DEFINE_integer('client_epochs', 1, 'Local epochs per round.')
 _CLIENT_BATCH_SIZE = flags.DEFINE_integer('client_batch_size', None, 'Local batch size. Default: the task\'s.')
-_MAX_ELEMENTS = flags.DEFINE_integer('max_elements_per_client', None, 'Cap on local examples per round.')
+_MAX_ELEMENTS = flags.DEFINE_integer('max_elements_per_client', None, 'Cap on local examples per round. Default: '
+                                     'the task\'s (512 for stackoverflow, none otherwise).')
 _CLIENT_LR = flags.DEFINE_float('client_learning_rate', None, 'Client SGD learning rate. Default: the task\'s.')
 _SERVER_LR = flags.DEFINE_float('server_learning_rate', None, 'Server Adam learning rate. Default: the task\'s.')
 _SERVER_EPSILON = flags.DEFINE_float('server_adam_epsilon', None, 'Server Adam epsilon. Default: the task\'s.')
@@ -60,7 +61,8 @@ _SEED = flags.DEFINE_integer('seed', 0, 'Seeds data generation, model initializa
 _ROOT_OUTPUT_DIR = flags.DEFINE_string('root_output_dir', '/tmp/periodic_shift', 'Where experiments are written.')
 _EXPERIMENT_NAME = flags.DEFINE_string('experiment_name', None,
                                        'Sub-directory of the run. Default: made from the main flags.')
-_CACHE_DIR = flags.DEFINE_string('cache_dir', None, 'Directory holding TFF dataset files (real tasks).')
+_CACHE_DIR = flags.DEFINE_string('cache_dir', None, 'Directory holding the dataset files of emnist, cifar and '
+                                 'stackoverflow (TFF\'s cache layout, see tasks/); default ~/.tff.')
 # FedTEM.
 _PRIOR = flags.DEFINE_string('prior', 'linear',
                              f'Temporal prior of FedTEM/FedTKM: one of {", ".join(fedtem.PRIORS)}.')
@@ -100,7 +102,8 @@ def _hyperparameters() -> dict:
   algorithms.validate(_ALGORITHM.value)
   defaults = tasks.defaults(_TASK.value)
   values = {flag.name: _resolved(flag, defaults) for flag in (
-      _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_BATCH_SIZE, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON)}
+      _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_BATCH_SIZE, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON,
+      _MAX_ELEMENTS)}
   day_probability.validate(_SHIFT_FN.value, values['period'], _SHIFT_P.value)
   for flag in _POSITIVE_INTEGERS + _POSITIVE_FLOATS:
     value = values.get(flag.name, flag.value)
@@ -108,8 +111,8 @@ def _hyperparameters() -> dict:
       raise ValueError(f'--{flag.name} must be > 0; got {value}.')
   if values['clients_per_round'] is None or values['clients_per_round'] < 1:
     raise ValueError(f'--clients_per_round must be >= 1; got {values["clients_per_round"]}.')
-  if _MAX_ELEMENTS.value is not None and _MAX_ELEMENTS.value < 1:
-    raise ValueError(f'--max_elements_per_client must be >= 1 when set; got {_MAX_ELEMENTS.value}.')
+  if values['max_elements_per_client'] is not None and values['max_elements_per_client'] < 1:
+    raise ValueError(f'--max_elements_per_client must be >= 1 when set; got {values["max_elements_per_client"]}.')
   if _ALGORITHM.value == 'fedtem':
     _fedtem_config(values['period']).validate(_NUM_BRANCHES.value)
   if _ALGORITHM.value == 'fedtkm':
@@ -165,13 +168,12 @@ def main(argv):
   execution_context.install()
   logging.set_verbosity(logging.WARNING)  # TFF's program managers log every file they write at INFO.
   tf.get_logger().setLevel('ERROR')
-  output_dir = _output_dir(values)
-  os.makedirs(output_dir, exist_ok=True)
-
   try:
     task = tasks.create(_TASK.value, _CACHE_DIR.value, _SEED.value)
   except (ValueError, FileNotFoundError) as error:
     _fail(str(error))
+  output_dir = _output_dir(values)
+  os.makedirs(output_dir, exist_ok=True)
   algorithm_is_shift_free = _ALGORITHM.value == 'nds'
   shift_fn = 'none' if algorithm_is_shift_free else _SHIFT_FN.value
   populations = task.mode_client_ids()
@@ -185,7 +187,7 @@ def main(argv):
 
   client_spec = tff.simulation.baselines.ClientSpec(
       num_epochs=_CLIENT_EPOCHS.value, batch_size=values['client_batch_size'],
-      max_elements=_MAX_ELEMENTS.value)
+      max_elements=values['max_elements_per_client'])
   element_spec = task.client_dataset(client_sampler.DAY, populations[client_sampler.DAY][0], client_spec,
                                      0).element_spec
   model_fn = lambda: task.model_fn(_NUM_BRANCHES.value)

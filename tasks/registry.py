@@ -2,6 +2,9 @@
 
 from typing import Callable, NamedTuple
 
+from tasks import cifar
+from tasks import emnist
+from tasks import stackoverflow
 from tasks import synthetic
 from tasks import task as task_lib
 
@@ -13,6 +16,9 @@ class _Entry(NamedTuple):
 
 _TASKS = {
     'synthetic': _Entry(lambda cache_dir, seed: synthetic.create_task(seed=seed), synthetic.DEFAULTS),
+    'emnist': _Entry(emnist.create_task, emnist.DEFAULTS),
+    'cifar': _Entry(cifar.create_task, cifar.DEFAULTS),
+    'stackoverflow': _Entry(stackoverflow.create_task, stackoverflow.DEFAULTS),
 }
 TASKS = tuple(_TASKS)
 
