@@ -200,6 +200,10 @@ def main(argv):
   evaluator = evaluation.Evaluator(model_fn(), test_datasets)
   algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator)
 
+  parameters = multi_branch.parameter_counts(model_fn())
+  print(f'Task {task.name}: {task.population_summary()}')
+  print(f'Model: {parameters["total"]:,} parameters, one branch {parameters["branch"]:,} '
+        f'({parameters["branch_overhead_percent"]:.1f}% of the single-branch network)')
   config = training_loop.LoopConfig(
       total_rounds=values['total_rounds'], rounds_per_eval=_ROUNDS_PER_EVAL.value, client_spec=client_spec,
       seed=_SEED.value, rounds_per_checkpoint=_ROUNDS_PER_CHECKPOINT.value)
@@ -211,7 +215,7 @@ def main(argv):
       'flags': {name: flags.FLAGS[name].value for name in flags.FLAGS if name in _FLAG_NAMES},
       'resolved_hyperparameters': dict(values, shift_fn=shift_fn),
       'population': task.population_summary(),
-      'parameters': multi_branch.parameter_counts(model_fn()),
+      'parameters': parameters,
       'final_metrics': final,
       'seconds_this_invocation': time.monotonic() - started,
   }

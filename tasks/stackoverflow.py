@@ -89,11 +89,12 @@ def _mode_filter(mode: int):
 
 def build_batch_fn(vocabulary: list[str]):
   """batch_fn: raw batches with `tokens` [B] -> x, y [B, L] int64 with per-token loss and accuracy masks."""
-  vocabulary = tf.constant(vocabulary)
+  vocabulary = list(vocabulary)  # Made a tensor in each graph that uses it (TFF's, the evaluation's).
 
   def batch_fn(batch: collections.OrderedDict) -> collections.OrderedDict:
-    table = tf.lookup.StaticVocabularyTable(
-        tf.lookup.KeyValueTensorInitializer(vocabulary, tf.range(tf.size(vocabulary, out_type=tf.int64))), 1)
+    words_in_order = tf.constant(vocabulary)
+    table = tf.lookup.StaticVocabularyTable(tf.lookup.KeyValueTensorInitializer(
+        words_in_order, tf.range(tf.size(words_in_order, out_type=tf.int64))), 1)
     words = tf.strings.split(batch['tokens'])[:, :SEQUENCE_LENGTH]
     ids = tf.ragged.map_flat_values(table.lookup, words) + 1  # Words 1..V, out of vocabulary V + 1.
     ends = tf.ones_like(ids[:, :1])

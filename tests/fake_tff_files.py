@@ -67,3 +67,45 @@ def write_cifar10(directory: str, rng: np.random.Generator, train_per_batch: int
              b'labels': rng.integers(0, 10, size).tolist()}
     with open(os.path.join(directory, name), 'wb') as f:
       pickle.dump(batch, f)
+
+
+def write_small_cache(directory: str, seed: int = 0) -> dict:
+  """Small EMNIST, CIFAR-10/100 and Stack Overflow files in `directory`; returns each task's expected
+  `population_summary()` computed from what was written."""
+  rng = np.random.default_rng(seed)
+  emnist_train = {f'w{i}': rng.integers(0, 62, 30) for i in range(6)}
+  emnist_train['w_no_digits'] = rng.integers(10, 62, 12)
+  emnist_test = {f'w{i}': rng.integers(0, 62, 20) for i in range(3)}
+  write_sqlite(os.path.join(directory, 'emnist_all.sqlite'), {
+      'all_train': {w: emnist_elements(rng, labels) for w, labels in emnist_train.items()},
+      'all_test': {w: emnist_elements(rng, labels) for w, labels in emnist_test.items()}})
+  write_cifar10(os.path.join(directory, 'cifar-10-batches-py'), rng, train_per_batch=40, test_size=20)
+  write_sqlite(os.path.join(directory, 'cifar100.sqlite'), {
+      'train': {str(i): cifar100_elements(rng, rng.integers(0, 100, 20)) for i in range(3)},
+      'test': {str(i): cifar100_elements(rng, rng.integers(0, 100, 10)) for i in range(2)}})
+  os.makedirs(os.path.join(directory, 'datasets'), exist_ok=True)
+  with open(os.path.join(directory, 'datasets', 'stackoverflow.word_count'), 'w') as f:
+    f.writelines(f'w{i} {100000 - i}\n' for i in range(10000))
+  so_train = {f'u{i}': [(' '.join(f'w{j}' for j in rng.integers(0, 11000, rng.integers(3, 30))),
+                         str(rng.choice(['question', 'answer']))) for _ in range(12)] for i in range(5)}
+  so_test = {f't{i}': [('w1 w2 w3', kind) for kind in ('question', 'answer', 'answer')] for i in range(3)}
+  write_sqlite(os.path.join(directory, 'stackoverflow.sqlite'), {
+      'train': {u: stackoverflow_elements(texts) for u, texts in so_train.items()},
+      'heldout': {'h0': stackoverflow_elements([('w1', 'question')])},
+      'test': {u: stackoverflow_elements(texts) for u, texts in so_test.items()}})
+
+  def summary(train, test, mode_of):
+    result = {}
+    for mode, name in enumerate(('day', 'night')):
+      sizes = [sum(mode_of(x) == mode for x in values) for values in train.values()]
+      result[name] = {'clients': sum(s > 0 for s in sizes), 'train_examples': int(sum(sizes)),
+                      'test_examples': int(sum(sum(mode_of(x) == mode for x in values) for values in test.values()))}
+    return result
+
+  so_mode = lambda text_and_kind: 0 if text_and_kind[1] == 'question' else 1
+  return {
+      'emnist': summary(emnist_train, emnist_test, lambda label: int(label >= 10)),
+      'cifar': {'day': {'clients': 2, 'train_examples': 200, 'test_examples': 20},
+                'night': {'clients': 3, 'train_examples': 60, 'test_examples': 20}},
+      'stackoverflow': summary(so_train, so_test, so_mode),
+  }

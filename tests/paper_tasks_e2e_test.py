@@ -1,0 +1,63 @@
+"""Two rounds of run_experiment.py on each paper task, from small files in TFF's cache layout, offline."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from tests import fake_tff_files
+
+_BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
+_OVERHEADS = {'emnist': '0.7', 'cifar': '0.5', 'stackoverflow': '1.6'}
+
+
+def _run(args):
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+  return subprocess.run([sys.executable, _BINARY, *args], env=env, capture_output=True, text=True, timeout=900)
+
+
+class PaperTasksEndToEndTest(parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.cache_dir = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
+    cls.expected_populations = fake_tff_files.write_small_cache(cls.cache_dir)
+
+  @parameterized.parameters(('emnist', 'vanilla'), ('emnist', 'fedtem'), ('emnist', 'fedtkm'),
+                            ('cifar', 'fedtkm'), ('stackoverflow', 'fedtem'))
+  def test_two_rounds(self, task, algorithm):
+    root = self.create_tempdir().full_path
+    result = _run([f'--task={task}', f'--algorithm={algorithm}', f'--cache_dir={self.cache_dir}',
+                   '--total_rounds=2', '--clients_per_round=2', '--max_elements_per_client=20',
+                   '--rounds_per_eval=1', f'--root_output_dir={root}', '--experiment_name=run'])
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertIn(f'({_OVERHEADS[task]}% of the single-branch network)', result.stdout)
+    with open(os.path.join(root, 'run', 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual(summary['population'], self.expected_populations[task])
+    self.assertEqual(f'{summary["parameters"]["branch_overhead_percent"]:.1f}', _OVERHEADS[task])
+    with open(os.path.join(root, 'run', 'metrics.csv')) as f:
+      rows = list(csv.DictReader(f))
+    self.assertLen(rows, 2)
+    self.assertBetween(float(rows[-1]['test_accuracy']), 0.0, 1.0)
+    self.assertGreater(float(rows[-1]['train_examples']), 0.0)
+
+  def test_missing_file_is_one_line_naming_it_and_the_flag(self):
+    empty = self.create_tempdir().full_path
+    result = _run(['--task=emnist', f'--cache_dir={empty}', f'--root_output_dir={empty}'])
+    self.assertEqual(result.returncode, 2)
+    lines = result.stderr.strip().splitlines()
+    self.assertLen(lines, 1, result.stderr)
+    self.assertIn(os.path.join(empty, 'emnist_all.sqlite'), lines[0])
+    self.assertIn('--cache_dir', lines[0])
+    self.assertEqual(os.listdir(empty), [])  # Nothing written.
+
+
+if __name__ == '__main__':
+  absltest.main()
