@@ -25,11 +25,13 @@ from absl import flags
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms import certainty
 from algorithms import evaluation
 from algorithms import fedtem
 from algorithms import fedtkm
 from algorithms import learning_process
 from algorithms import registry as algorithms
+from algorithms import scsgd
 from experiment import training_loop
 from models import multi_branch
 from periodic_shift import client_sampler
@@ -76,6 +78,11 @@ _PI_MOMENTUM = flags.DEFINE_float('pi_momentum', 0.99, 'beta of the GMM weights\
 _STATISTICS_DECAY = flags.DEFINE_float('statistics_decay', 0.7, 'FedTEM online-EM decay of the GMM statistics; 0 '
                                        'is Eq. 10 exactly (see algorithms/fedtem.py).')
 _EVAL_ROUTING = flags.DEFINE_string('eval_routing', 'batch', 'Test-time branch choice: per batch or per sample.')
+# Baselines.
+_SCSGD_HALVES = flags.DEFINE_string('scsgd_halves', 'period', 'SCSGD: period (branch 1 in [0, T/2), the paper\'s '
+                                    'wording) or mode_centered (branch 1 in the T/2 rounds around the day peak).')
+_FEDEM_EM_ITERATIONS = flags.DEFINE_integer('fedem_em_iterations', 5, 'FedEM: E and M steps per client (and per '
+                                            'test batch) from a uniform mixture.')
 # FedTKM (also uses --prior, --label_smooth_w, --label_smooth_eps, --eval_routing).
 _ETA_MAX = flags.DEFINE_float('eta_max', 0.1, 'FedTKM step of the distance-scalar update (Eq. 13, 27).')
 _ETA_SCHEDULE = flags.DEFINE_string('eta_schedule', 'prior_weighted', 'FedTKM eta_t: prior_weighted (Eq. 27, '
@@ -99,7 +106,7 @@ def _resolved(flag, defaults):
 def _hyperparameters() -> dict:
   """Flag values with the task's defaults filled in; raises ValueError on a bad value."""
   tasks.validate(_TASK.value)
-  algorithms.validate(_ALGORITHM.value)
+  algorithms.validate(_ALGORITHM.value, _TASK.value, algorithms.num_branches(_ALGORITHM.value, _NUM_BRANCHES.value))
   defaults = tasks.defaults(_TASK.value)
   values = {flag.name: _resolved(flag, defaults) for flag in (
       _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_BATCH_SIZE, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON,
@@ -113,6 +120,12 @@ def _hyperparameters() -> dict:
     raise ValueError(f'--clients_per_round must be >= 1; got {values["clients_per_round"]}.')
   if values['max_elements_per_client'] is not None and values['max_elements_per_client'] < 1:
     raise ValueError(f'--max_elements_per_client must be >= 1 when set; got {values["max_elements_per_client"]}.')
+  if _SCSGD_HALVES.value not in scsgd.HALVES:
+    raise ValueError(f'--scsgd_halves must be one of {", ".join(scsgd.HALVES)}; got {_SCSGD_HALVES.value!r}.')
+  if _FEDEM_EM_ITERATIONS.value < 1:
+    raise ValueError(f'--fedem_em_iterations must be >= 1; got {_FEDEM_EM_ITERATIONS.value}.')
+  if _EVAL_ROUTING.value not in certainty.ROUTINGS:
+    raise ValueError(f'eval_routing must be one of {", ".join(certainty.ROUTINGS)}; got {_EVAL_ROUTING.value!r}.')
   if _ALGORITHM.value == 'fedtem':
     _fedtem_config(values['period']).validate(_NUM_BRANCHES.value)
   if _ALGORITHM.value == 'fedtkm':
@@ -174,8 +187,7 @@ def main(argv):
     _fail(str(error))
   output_dir = _output_dir(values)
   os.makedirs(output_dir, exist_ok=True)
-  algorithm_is_shift_free = _ALGORITHM.value == 'nds'
-  shift_fn = 'none' if algorithm_is_shift_free else _SHIFT_FN.value
+  shift_fn = 'none' if algorithms.is_shift_free(_ALGORITHM.value) else _SHIFT_FN.value
   populations = task.mode_client_ids()
   day_share = len(populations[client_sampler.DAY]) / sum(len(ids) for ids in populations)
   q = day_probability.build_day_probability_fn(shift_fn, values['period'], _SHIFT_P.value, day_share)
@@ -190,10 +202,14 @@ def main(argv):
       max_elements=values['max_elements_per_client'])
   element_spec = task.client_dataset(client_sampler.DAY, populations[client_sampler.DAY][0], client_spec,
                                      0).element_spec
-  model_fn = lambda: task.model_fn(_NUM_BRANCHES.value)
+  num_branches = algorithms.num_branches(_ALGORITHM.value, _NUM_BRANCHES.value)
+  model_fn = lambda: task.model_fn(num_branches)
   hparams = algorithms.Hyperparameters(
       client_learning_rate=values['client_learning_rate'], server_learning_rate=values['server_learning_rate'],
-      server_adam_epsilon=values['server_adam_epsilon'], num_branches=_NUM_BRANCHES.value,
+      server_adam_epsilon=values['server_adam_epsilon'], num_branches=num_branches, period=values['period'],
+      clients_per_round=values['clients_per_round'], smoothing_weight=_LABEL_SMOOTH_W.value,
+      smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value,
+      scsgd_halves=_SCSGD_HALVES.value, fedem_em_iterations=_FEDEM_EM_ITERATIONS.value,
       fedtem_config=_fedtem_config(values['period']), fedtkm_config=_fedtkm_config(values['period']))
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
                    for mode, name in enumerate(task.mode_names)}
@@ -229,7 +245,7 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
     _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
     _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY,
-    _EVAL_ROUTING, _ETA_MAX, _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING, _CENTER_DECAY))
+    _EVAL_ROUTING, _ETA_MAX, _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING, _CENTER_DECAY, _SCSGD_HALVES, _FEDEM_EM_ITERATIONS))
 
 if __name__ == '__main__':
   app.run(main)

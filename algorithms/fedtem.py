@@ -236,7 +236,7 @@ def build_client_phase_one(model: tf.keras.Model, client_optimizer: tff.learning
   @tf.function
   def run(weights, mixture, round_num, dataset):
     batches = task_lib.model_batches(dataset, batch_fn)
-    inference, batches = routing.client_examples(batches)
+    inference, batches, _ = routing.client_examples(batches)
     tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
     before = feature_pass(model, inference, mixture['means'], mixture['variances'], mixture['weights'])
     estimate = before.log_mle if config.client_estimate == 'mle' else before.log_posterior
@@ -350,7 +350,7 @@ def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn
 # Evaluation.
 
 
-def evaluation_objective(num_modes: int, num_branches: int, routing: str):
+def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str):
   """objective(outputs, batch, means, variances): the branch of each test batch is argmax of Eq. 5 on the batch
   (or per sample) under the GMM (means, variances) with a uniform pi (Appendix A.4)."""
   uniform = tf.fill([num_branches], -np.log(num_branches).astype(np.float32))
@@ -358,15 +358,10 @@ def evaluation_objective(num_modes: int, num_branches: int, routing: str):
   def objective(outputs, batch, means, variances):
     log_gammas = gmm.log_responsibilities(gmm.log_gaussians(outputs[multi_branch.FEATURES], means, variances),
                                           uniform)
-    if routing == 'batch':
-      batch_branch = tf.argmax(gmm.log_client_mle(log_gammas), output_type=tf.int32)
-      branches = tf.fill(tf.shape(batch['y'])[:1], batch_branch)
+    if routing_rule == 'batch':
+      branches = routing.batch_branches(batch, tf.argmax(gmm.log_client_mle(log_gammas)))
     else:
       branches = tf.argmax(log_gammas, axis=-1, output_type=tf.int32)
-    logits = tf.gather(outputs[multi_branch.LOGITS], branches, axis=1, batch_dims=1)
-    result = objectives.classification_result(logits, batch)
-    confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(branches, num_branches),
-                          transpose_a=True)
-    return result._replace(routing=confusion)
+    return routing.routed_result(outputs, batch, branches, num_modes, num_branches)
 
   return objective

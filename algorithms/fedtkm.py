@@ -179,7 +179,7 @@ def build_client_update(model: tf.keras.Model, client_optimizer: tff.learning.op
 
   @tf.function
   def run(weights, clustering, dataset):
-    examples, batches = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
+    examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
     tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
     _, before = distances(examples['x'], clustering)
     branch = client_cluster(before, config.client_rule)  # Eq. 11
@@ -293,13 +293,9 @@ def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str, s
       scales = tf.ones_like(scales)
     distances = scaled_distances(outputs[multi_branch.FEATURES], centers, scales)
     if routing_rule == 'batch':
-      branches = tf.fill(tf.shape(batch['y'])[:1], client_cluster(distances, 'mean_distance'))
+      branches = routing.batch_branches(batch, client_cluster(distances, 'mean_distance'))
     else:
       branches = tf.argmin(distances, axis=-1, output_type=tf.int32)
-    logits = tf.gather(outputs[multi_branch.LOGITS], branches, axis=1, batch_dims=1)
-    result = objectives.classification_result(logits, batch)
-    confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(branches, num_branches),
-                          transpose_a=True)
-    return result._replace(routing=confusion)
+    return routing.routed_result(outputs, batch, branches, num_modes, num_branches)
 
   return objective

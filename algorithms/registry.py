@@ -5,6 +5,10 @@ An `Algorithm` is what the training loop needs from a method:
   evaluate:   learning-process state -> test metrics (`test_accuracy`, `test_<mode>_accuracy`, ...);
   shift_free: True for methods defined by training without distribution shift (No-Dist-Shift), whose clients the
               training loop draws with the `none` shift whatever `--shift_fn` says.
+
+`vanilla_single` and `nds_single` are Vanilla and No-Dist-Shift with a single-branch network (Appendix A.8), whatever
+`num_branches` says. Methods that choose a branch without a temporal prior report routing accuracy under the best
+matching of modes to branches.
 """
 
 import dataclasses
@@ -13,11 +17,16 @@ from typing import Callable, NamedTuple
 import numpy as np
 import tensorflow_federated as tff
 
+from algorithms import certainty
 from algorithms import evaluation
+from algorithms import fedem
 from algorithms import fedtem
 from algorithms import fedtkm
+from algorithms import min_loss
 from algorithms import objectives
 from algorithms import routing
+from algorithms import scsgd
+from algorithms import tshot_kmeans
 from algorithms import vanilla
 from tasks import task as task_lib
 
@@ -28,6 +37,13 @@ class Hyperparameters:
   server_learning_rate: float
   server_adam_epsilon: float
   num_branches: int = 2
+  period: int = 32
+  clients_per_round: int = 10
+  smoothing_weight: float = 0.1
+  smoothing_epsilon: float = 0.5
+  eval_routing: str = 'batch'
+  scsgd_halves: str = 'period'
+  fedem_em_iterations: int = 5
   fedtem_config: fedtem.Config = fedtem.Config()
   fedtkm_config: fedtkm.Config = fedtkm.Config()
 
@@ -40,9 +56,7 @@ class Algorithm(NamedTuple):
 
 def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
                    shift_free: bool) -> Algorithm:
-  model_fn = lambda: task.model_fn(hparams.num_branches)
-  process = vanilla.build_process(model_fn, task.batch_fn, element_spec, hparams.client_learning_rate,
-                                  hparams.server_learning_rate, hparams.server_adam_epsilon)
+  process = vanilla.build_process(*_process_args(task, element_spec, hparams))
 
   def evaluate(state):
     return evaluator.evaluate(process.get_model_weights(state), objectives.averaged_branches)
@@ -94,18 +108,92 @@ def _build_fedtkm(task: task_lib.Task, element_spec, hparams: Hyperparameters, e
   return Algorithm(process, evaluate, shift_free=False)
 
 
+def _process_args(task, element_spec, hparams, num_branches=None):
+  num_branches = num_branches or hparams.num_branches
+  model_fn = lambda: task.model_fn(num_branches)
+  return (model_fn, task.batch_fn, element_spec, hparams.client_learning_rate, hparams.server_learning_rate,
+          hparams.server_adam_epsilon)
+
+
+def _certainty_routed(process, task, hparams, evaluator):
+  return _routed_evaluation(process, evaluator,
+                            certainty.evaluation_objective(task.num_modes, hparams.num_branches,
+                                                           hparams.eval_routing),
+                            lambda state: (), [task.num_modes, hparams.num_branches], best_matching=True)
+
+
+def _build_scsgd(task, element_spec, hparams, evaluator) -> Algorithm:
+  process = scsgd.build_process(*_process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
+                                hparams.period, hparams.scsgd_halves)
+  return Algorithm(process, _certainty_routed(process, task, hparams, evaluator), shift_free=False)
+
+
+def _build_min_loss(task, element_spec, hparams, evaluator) -> Algorithm:
+  process = min_loss.build_process(*_process_args(task, element_spec, hparams), hparams.num_branches,
+                                   task.num_modes, hparams.smoothing_weight, hparams.smoothing_epsilon)
+  return Algorithm(process, _certainty_routed(process, task, hparams, evaluator), shift_free=False)
+
+
+def _build_fedem(task, element_spec, hparams, evaluator) -> Algorithm:
+  process = fedem.build_process(*_process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
+                                hparams.fedem_em_iterations)
+  objective = fedem.evaluation_objective(task.num_modes, hparams.num_branches, hparams.eval_routing,
+                                         hparams.fedem_em_iterations)
+  evaluate = _routed_evaluation(process, evaluator, objective, lambda state: (),
+                                [task.num_modes, hparams.num_branches], best_matching=True)
+  return Algorithm(process, evaluate, shift_free=False)
+
+
+def _build_tshot_kmeans(task, element_spec, hparams, evaluator) -> Algorithm:
+  process = tshot_kmeans.build_process(*_process_args(task, element_spec, hparams), hparams.num_branches,
+                                       task.num_modes, hparams.period, hparams.clients_per_round)
+  objective = tshot_kmeans.evaluation_objective(task.num_modes, hparams.num_branches)
+  evaluate = _routed_evaluation(process, evaluator, objective, lambda state: (state['centers'],),
+                                [task.num_modes, hparams.num_branches], best_matching=True)
+  return Algorithm(process, evaluate, shift_free=False)
+
+
+def _single_branch(hparams: Hyperparameters) -> Hyperparameters:
+  return dataclasses.replace(hparams, num_branches=1)
+
+
 _BUILDERS = {
     'vanilla': lambda *args: _build_vanilla(*args, shift_free=False),
     'nds': lambda *args: _build_vanilla(*args, shift_free=True),
+    'vanilla_single': lambda t, e, h, v: _build_vanilla(t, e, _single_branch(h), v, shift_free=False),
+    'nds_single': lambda t, e, h, v: _build_vanilla(t, e, _single_branch(h), v, shift_free=True),
+    'scsgd': _build_scsgd,
+    'tshot_kmeans': _build_tshot_kmeans,
+    'min_loss': _build_min_loss,
+    'fedem': _build_fedem,
     'fedtem': _build_fedtem,
     'fedtkm': _build_fedtkm,
 }
 ALGORITHMS = tuple(_BUILDERS)
+_SHIFT_FREE = frozenset({'nds', 'nds_single'})
+_SINGLE_BRANCH = frozenset({'vanilla_single', 'nds_single'})
+_ROUTING_METHODS = frozenset({'scsgd', 'tshot_kmeans', 'min_loss', 'fedem', 'fedtem', 'fedtkm'})
+_TASKS_WITHOUT_RAW_SPACE = frozenset({'stackoverflow'})
 
 
-def validate(name: str) -> None:
+def validate(name: str, task_name: str = None, num_branches: int = 2) -> None:
+  """Raises ValueError for an unknown method, or one that cannot run on the task or with the branches."""
   if name not in _BUILDERS:
     raise ValueError(f'algorithm must be one of {", ".join(ALGORITHMS)}; got {name!r}.')
+  if name == 'tshot_kmeans' and task_name in _TASKS_WITHOUT_RAW_SPACE:
+    raise ValueError(f'tshot_kmeans is not defined for {task_name}: k-means on raw token ids has no meaning (the '
+                     'paper does not run it there either).')
+  if name in _ROUTING_METHODS and num_branches < 2:
+    raise ValueError(f'{name} chooses between branches and needs --num_branches >= 2; got {num_branches}.')
+
+
+def is_shift_free(name: str) -> bool:
+  return name in _SHIFT_FREE
+
+
+def num_branches(name: str, requested: int) -> int:
+  """The network's branches for method `name`: 1 for the single-branch baselines, else `requested`."""
+  return 1 if name in _SINGLE_BRANCH else requested
 
 
 def build(name: str, task: task_lib.Task, element_spec, hparams: Hyperparameters,

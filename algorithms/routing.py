@@ -2,17 +2,29 @@
 
 - `client_examples`: a client's batches read once, as one batch for the inference passes of the clustering model
   and as the same batches for training.
+- `routed_result`: the metrics of a test batch whose examples were routed to given branches;
 - `client_confusion` / `routing_accuracy`: simulation-only metrics, counts [modes, branches] of clients (or test
   examples) by true mode and chosen branch, and the share routed to their mode's branch.
 """
 
 import itertools
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
+from algorithms import objectives
+from models import multi_branch
 
-def client_examples(batches: tf.data.Dataset) -> tuple[dict, tf.data.Dataset]:
+
+class ClientExamples(NamedTuple):
+  """examples: {key: [N, ...]}; batches: the client's batches sliced from them; batch_size: int64 scalar."""
+  examples: dict
+  batches: tf.data.Dataset
+  batch_size: tf.Tensor
+
+
+def client_examples(batches: tf.data.Dataset) -> ClientExamples:
   """A client's batches read once: all its examples as one batch {'x': [N, ...], ..., 'mode': [N]} (N >= 1) for
   the inference passes, and the same batches, in the same order, sliced from it for training.
 
@@ -24,12 +36,25 @@ def client_examples(batches: tf.data.Dataset) -> tuple[dict, tf.data.Dataset]:
   ragged = batches.ragged_batch(np.iinfo(np.int32).max).get_single_element()
   examples = {key: value.values for key, value in ragged.items()}
   batch_size = tf.cast(ragged['mode'].row_lengths()[0], tf.int64)
-  return examples, tf.data.Dataset.from_tensor_slices(examples).batch(batch_size)
+  return ClientExamples(examples, tf.data.Dataset.from_tensor_slices(examples).batch(batch_size), batch_size)
 
 
 def client_confusion(mode: tf.Tensor, branch: tf.Tensor, num_modes: int, num_branches: int) -> tf.Tensor:
   """One client's routing count [modes, branches]: 1 at (true mode, chosen branch)."""
   return tf.one_hot(mode, num_modes)[:, tf.newaxis] * tf.one_hot(branch, num_branches)[tf.newaxis]
+
+
+def routed_result(outputs: dict, batch: dict, branches: tf.Tensor, num_modes: int,
+                  num_branches: int) -> objectives.BatchResult:
+  """Metrics of the logits of branch `branches` [B] of each example, with routing counts [modes, branches]."""
+  logits = tf.gather(outputs[multi_branch.LOGITS], branches, axis=1, batch_dims=1)
+  confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(branches, num_branches), transpose_a=True)
+  return objectives.classification_result(logits, batch)._replace(routing=confusion)
+
+
+def batch_branches(batch: dict, branch: tf.Tensor) -> tf.Tensor:
+  """`branch` for every example of `batch`: [B] int32."""
+  return tf.fill(tf.shape(batch['y'])[:1], tf.cast(branch, tf.int32))
 
 
 def routing_accuracy(confusion: tf.Tensor, best_matching: bool) -> tf.Tensor:

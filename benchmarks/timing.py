@@ -11,12 +11,12 @@ BATCH_SIZE = 20
 WARMUP_ROUNDS = 3
 
 
-def round_datasets(task, rounds, clients_per_round):
+def round_datasets(task, rounds, clients_per_round, batch_size=BATCH_SIZE, max_elements=None):
   """Per round, the sampled clients' preprocessed datasets, `(raw_batch, mode)` elements."""
   q = day_probability.build_day_probability_fn('linear', 32, 1.0, day_population_share=0.5)
   sampler = client_sampler.RoundSampler(task.mode_client_ids(), clients_per_round,
                                         client_sampler.day_night_probabilities(q), seed=0)
-  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=BATCH_SIZE)
+  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=batch_size, max_elements=max_elements)
   result = []
   for round_num in range(1, rounds + 1):
     sample = sampler.sample(round_num)

@@ -102,7 +102,7 @@ class FedTemTest(tf.test.TestCase):
     model = tf.keras.Model(inputs := tf.keras.Input((4,)), {'features': inputs * 2.0, 'logits': inputs})
     mixture = fedtem.initial_mixture(2, 4, seed=3)
     batches = tf.data.Dataset.from_tensor_slices({'x': x, 'mode': np.full(23, 1, np.int32)}).batch(5)
-    examples, _ = routing.client_examples(batches)
+    examples, _, _ = routing.client_examples(batches)
     result = fedtem.feature_pass(model, examples, mixture['means'], mixture['variances'], mixture['weights'])
     features = 2.0 * x
     log_gammas = gmm.log_responsibilities(gmm.log_gaussians(features, mixture['means'], mixture['variances']),

@@ -11,7 +11,7 @@ from tasks import cifar
 from tasks import emnist
 from tasks import stackoverflow
 from tasks import tff_files
-from tests import fake_tff_files
+from tasks import fake_tff_files
 
 _SPEC = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=4)
 

@@ -11,7 +11,8 @@ class RoutingTest(tf.test.TestCase):
   def test_client_examples_reads_all_examples_and_the_same_batches(self):
     x = np.arange(23 * 2, dtype=np.float32).reshape(23, 2)
     batches = tf.data.Dataset.from_tensor_slices({'x': x, 'mode': np.full(23, 1, np.int32)}).batch(5)
-    examples, rebatched = routing.client_examples(batches)
+    examples, rebatched, batch_size = routing.client_examples(batches)
+    self.assertEqual(batch_size, 5)
     self.assertAllEqual(examples['x'], x)  # All 23 examples of the 5 batches, in order.
     self.assertAllEqual(examples['mode'], np.ones(23))
     self.assertEqual([len(b['x']) for b in rebatched], [5, 5, 5, 5, 3])

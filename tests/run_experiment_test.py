@@ -42,6 +42,13 @@ class BadInputTest(parameterized.TestCase):
       ('server_lr', ['--server_learning_rate=-1'], 'server_learning_rate must be > 0'),
       ('unknown_prior', ['--algorithm=fedtem', '--prior=quadratic'], 'prior must be one of'),
       ('prior_with_three_branches', ['--algorithm=fedtem', '--num_branches=3'], 'defined for 2 modes'),
+      ('fedtkm_eta', ['--algorithm=fedtkm', '--eta_max=-1'], 'eta_max must be >= 0'),
+      ('fedtkm_rule', ['--algorithm=fedtkm', '--client_rule=vote'], 'client_rule must be one of'),
+      ('tshot_on_stackoverflow', ['--algorithm=tshot_kmeans', '--task=stackoverflow'], 'not defined for stackoverflow'),
+      ('scsgd_halves', ['--algorithm=scsgd', '--scsgd_halves=thirds'], 'scsgd_halves must be one of'),
+      ('fedem_iterations', ['--algorithm=fedem', '--fedem_em_iterations=0'], 'fedem_em_iterations must be >= 1'),
+      ('routing_with_one_branch', ['--algorithm=min_loss', '--num_branches=1'], 'needs --num_branches >= 2'),
+      ('missing_dataset', ['--task=cifar', '--cache_dir=/nonexistent'], '/nonexistent/cifar100.sqlite'),
   )
   def test_one_line_and_exit_status_2(self, args, message):
     output_dir = self.create_tempdir().full_path
@@ -119,6 +126,17 @@ class EndToEndTest(absltest.TestCase):
     self.assertGreater(np.mean(late), 0.9)
     self.assertGreater(float(rows[-1]['routing_accuracy']), 0.9)
 
+  def test_fedtkm_learns_to_route_clients_to_their_mode(self):
+    root = self.create_tempdir().full_path
+    result = _run(['--algorithm=fedtkm', '--prior=linear', '--period=32', '--total_rounds=64',
+                   '--rounds_per_eval=32', f'--root_output_dir={root}', '--experiment_name=routing'])
+    self.assertEqual(result.returncode, 0, result.stderr)
+    rows = _rows(os.path.join(root, 'routing'))
+    late = [float(row['train_routing_accuracy']) for row in rows[40:]]
+    self.assertGreater(np.mean(late), 0.9)
+    self.assertGreater(float(rows[-1]['routing_accuracy']), 0.9)
+    self.assertNotEqual(float(rows[-1]['alpha_2']), 1.0)  # Eq. 13 moved the distance scalar.
+
   def test_interrupted_run_resumes_to_the_same_metrics(self):
     root = self.create_tempdir().full_path
     # 40 rounds: the interruption after round 5 must land well before the run would end by itself.
@@ -148,6 +166,25 @@ class EndToEndTest(absltest.TestCase):
       for column, value in expected_row.items():
         if column != 'round_seconds':
           self.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
+
+
+class BaselinesTest(parameterized.TestCase):
+
+  @parameterized.parameters('scsgd', 'tshot_kmeans', 'min_loss', 'fedem', 'vanilla_single', 'nds_single')
+  def test_runs_and_reports(self, algorithm):
+    root = self.create_tempdir().full_path
+    # T = 4: T-shot k-means collects centers in rounds 1-4 and routes by them in rounds 5-8.
+    result = _run(['--task=synthetic', f'--algorithm={algorithm}', '--clients_per_round=5', '--period=4',
+                   '--total_rounds=8', '--rounds_per_eval=8', f'--root_output_dir={root}', '--experiment_name=b'])
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    with open(os.path.join(root, 'b', 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertGreater(summary['final_metrics']['test_accuracy'], 0.05)  # Above chance (20 classes).
+    if algorithm.endswith('_single'):
+      self.assertEqual(summary['parameters']['total'], 64 * 64 + 64 + 64 * 32 + 32 + 32 * 20 + 20)  # One branch.
+    else:
+      self.assertBetween(summary['final_metrics']['routing_accuracy'], 0.0, 1.0)
+      self.assertBetween(float(_rows(os.path.join(root, 'b'))[-1]['train_routing_accuracy']), 0.0, 1.0)
 
 
 if __name__ == '__main__':

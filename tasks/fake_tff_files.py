@@ -1,4 +1,4 @@
-"""Writes small dataset files in the exact layouts the suite reads offline, for tests.
+"""Writes dataset files in the exact layouts the suite reads offline, for tests and benchmarks.
 
 TFF's SQLite cache schema (`tff.simulation.datasets.SqlClientData`, written as `sql_client_data_utils` does):
 `examples(split_name TEXT, client_id TEXT, serialized_example_proto BLOB)` and

@@ -1,0 +1,91 @@
+"""Min-Loss (IFCA, Ghosh et al., 2020) on the multi-branch network (Section 4 "Baselines").
+
+Each client evaluates every branch's loss on its training data with the broadcast weights and trains the branch
+with the smallest loss, with the label-smoothing objective of Eq. 4 ("we applied the label smoothing regularization
+(Eq. 4) to IFCA"; `objectives.selected_branch`). Unlabeled test clients cannot compute a loss, so test examples go
+to the most certain branch (`certainty`). Stateless; the server keeps no state beyond the model.
+
+The per-branch losses are means over the client's examples, computed batch by batch (a next-word model's logits
+for a whole client would not fit in memory).
+"""
+
+import collections
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import client_training
+from algorithms import learning_process
+from algorithms import objectives
+from algorithms import routing
+from models import multi_branch
+from tasks import task as task_lib
+
+
+def branch_losses(model: tf.keras.Model, batches: tf.data.Dataset, num_branches: int) -> tf.Tensor:
+  """The mean loss of every branch over the client's examples, [K] (inside a `tf.function`)."""
+
+  def add(sums, batch):
+    logits = model(batch['x'], training=False)[multi_branch.LOGITS]
+    losses = tf.stack([objectives.classification_result(logits[:, k], batch).loss_sum
+                       for k in range(num_branches)])
+    return sums[0] + losses, sums[1] + tf.cast(tf.shape(batch['y'])[0], tf.float32)
+
+  loss_sums, count = batches.reduce((tf.zeros([num_branches]), tf.constant(0.0)), add)
+  return loss_sums / tf.maximum(count, 1.0)
+
+
+def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
+                      client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_branches: int,
+                      num_modes: int, smoothing_weight: float,
+                      smoothing_epsilon: float) -> tff.learning.templates.ClientWorkProcess:
+  weights_type = learning_process.model_weights_type(model_fn)
+  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+
+  @tff.tensorflow.computation(weights_type, data_type)
+  def client_update(weights, dataset):
+    model = model_fn()
+    variables = tff.learning.models.ModelWeights.from_model(model)
+
+    @tf.function
+    def run(weights, dataset):
+      examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
+      tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
+      branch = tf.argmin(branch_losses(model, batches, num_branches), output_type=tf.int32)
+      objective = objectives.selected_branch(branch, smoothing_weight, smoothing_epsilon)
+      training = client_training.local_training(model, client_optimizer, weights, batches, objective)
+      mode = tf.reduce_max(tf.cast(examples['mode'], tf.int32))
+      sums = collections.OrderedDict(training.metrics,
+                                     routing=routing.client_confusion(mode, branch, num_modes, num_branches))
+      return tff.learning.templates.ClientResult(training.update, training.num_examples), sums
+
+    return run(weights, dataset)
+
+  sums_type = client_update.type_signature.result[1]
+
+  @tff.tensorflow.computation(sums_type)
+  def finalize(sums):
+    return collections.OrderedDict(
+        client_training.finalize_train_metrics(sums),
+        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True))
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value((), tff.SERVER)
+
+  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, client_data):
+    result, sums = tff.federated_map(client_update, (weights, client_data))
+    measurements = tff.federated_map(finalize, tff.federated_sum(sums))
+    return tff.templates.MeasuredProcessOutput(state, result, measurements)
+
+  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+
+
+def build_process(model_fn, batch_fn, element_spec, client_learning_rate, server_learning_rate, server_adam_epsilon,
+                  num_branches, num_modes, smoothing_weight,
+                  smoothing_epsilon) -> tff.learning.templates.LearningProcess:
+  client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
+                                  element_spec, num_branches, num_modes, smoothing_weight, smoothing_epsilon)
+  return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)
