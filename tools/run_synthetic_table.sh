@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 root="${1:-/tmp/periodic_shift_table}"
 shift || true
 bash tools/bootstrap.sh
-bazel build //:run_experiment //experiment:summarize >/dev/null
+bazel build //:run_experiment //experiment:summarize 2>/dev/null
 methods="vanilla nds scsgd tshot_kmeans min_loss fedem fedtem fedtkm"
 for method in $methods; do
   for p in 0.25 1 4; do
@@ -17,7 +17,8 @@ for method in $methods; do
     for seed in 0 1 2; do
       name="${method}_p${p}_s${seed}"
       [[ -f "$root/$name/summary.json" ]] && continue
-      echo "--algorithm=$method --shift_p=$p --seed=$seed --root_output_dir=$root --experiment_name=$name $*"
+      # No trailing blank: xargs -L would join the next line to this one.
+      echo "--algorithm=$method --shift_p=$p --seed=$seed --root_output_dir=$root --experiment_name=$name${*:+ $*}"
     done
   done
 done | xargs -P 2 -L 1 sh -c 'bazel-bin/run_experiment "$@" > /dev/null 2>&1 || echo "failed: $*"' run
