@@ -36,6 +36,30 @@ def initial_weights(model_fn: ModelFn, seed: int) -> tff.learning.models.ModelWe
   return tf.nest.map_structure(lambda v: v.numpy(), weights)
 
 
+def stateless_client_work(client_update: tff.Computation,
+                          metrics_fn: Callable[[dict], dict]) -> tff.learning.templates.ClientWorkProcess:
+  """The client work of a method without server state of its own.
+
+  `client_update` is a TFF computation (weights, dataset) -> (ClientResult, metric sums); the sums are aggregated
+  with `federated_sum` and `metrics_fn` (TF, sums -> metrics) finalizes them at the server.
+  """
+  weights_type, data_type = client_update.type_signature.parameter
+  finalize = tff.tensorflow.computation(metrics_fn, client_update.type_signature.result[1])
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value((), tff.SERVER)
+
+  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, client_data):
+    result, sums = tff.federated_map(client_update, (weights, client_data))
+    measurements = tff.federated_map(finalize, tff.federated_sum(sums))
+    return tff.templates.MeasuredProcessOutput(state, result, measurements)
+
+  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+
+
 def build_fedadam_finalizer(server_learning_rate: float, server_adam_epsilon: float,
                             weights_type: tff.types.StructWithPythonType) -> tff.learning.templates.FinalizerProcess:
   adam = tff.learning.optimizers.build_adam(learning_rate=server_learning_rate, epsilon=server_adam_epsilon)

@@ -61,26 +61,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
     return run(weights, dataset)
 
-  sums_type = client_update.type_signature.result[1]
-
-  @tff.tensorflow.computation(sums_type)
-  def finalize(sums):
-    return collections.OrderedDict(
-        client_training.finalize_train_metrics(sums),
-        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True))
-
-  @tff.federated_computation
-  def initialize():
-    return tff.federated_value((), tff.SERVER)
-
-  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
-                             tff.FederatedType(data_type, tff.CLIENTS))
-  def next_fn(state, weights, client_data):
-    result, sums = tff.federated_map(client_update, (weights, client_data))
-    measurements = tff.federated_map(finalize, tff.federated_sum(sums))
-    return tff.templates.MeasuredProcessOutput(state, result, measurements)
-
-  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+  return learning_process.stateless_client_work(client_update, routing.train_metrics)
 
 
 def build_process(model_fn, batch_fn, element_spec, client_learning_rate, server_learning_rate, server_adam_epsilon,

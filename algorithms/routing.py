@@ -7,12 +7,14 @@
   examples) by true mode and chosen branch, and the share routed to their mode's branch.
 """
 
+import collections
 import itertools
 from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
+from algorithms import client_training
 from algorithms import objectives
 from models import multi_branch
 
@@ -55,6 +57,12 @@ def routed_result(outputs: dict, batch: dict, branches: tf.Tensor, num_modes: in
 def batch_branches(batch: dict, branch: tf.Tensor) -> tf.Tensor:
   """`branch` for every example of `batch`: [B] int32."""
   return tf.fill(tf.shape(batch['y'])[:1], tf.cast(branch, tf.int32))
+
+
+def train_metrics(sums: dict) -> collections.OrderedDict:
+  """Train loss/accuracy plus `train_routing_accuracy` (best matching) from summed metrics with `routing`."""
+  return collections.OrderedDict(client_training.finalize_train_metrics(sums),
+                                 train_routing_accuracy=routing_accuracy(sums['routing'], best_matching=True))
 
 
 def routing_accuracy(confusion: tf.Tensor, best_matching: bool) -> tf.Tensor:

@@ -64,11 +64,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   def round_branch(round_num):
     return round_num + 1, branch_of_round(round_num + 1, period, num_branches, halves)
 
-  @tff.tensorflow.computation(sums_type)
-  def finalize(sums):
-    return collections.OrderedDict(
-        client_training.finalize_train_metrics(sums),
-        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True))
+  finalize = tff.tensorflow.computation(routing.train_metrics, sums_type)
 
   @tff.federated_computation
   def initialize():

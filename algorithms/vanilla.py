@@ -33,24 +33,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
     return tff.learning.templates.ClientResult(update=output.update, update_weight=output.num_examples), \
         output.metrics
 
-  metrics_type = client_update.type_signature.result[1]
-
-  @tff.tensorflow.computation(metrics_type)
-  def finalize(sums):
-    return client_training.finalize_train_metrics(sums)
-
-  @tff.federated_computation
-  def initialize():
-    return tff.federated_value((), tff.SERVER)
-
-  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
-                             tff.FederatedType(data_type, tff.CLIENTS))
-  def next_fn(state, weights, client_data):
-    result, metrics = tff.federated_map(client_update, (weights, client_data))
-    measurements = tff.federated_map(finalize, tff.federated_sum(metrics))
-    return tff.templates.MeasuredProcessOutput(state, result, measurements)
-
-  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+  return learning_process.stateless_client_work(client_update, client_training.finalize_train_metrics)
 
 
 def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn, element_spec,
