@@ -264,12 +264,9 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   config.validate(num_branches)
   use_prior = config.prior != 'none'
   weights_type = learning_process.model_weights_type(model_fn)
-  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
-  with tf.Graph().as_default():
-    feature_dim = int(model_fn().output_shape[multi_branch.FEATURES][-1])
-  mixture_value = initial_mixture(num_branches, feature_dim, config.seed)
-  mixture_type = tff.types.tensorflow_to_type(
-      tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, tf.float32), mixture_value))
+  data_type = learning_process.client_data_type(element_spec)
+  mixture_value = initial_mixture(num_branches, learning_process.feature_dim(model_fn), config.seed)
+  mixture_type = learning_process.float32_struct_type(mixture_value)
 
   @tff.tensorflow.computation(weights_type, mixture_type, np.int64, data_type)
   def client_phase_one(weights, mixture, round_num, dataset):

@@ -29,6 +29,22 @@ def model_weights_type(model_fn: ModelFn) -> tff.types.StructWithPythonType:
   return tff.types.tensorflow_to_type(specs)
 
 
+def client_data_type(element_spec) -> tff.SequenceType:
+  """The TFF type of a client dataset whose elements have `element_spec`."""
+  return tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+
+
+def feature_dim(model_fn: ModelFn) -> int:
+  """D of the multi-branch model's clustering features [B, D]."""
+  with tf.Graph().as_default():
+    return int(model_fn().output_shape['features'][-1])
+
+
+def float32_struct_type(value) -> tff.types.StructWithPythonType:
+  """The TFF type of a structure of float32 numpy arrays (a clustering model's server state)."""
+  return tff.types.tensorflow_to_type(tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, tf.float32), value))
+
+
 def initial_weights(model_fn: ModelFn, seed: int) -> tff.learning.models.ModelWeights:
   """Model weights of a freshly built model, initialized reproducibly from `seed` (numpy arrays)."""
   tf.keras.utils.set_random_seed(seed)

@@ -40,7 +40,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   if halves not in HALVES:
     raise ValueError(f'scsgd_halves must be one of {", ".join(HALVES)}; got {halves!r}.')
   weights_type = learning_process.model_weights_type(model_fn)
-  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+  data_type = learning_process.client_data_type(element_spec)
 
   @tff.tensorflow.computation(weights_type, np.int32, data_type)
   def client_update(weights, branch, dataset):

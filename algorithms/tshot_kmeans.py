@@ -93,7 +93,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
                       client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_branches: int,
                       num_modes: int, period: int, clients_per_round: int) -> tff.learning.templates.ClientWorkProcess:
   weights_type = learning_process.model_weights_type(model_fn)
-  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+  data_type = learning_process.client_data_type(element_spec)
   with tf.Graph().as_default():
     raw_dim = int(np.prod(model_fn().input_shape[1:]))
   capacity = period * clients_per_round * num_branches

@@ -24,7 +24,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   `element_spec` is the spec of `tasks.task.preprocess_client` batches; `batch_fn` the task's.
   """
   weights_type = learning_process.model_weights_type(model_fn)
-  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+  data_type = learning_process.client_data_type(element_spec)
 
   @tff.tensorflow.computation(weights_type, data_type)
   def client_update(weights, dataset):
