@@ -50,6 +50,12 @@ def zero_metric_sums(routing_shape=None) -> dict:
   return sums
 
 
+def assign_weights(model: tf.keras.Model, weights: tff.learning.models.ModelWeights) -> None:
+  """Sets `model`'s variables to `weights` (inside the caller's `tf.function`)."""
+  variables = tff.learning.models.ModelWeights.from_model(model)
+  tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
+
+
 def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Optimizer,
                    initial_weights: tff.learning.models.ModelWeights, dataset: tf.data.Dataset,
                    objective: Objective) -> TrainingOutput:
@@ -74,7 +80,7 @@ def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
     sums = tf.nest.map_structure(tf.add, sums, metric_sums(result))
     return optimizer_state, sums
 
-  tf.nest.map_structure(lambda variable, value: variable.assign(value), weights, initial_weights)
+  assign_weights(model, initial_weights)
   _, sums = dataset.reduce((optimizer.initialize(specs), zero_metric_sums()), step)
   update = tf.nest.map_structure(tf.subtract, tuple(initial_weights.trainable), trainable)
   finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])

@@ -86,19 +86,18 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   @tff.tensorflow.computation(weights_type, data_type)
   def client_update(weights, dataset):
     model = model_fn()
-    variables = tff.learning.models.ModelWeights.from_model(model)
 
     @tf.function
     def run(weights, dataset):
       examples, batches, batch_size = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
-      tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
+      client_training.assign_weights(model, weights)
       losses = batches.map(lambda b: per_branch_losses(model(b['x'], training=False)[multi_branch.LOGITS], b))
       losses = losses.unbatch().batch(tf.int64.max).get_single_element()  # [N, K]
       pi, q = expectation_maximization(losses, em_iterations)
       weighted = tf.data.Dataset.from_tensor_slices(dict(examples, **{RESPONSIBILITY: q})).batch(batch_size)
       training = client_training.local_training(model, client_optimizer, weights, weighted,
                                                 training_objective(pi))
-      mode = tf.reduce_max(tf.cast(examples['mode'], tf.int32))
+      mode = routing.client_mode(examples)
       branch = tf.argmax(pi, output_type=tf.int32)
       sums = collections.OrderedDict(training.metrics,
                                      routing=routing.client_confusion(mode, branch, num_modes, num_branches))

@@ -133,7 +133,7 @@ def feature_pass(model: tf.keras.Model, examples: dict, means, variances, weight
   log_gammas = gmm.log_responsibilities(log_densities, log_weights)
   mode_one = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(log_gammas, axis=-1), 0), tf.float32))
   return FeaturePass(gmm.log_client_mle(log_gammas), gmm.log_client_posterior(log_densities, log_weights),
-                     gmm.feature_moments(features), mode_one, tf.reduce_max(tf.cast(examples['mode'], tf.int32)))
+                     gmm.feature_moments(features), mode_one, routing.client_mode(examples))
 
 
 def ranking_score(log_mle: tf.Tensor) -> tf.Tensor:
@@ -231,13 +231,12 @@ def build_client_phase_one(model: tf.keras.Model, client_optimizer: tff.learning
                            batch_fn: task_lib.BatchFn, num_branches: int, num_modes: int, config: Config):
   """The client's phase 1 as a `tf.function` (weights, mixture, round_num, dataset) -> (ClientResult,
   statistics for phase 2, summed metrics): E step, branch choice, Eq. 4 training, post-training statistics."""
-  variables = tff.learning.models.ModelWeights.from_model(model)
 
   @tf.function
   def run(weights, mixture, round_num, dataset):
     batches = task_lib.model_batches(dataset, batch_fn)
     inference, batches, _ = routing.client_examples(batches)
-    tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
+    client_training.assign_weights(model, weights)
     before = feature_pass(model, inference, mixture['means'], mixture['variances'], mixture['weights'])
     estimate = before.log_mle if config.client_estimate == 'mle' else before.log_posterior
     data_key = tf.cast(tf.bitcast(before.moments.feature_sum[0], tf.int32), tf.int64)

@@ -171,7 +171,6 @@ def build_client_update(model: tf.keras.Model, client_optimizer: tff.learning.op
                         batch_fn: task_lib.BatchFn, num_branches: int, num_modes: int, config: Config):
   """The client's round as a `tf.function` (weights, clustering, dataset) -> (ClientResult, cluster statistics,
   summed metrics): Eq. 11 branch choice, Eq. 4 training, post-training cluster and feature sum."""
-  variables = tff.learning.models.ModelWeights.from_model(model)
 
   def distances(x, clustering):
     features = model(x, training=False)[multi_branch.FEATURES]
@@ -180,7 +179,7 @@ def build_client_update(model: tf.keras.Model, client_optimizer: tff.learning.op
   @tf.function
   def run(weights, clustering, dataset):
     examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
-    tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
+    client_training.assign_weights(model, weights)
     _, before = distances(examples['x'], clustering)
     branch = client_cluster(before, config.client_rule)  # Eq. 11
     objective = objectives.selected_branch(branch, config.smoothing_weight, config.smoothing_epsilon)
@@ -189,7 +188,7 @@ def build_client_update(model: tf.keras.Model, client_optimizer: tff.learning.op
     cluster = client_cluster(after, config.client_rule)
     r = tf.one_hot(cluster, num_branches)  # r_i1 = q_i(t).
     count = tf.cast(tf.shape(features)[0], tf.float32)
-    mode = tf.reduce_max(tf.cast(examples['mode'], tf.int32))
+    mode = routing.client_mode(examples)
     statistics = collections.OrderedDict(
         assignment=r, weighted_count=r * count,
         weighted_feature_sum=r[:, tf.newaxis] * tf.reduce_sum(features, axis=0)[tf.newaxis])

@@ -45,16 +45,15 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   @tff.tensorflow.computation(weights_type, data_type)
   def client_update(weights, dataset):
     model = model_fn()
-    variables = tff.learning.models.ModelWeights.from_model(model)
 
     @tf.function
     def run(weights, dataset):
       examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
-      tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
+      client_training.assign_weights(model, weights)
       branch = tf.argmin(branch_losses(model, batches, num_branches), output_type=tf.int32)
       objective = objectives.selected_branch(branch, smoothing_weight, smoothing_epsilon)
       training = client_training.local_training(model, client_optimizer, weights, batches, objective)
-      mode = tf.reduce_max(tf.cast(examples['mode'], tf.int32))
+      mode = routing.client_mode(examples)
       sums = collections.OrderedDict(training.metrics,
                                      routing=routing.client_confusion(mode, branch, num_modes, num_branches))
       return tff.learning.templates.ClientResult(training.update, training.num_examples), sums

@@ -41,6 +41,11 @@ def client_examples(batches: tf.data.Dataset) -> ClientExamples:
   return ClientExamples(examples, tf.data.Dataset.from_tensor_slices(examples).batch(batch_size), batch_size)
 
 
+def client_mode(examples: dict) -> tf.Tensor:
+  """A client's true mode (int32 scalar) from its examples' `mode` (simulation metrics only)."""
+  return tf.reduce_max(tf.cast(examples['mode'], tf.int32))
+
+
 def client_confusion(mode: tf.Tensor, branch: tf.Tensor, num_modes: int, num_branches: int) -> tf.Tensor:
   """One client's routing count [modes, branches]: 1 at (true mode, chosen branch)."""
   return tf.one_hot(mode, num_modes)[:, tf.newaxis] * tf.one_hot(branch, num_branches)[tf.newaxis]

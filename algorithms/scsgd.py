@@ -51,7 +51,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
       examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
       training = client_training.local_training(model, client_optimizer, weights, batches,
                                                 objectives.selected_branch(branch, 0.0, 0.0))
-      mode = tf.reduce_max(tf.cast(examples['mode'], tf.int32))
+      mode = routing.client_mode(examples)
       sums = collections.OrderedDict(training.metrics,
                                      routing=routing.client_confusion(mode, branch, num_modes, num_branches))
       return tff.learning.templates.ClientResult(training.update, training.num_examples), sums
