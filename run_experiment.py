@@ -2,15 +2,18 @@
 
     bazel run //:run_experiment -- --task=synthetic --algorithm=vanilla --shift_fn=linear --shift_p=4
 
-Writes to <root_output_dir>/<experiment_name>/: metrics.csv, tensorboard/, checkpoints/ (see
-`experiment.training_loop`) and summary.json (the flags, population sizes, parameter counts, final metrics).
-Rerunning the same command after an interruption resumes after the last checkpoint.
+Writes to <root_output_dir>/<experiment_name>/: config.json (the configuration, see `experiment.run_directory`),
+metrics.csv, tensorboard/, checkpoints/ (see `experiment.training_loop`) and summary.json (the flags, population
+sizes, parameter counts, final metrics). Rerunning the same command after an interruption resumes after the last
+checkpoint; rerunning into the directory with other flags stops (only the flags in `_CADENCE_FLAGS`, which cannot
+change results, may differ), and `--overwrite` starts afresh.
 
-Hyperparameter flags left unset take the task's defaults (Table 2 for the paper's tasks). Invalid flag values end
-the run with one line on stderr and exit status 2, before any data is loaded or model built.
+Hyperparameter flags left unset take the task's defaults (Table 2 for the paper's tasks). Invalid flag values and
+unusable run directories end the run with one line on stderr and exit status 2, before any data is loaded or
+model built. A round with non-finite values ends it with one line and exit status 3 (`NUMERIC_FAULT_STATUS`),
+keeping the last good checkpoint and the rows before that round.
 """
 
-import json
 import os
 import sys
 import time
@@ -32,6 +35,7 @@ from algorithms import fedtkm
 from algorithms import learning_process
 from algorithms import registry as algorithms
 from algorithms import scsgd
+from experiment import run_directory
 from experiment import training_loop
 from models import multi_branch
 from periodic_shift import client_sampler
@@ -63,6 +67,8 @@ _SEED = flags.DEFINE_integer('seed', 0, 'Seeds data generation, model initializa
 _ROOT_OUTPUT_DIR = flags.DEFINE_string('root_output_dir', '/tmp/periodic_shift', 'Where experiments are written.')
 _EXPERIMENT_NAME = flags.DEFINE_string('experiment_name', None,
                                        'Sub-directory of the run. Default: made from the main flags.')
+_OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Delete the outputs of an earlier run in the experiment directory '
+                                'and start afresh (otherwise a different configuration there stops the run).')
 _CACHE_DIR = flags.DEFINE_string('cache_dir', None, 'Directory holding the dataset files of emnist, cifar and '
                                  'stackoverflow (TFF\'s cache layout, see tasks/); default ~/.tff.')
 # FedTEM.
@@ -151,24 +157,30 @@ def _fedtkm_config(period: int) -> fedtkm.Config:
 
 
 def _output_dir(values: dict) -> str:
-  name = _EXPERIMENT_NAME.value or (
-      f'{_TASK.value}_{_ALGORITHM.value}_{_SHIFT_FN.value}_p{_SHIFT_P.value:g}_T{values["period"]}_s{_SEED.value}')
+  """<root_output_dir>/<experiment_name>; raises RunDirectoryError for a name that would leave the root."""
+  name = _EXPERIMENT_NAME.value
+  if name is None:
+    name = f'{_TASK.value}_{_ALGORITHM.value}_{_SHIFT_FN.value}_p{_SHIFT_P.value:g}_T{values["period"]}_s{_SEED.value}'
+  run_directory.validate_name(name)
   root = _ROOT_OUTPUT_DIR.value
   if not os.path.isabs(root):  # Under `bazel run`, relative paths mean the user's working directory.
     root = os.path.join(os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd()), root)
   return os.path.join(root, name)
 
 
-def _write_json(path: str, value: dict) -> None:
-  temporary = path + '.tmp'
-  with open(temporary, 'w') as f:
-    json.dump(value, f, indent=2, sort_keys=True)
-  os.replace(temporary, path)
+def _run_config(values: dict) -> dict:
+  """The configuration recorded in the run directory: every flag that can change results, task defaults resolved."""
+  config = {name: flags.FLAGS[name].value for name in _FLAG_NAMES - _CADENCE_FLAGS}
+  config.update(values)
+  return config
 
 
-def _fail(message: str) -> None:
+NUMERIC_FAULT_STATUS = 3
+
+
+def _fail(message: str, status: int = 2) -> None:
   print(f'run_experiment: error: {message}', file=sys.stderr)
-  sys.exit(2)
+  sys.exit(status)
 
 
 def main(argv):
@@ -176,6 +188,10 @@ def main(argv):
     _fail(f'unexpected arguments: {" ".join(argv[1:])}')
   try:
     values = _hyperparameters()
+    output_dir = _output_dir(values)
+    config = _run_config(values)
+    if not _OVERWRITE.value:
+      run_directory.check_compatible(output_dir, config, {name: flags.FLAGS[name].default for name in config})
   except ValueError as error:
     _fail(str(error))
   execution_context.install()
@@ -185,8 +201,10 @@ def main(argv):
     task = tasks.create(_TASK.value, _CACHE_DIR.value, _SEED.value)
   except (ValueError, FileNotFoundError) as error:
     _fail(str(error))
-  output_dir = _output_dir(values)
-  os.makedirs(output_dir, exist_ok=True)
+  try:
+    run_directory.prepare(output_dir, config, _OVERWRITE.value)
+  except run_directory.RunDirectoryError as error:
+    _fail(str(error))
   shift_fn = 'none' if algorithms.is_shift_free(_ALGORITHM.value) else _SHIFT_FN.value
   populations = task.mode_client_ids()
   day_share = len(populations[client_sampler.DAY]) / sum(len(ids) for ids in populations)
@@ -220,12 +238,17 @@ def main(argv):
   print(f'Task {task.name}: {task.population_summary()}')
   print(f'Model: {parameters["total"]:,} parameters, one branch {parameters["branch"]:,} '
         f'({parameters["branch_overhead_percent"]:.1f}% of the single-branch network)')
-  config = training_loop.LoopConfig(
+  loop_config = training_loop.LoopConfig(
       total_rounds=values['total_rounds'], rounds_per_eval=_ROUNDS_PER_EVAL.value, client_spec=client_spec,
       seed=_SEED.value, rounds_per_checkpoint=_ROUNDS_PER_CHECKPOINT.value)
   started = time.monotonic()
-  training_loop.run(algorithm, task, sampler, learning_process.initial_weights(model_fn, _SEED.value), config,
-                    output_dir)
+  try:
+    training_loop.run(algorithm, task, sampler, learning_process.initial_weights(model_fn, _SEED.value),
+                      loop_config, output_dir)
+  except run_directory.RunDirectoryError as error:
+    _fail(str(error))
+  except training_loop.NumericFault as fault:
+    _fail(str(fault), NUMERIC_FAULT_STATUS)
   final = training_loop.final_metrics(training_loop.read_metrics(output_dir), window_rounds=values['period'])
   summary = {
       'flags': {name: flags.FLAGS[name].value for name in flags.FLAGS if name in _FLAG_NAMES},
@@ -235,7 +258,7 @@ def main(argv):
       'final_metrics': final,
       'seconds_this_invocation': time.monotonic() - started,
   }
-  _write_json(os.path.join(output_dir, 'summary.json'), summary)
+  run_directory.write_json(os.path.join(output_dir, 'summary.json'), summary)
   print(f'Test accuracy {final["test_accuracy"]:.4f} at round {int(final["round"])}, '
         f'{final["test_accuracy_last_period_mean"]:.4f} averaged over the last period. Outputs: {output_dir}')
 
@@ -245,7 +268,11 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
     _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
     _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY,
-    _EVAL_ROUTING, _ETA_MAX, _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING, _CENTER_DECAY, _SCSGD_HALVES, _FEDEM_EM_ITERATIONS))
+    _EVAL_ROUTING, _ETA_MAX, _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING, _CENTER_DECAY, _SCSGD_HALVES,
+    _FEDEM_EM_ITERATIONS))
+# Flags that cannot change a run's results: output cadence and locations. A run may be resumed with other values.
+_CADENCE_FLAGS = frozenset(flag.name for flag in (
+    _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR))
 
 if __name__ == '__main__':
   app.run(main)

@@ -4,7 +4,11 @@
 client's Keras model, runs one optimizer step per batch on `objective(model_outputs, batch).loss` with a TFF optimizer
 (`tff.learning.optimizers`), and returns the model update in TFF's convention, update = initial - trained (the
 finalizer treats the aggregated update as a gradient), with the number of examples trained on and the metric sums.
-A client whose update is not finite sends zeros with weight 0, as TFF's own client work does.
+
+A client whose training is not finite (a non-finite update or loss) is left out of the round: it sends a zero
+update with weight 0 (as TFF's own client work does), zero metric sums, and `nonfinite_clients` = 1, which the
+server sums and reports. A method that computes more per client (clustering statistics) checks those too and
+leaves the client out of them with `exclude_unless` (the same client must be left out of every aggregate).
 """
 
 import collections
@@ -19,10 +23,12 @@ Objective = Callable[[dict, dict], objectives.BatchResult]
 
 
 class TrainingOutput(NamedTuple):
-  """update: ModelWeights.trainable structure; num_examples: float32; metrics: OrderedDict of float32 sums."""
+  """update: ModelWeights.trainable structure; num_examples: float32; metrics: OrderedDict of float32 sums;
+  finite: bool scalar, False when the client was left out (update, weight and metrics are then zero)."""
   update: object
   num_examples: tf.Tensor
   metrics: dict
+  finite: tf.Tensor
 
 
 def metric_sums(result: objectives.BatchResult) -> dict:
@@ -35,11 +41,12 @@ def metric_sums(result: objectives.BatchResult) -> dict:
 
 
 def finalize_train_metrics(sums) -> collections.OrderedDict:
-  """train_loss, train_accuracy and train_examples from summed metrics (`metric_sums`)."""
+  """train_loss, train_accuracy, train_examples and nonfinite_clients from the clients' summed metrics."""
   return collections.OrderedDict(
       train_loss=sums['loss_sum'] / tf.maximum(sums['num_examples'], 1.0),
       train_accuracy=sums['num_correct'] / tf.maximum(sums['num_predictions'], 1.0),
-      train_examples=sums['num_examples'])
+      train_examples=sums['num_examples'],
+      nonfinite_clients=sums['nonfinite_clients'])
 
 
 def zero_metric_sums(routing_shape=None) -> dict:
@@ -48,6 +55,28 @@ def zero_metric_sums(routing_shape=None) -> dict:
   if routing_shape is not None:
     sums['routing'] = tf.zeros(routing_shape)
   return sums
+
+
+def all_finite(structure) -> tf.Tensor:
+  """True when every float tensor of `structure` is finite (bool scalar)."""
+  checks = [tf.reduce_all(tf.math.is_finite(value)) for value in tf.nest.flatten(structure)
+            if value.dtype.is_floating]
+  return tf.reduce_all(checks) if checks else tf.constant(True)
+
+
+def exclude_unless(finite: tf.Tensor, structure):
+  """`structure` when `finite`, else zeros of the same structure: what a left-out client contributes."""
+  return tf.nest.map_structure(lambda value: tf.where(finite, value, tf.zeros_like(value)), structure)
+
+
+def excluded_unless(output: TrainingOutput, finite: tf.Tensor) -> TrainingOutput:
+  """`output` when `finite` (and its own training was finite), else the output of a left-out client."""
+  finite = tf.logical_and(output.finite, finite)
+  metrics = exclude_unless(finite, {key: value for key, value in output.metrics.items()
+                                    if key != 'nonfinite_clients'})
+  metrics['nonfinite_clients'] = 1.0 - tf.cast(finite, tf.float32)
+  return TrainingOutput(update=exclude_unless(finite, output.update),
+                        num_examples=exclude_unless(finite, output.num_examples), metrics=metrics, finite=finite)
 
 
 def assign_weights(model: tf.keras.Model, weights: tff.learning.models.ModelWeights) -> None:
@@ -83,10 +112,9 @@ def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
   assign_weights(model, initial_weights)
   _, sums = dataset.reduce((optimizer.initialize(specs), zero_metric_sums()), step)
   update = tf.nest.map_structure(tf.subtract, tuple(initial_weights.trainable), trainable)
-  finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
-  update = tf.nest.map_structure(lambda u: tf.where(finite, u, tf.zeros_like(u)), update)
-  num_examples = tf.where(finite, sums['num_examples'], 0.0)
-  return TrainingOutput(update=list(update), num_examples=num_examples, metrics=sums)
+  output = TrainingOutput(update=list(update), num_examples=sums['num_examples'], metrics=sums,
+                          finite=tf.constant(True))
+  return excluded_unless(output, all_finite((update, sums['loss_sum'])))
 
 
 def build_train_fn(model: tf.keras.Model, optimizer: tff.learning.optimizers.Optimizer,

@@ -20,7 +20,6 @@ same EM from uniform (`eval_routing='batch'`, the default), or each example uses
 (`'sample'`). The routed branch (for routing accuracy) is argmax pi (or argmax q).
 """
 
-import collections
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -99,8 +98,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
                                                 training_objective(pi))
       mode = routing.client_mode(examples)
       branch = tf.argmax(pi, output_type=tf.int32)
-      sums = collections.OrderedDict(training.metrics,
-                                     routing=routing.client_confusion(mode, branch, num_modes, num_branches))
+      sums = routing.training_sums(training, mode, branch, num_modes, num_branches)
       return tff.learning.templates.ClientResult(training.update, training.num_examples), sums
 
     return run(weights, dataset)

@@ -10,16 +10,17 @@ One round, as TFF computations (all in the client work; broadcast, mean and FedA
                       3. with the updated weights: the feature statistics of Eq. 9 / Eq. 24 (n_i, sum f,
                          sum (f - mean_i)^2), the MLE pi~*_i (Eq. 5 with Eq. 6), and the count of samples whose
                          posterior favours mode 1 (Eq. 25, for the soft prior).
-  clients -> server   the model update with |D_i| (example-weighted mean, FedAdam), and one scalar per client:
-                      the ranking score log pi~*_i1 - log(1 - pi~*_i1). It reaches the server through
-                      `tff.federated_aggregate` with a concatenating accumulator (TFF 0.87 has no federated_collect).
-                      Nothing else per client reaches the server: no features, no labels, no GMM parameters.
+  clients -> server   the model update with |D_i| (example-weighted mean, FedAdam), and one ranking key per client:
+                      (score, tie-break), score = log pi~*_i1 - log(1 - pi~*_i1), tie-break a uniform draw keyed by
+                      the round and the client's data. It reaches the server through `tff.federated_aggregate` with
+                      a concatenating accumulator (TFF 0.87 has no federated_collect). Nothing else per client
+                      reaches the server: no features, no labels, no GMM parameters.
   server              the prior q~(t) (`periodic_shift.temporal_prior`; the soft prior's observed ratio is an
-                      aggregate, sum of Eq. 25 counts / sum |D_i|), and the threshold: the score of the
-                      floor(q~(t) m + 1/2)-th highest client (Eq. 10).
+                      aggregate, sum of Eq. 25 counts / sum |D_i|), and the threshold: the key of the
+                      floor(q~(t) m + 1/2)-th highest client in (score, tie-break) order (Eq. 10).
   server -> clients   the threshold (broadcast).
-  clients, phase 2    r_i1 = 1[score_i >= threshold], r_i2 = 1 - r_i1 (prior `none`: r_i = onehot(argmax pi~*_i),
-                      the "EM only" ablation of Appendix A.5).
+  clients, phase 2    r_i1 = 1[key_i >= threshold], r_i2 = 1 - r_i1 (prior `none`: r_i = onehot(argmax pi~*_i), the
+                      "EM only" ablation of Appendix A.5).
   clients -> server   `federated_sum` of r_ik n_i, r_ik sum f, r_ik sum (f - mean_i)^2.
   server (M step)     mu_k = sum r_ik sum f / M_k, sigma_k^2 = sum r_ik n_i sigma_i^2 / M_k (Eq. 10), with a variance
                       floor; a mode with M_k = 0 keeps its mu_k and sigma_k; pi_k <- beta pi_k + (1 - beta) M_k /
@@ -29,7 +30,14 @@ One round, as TFF computations (all in the client work; broadcast, mean and FedA
 Choices where the paper is ambiguous (documented here, flags where a user may want the other reading):
 - The ranking uses the log-odds of pi~*_i1 computed in log space, not pi~*_i1 itself: the order is the same, but
   it does not saturate at 1.0 in float32 for well-separated clients, which would make the top-k a tie.
-- Clients tied with the threshold all join mode 1 (ties have probability ~0 with the log-odds).
+- Ties in the score (every client at +inf when a mixture weight is 0, or equal scores) are broken by the
+  tie-break draw, so exactly floor(q~ m + 1/2) clients join mode 1 whatever the scores: a threshold on the score
+  alone sends every tied client to mode 1.
+- The mixture weights are floored at `weight_floor` (1e-6) and renormalized after the running average: with
+  beta = 0 (an Appendix A.4 ablation) one round with every client in one mode sets pi to (1, 0), and log 0 would
+  make every score +inf, carrying no information about the clients.
+- A client whose training or statistics are not finite is left out of the round (`client_training`): it sends no
+  ranking key, m counts only the other clients, and its r_i is zero.
 - Appendix A.4 writes the running average as "beta pi_k^t + (1 - beta) pi_k M_k / sum_j M_j"; it is read as the
   running average of the Eq. 10 estimate M_k / sum_j M_j.
 - The E-step statistics are computed over the examples the client trains on in the round (its local data after
@@ -92,6 +100,7 @@ class Config:
   pi_momentum: float = 0.99
   statistics_decay: float = 0.7
   variance_floor: float = 1e-3
+  weight_floor: float = 1e-6
   eval_routing: str = 'batch'
   seed: int = 0
 
@@ -163,26 +172,43 @@ def initial_mixture(num_modes: int, feature_dim: int, seed: int) -> collections.
       mass=np.zeros([num_modes], np.float32))
 
 
-def mode_one_threshold(scores: tf.Tensor, prior_value: tf.Tensor) -> tf.Tensor:
-  """The score of the floor(q~ m + 1/2)-th highest client (Eq. 10): +inf if no client joins mode 1."""
-  count = tf.shape(scores)[0]
+def ranking_key(score: tf.Tensor, round_num: tf.Tensor, data_key: tf.Tensor) -> tf.Tensor:
+  """[2]: (score, tie-break), the tie-break uniform in [0, 1) keyed by the round and the client's data."""
+  tie_break = tf.random.stateless_uniform([], seed=tf.stack([data_key, round_num + 1]))
+  return tf.stack([score, tie_break])
+
+
+def mode_one_threshold(keys: tf.Tensor, prior_value: tf.Tensor) -> tf.Tensor:
+  """The key [2] of the floor(q~ m + 1/2)-th highest of the m clients' ranking keys [m, 2] in (score, tie-break)
+  order (Eq. 10); (+inf, +inf) if no client joins mode 1."""
+  count = tf.shape(keys)[0]
   joining = tf.cast(tf.floor(prior_value * tf.cast(count, tf.float32) + 0.5), tf.int32)
-  ranked = tf.sort(scores, direction='DESCENDING')
-  return tf.where(joining > 0, tf.gather(ranked, tf.clip_by_value(joining - 1, 0, tf.maximum(count - 1, 0))),
-                  np.inf)
+  by_tie_break = tf.argsort(keys[:, 1], direction='DESCENDING', stable=True)
+  order = tf.gather(by_tie_break, tf.argsort(tf.gather(keys[:, 0], by_tie_break), direction='DESCENDING',
+                                             stable=True))
+  ranked = tf.concat([tf.gather(keys, order), tf.constant([[np.inf, np.inf]], tf.float32)], axis=0)
+  return ranked[tf.where(joining > 0, joining - 1, count)]
 
 
-def assignment(score: tf.Tensor, log_mle: tf.Tensor, threshold: tf.Tensor, use_prior: bool) -> tf.Tensor:
+def at_or_above(key: tf.Tensor, threshold: tf.Tensor) -> tf.Tensor:
+  """key >= threshold in (score, tie-break) order (bool scalar)."""
+  # tf.equal, not ==: in TFF's graph serialization `==` on tensors is Python identity.
+  return tf.greater(key[0], threshold[0]) | (tf.equal(key[0], threshold[0]) & tf.greater_equal(key[1], threshold[1]))
+
+
+def assignment(key: tf.Tensor, log_mle: tf.Tensor, threshold: tf.Tensor, use_prior: bool) -> tf.Tensor:
   """r_i [K]: one-hot mode of a client (Eq. 10 under a prior; argmax pi~*_i for the `none` prior)."""
   num_modes = tf.shape(log_mle)[0]
   if use_prior:
-    return tf.one_hot(tf.where(score >= threshold, 0, 1), num_modes)
+    return tf.one_hot(tf.where(at_or_above(key, threshold), 0, 1), num_modes)
   return tf.one_hot(tf.argmax(log_mle, output_type=tf.int32), num_modes)
 
 
 def m_step(mixture: dict, counts: tf.Tensor, feature_sums: tf.Tensor, squared_deviation_sums: tf.Tensor,
-           pi_momentum: float, variance_floor: float, statistics_decay: float = 0.0) -> collections.OrderedDict:
-  """Eq. 10 with the running average of pi of Appendix A.4; a mode with no client keeps mu and sigma.
+           pi_momentum: float, variance_floor: float, statistics_decay: float = 0.0,
+           weight_floor: float = 1e-6) -> collections.OrderedDict:
+  """Eq. 10 with the running average of pi of Appendix A.4; a mode with no client keeps mu and sigma; pi floored
+  at `weight_floor` and renormalized.
 
   With `statistics_decay` b > 0 the M step is an online EM: each mode keeps its decayed sample mass
   A_k <- b A_k + M_k, and mu_k, sigma_k^2 are the mass-weighted averages of the old values (weight b A_k) and this
@@ -195,22 +221,23 @@ def m_step(mixture: dict, counts: tf.Tensor, feature_sums: tf.Tensor, squared_de
   variances = tf.maximum(blend.average(mixture['variances'], squared_deviation_sums / safe_counts), variance_floor)
   total = tf.reduce_sum(counts)
   estimate = tf.where(total > 0.0, counts / tf.maximum(total, 1.0), mixture['weights'])
-  weights = pi_momentum * mixture['weights'] + (1.0 - pi_momentum) * estimate
+  weights = tf.maximum(pi_momentum * mixture['weights'] + (1.0 - pi_momentum) * estimate, weight_floor)
+  weights = weights / tf.reduce_sum(weights)
   return collections.OrderedDict(means=means, variances=variances, weights=weights, mass=blend.mass)
 
 
 def _collect(value_type):
-  """federated_aggregate pieces that gather one scalar per client into a vector at the server."""
+  """federated_aggregate pieces that gather the ranking keys [2] of the clients that take part into [m, 2]."""
 
   @tff.tensorflow.computation
   def zero():
-    return tf.zeros([0], value_type.dtype)
+    return tf.zeros([0, 2], tf.float32)
 
-  vector_type = tff.TensorType(value_type.dtype, [None])
+  vector_type = tff.TensorType(np.float32, [None, 2])
 
   @tff.tensorflow.computation(vector_type, value_type)
   def accumulate(vector, value):
-    return tf.concat([vector, [value]], axis=0)
+    return tf.concat([vector, tf.boolean_mask(value['key'][tf.newaxis], value['included'][tf.newaxis])], axis=0)
 
   @tff.tensorflow.computation(vector_type, vector_type)
   def merge(a, b):
@@ -244,12 +271,16 @@ def build_client_phase_one(model: tf.keras.Model, client_optimizer: tff.learning
     objective = objectives.selected_branch(branch, config.smoothing_weight, config.smoothing_epsilon)
     training = client_training.local_training(model, client_optimizer, weights, batches, objective)
     after = feature_pass(model, inference, mixture['means'], mixture['variances'], mixture['weights'])
-    confusion = routing.client_confusion(after.mode, branch, num_modes, num_branches)
     statistics = collections.OrderedDict(
-        score=ranking_score(after.log_mle), log_mle=after.log_mle, mode=after.mode, count=after.moments.count,
-        feature_sum=after.moments.feature_sum, squared_deviation_sum=after.moments.squared_deviation_sum)
-    sums = collections.OrderedDict(training.metrics, routing=confusion, mode_one_count=after.mode_one_count,
-                                   pass_count=after.moments.count)
+        key=ranking_key(ranking_score(after.log_mle), round_num, data_key), log_mle=after.log_mle,
+        mode=after.mode, count=after.moments.count, feature_sum=after.moments.feature_sum,
+        squared_deviation_sum=after.moments.squared_deviation_sum)
+    finite = client_training.all_finite((statistics['log_mle'], after.moments))
+    training = client_training.excluded_unless(training, finite)
+    statistics = client_training.exclude_unless(training.finite, statistics)
+    statistics['included'] = training.finite
+    sums = routing.training_sums(training, after.mode, branch, num_modes, num_branches,
+                                 mode_one_count=after.mode_one_count, pass_count=after.moments.count)
     result = tff.learning.templates.ClientResult(update=training.update, update_weight=training.num_examples)
     return result, statistics, sums
 
@@ -273,23 +304,28 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
     return run(weights, mixture, round_num, dataset)
 
   result_type, statistics_type, sums_type = client_phase_one.type_signature.result
-  zero, accumulate, merge, report = _collect(statistics_type.score)
+  ranking_type = tff.StructWithPythonType([('key', statistics_type.key), ('included', statistics_type.included)],
+                                          collections.OrderedDict)
+  zero, accumulate, merge, report = _collect(ranking_type)
 
-  @tff.tensorflow.computation(np.int64, np.float32, tff.TensorType(np.float32, [None]), sums_type)
-  def server_prior(round_num, previous_prior, scores, sums):
+  @tff.tensorflow.computation(np.int64, np.float32, tff.TensorType(np.float32, [None, 2]), sums_type)
+  def server_prior(round_num, previous_prior, keys, sums):
+    """The threshold of Eq. 10 and the prior value kept in the state (prior `none`: no threshold, value kept)."""
     observed_ratio = sums['mode_one_count'] / tf.maximum(sums['pass_count'], 1.0)  # Eq. 25, aggregated.
     if not use_prior:
-      return tf.constant(np.inf, tf.float32), tf.constant(np.nan, tf.float32)
+      return tf.constant([np.inf, np.inf], tf.float32), previous_prior
     value = temporal_prior.prior_value(config.prior, round_num, config.period, previous_prior, observed_ratio)
-    return mode_one_threshold(scores, value), value
+    return mode_one_threshold(keys, value), value
 
-  @tff.tensorflow.computation(statistics_type, np.float32)
+  @tff.tensorflow.computation(statistics_type, tff.TensorType(np.float32, [2]))
   def client_phase_two(statistics, threshold):
-    r = assignment(statistics['score'], statistics['log_mle'], threshold, use_prior)
+    r = assignment(statistics['key'], statistics['log_mle'], threshold, use_prior)
+    r *= tf.cast(statistics['included'], tf.float32)
     return collections.OrderedDict(count=r * statistics['count'],
                                    feature_sum=r[:, tf.newaxis] * statistics['feature_sum'],
                                    squared_deviation_sum=r[:, tf.newaxis] * statistics['squared_deviation_sum'],
-                                   assignment=routing.client_confusion(statistics['mode'], tf.argmax(r, output_type=tf.int32), num_modes, num_branches))
+                                   assignment=routing.client_confusion(statistics['mode'], tf.argmax(r, output_type=tf.int32),
+                                                                       num_modes, num_branches) * tf.reduce_sum(r))
 
   assignment_type = client_phase_two.type_signature.result
 
@@ -297,11 +333,11 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   def server_update(mixture, totals, sums, prior):
     """The M step and the round's metrics, in one server computation."""
     mixture = m_step(mixture, totals['count'], totals['feature_sum'], totals['squared_deviation_sum'],
-                     config.pi_momentum, config.variance_floor, config.statistics_decay)
+                     config.pi_momentum, config.variance_floor, config.statistics_decay, config.weight_floor)
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
         train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=not use_prior),
-        prior=prior, assigned_mode_one_share=totals['count'][0] / tf.maximum(tf.reduce_sum(totals['count']), 1.0),
+        prior=prior if use_prior else tf.constant(np.nan, tf.float32), assigned_mode_one_share=totals['count'][0] / tf.maximum(tf.reduce_sum(totals['count']), 1.0),
         assignment_accuracy=routing.routing_accuracy(totals['assignment'], best_matching=not use_prior))
     return mixture, metrics
 
@@ -322,9 +358,10 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
     round_num = tff.federated_map(increment, state.round_num)
     result, statistics, sums = tff.federated_map(client_phase_one, (
         weights, tff.federated_broadcast(state.mixture), tff.federated_broadcast(round_num), client_data))
-    scores = tff.federated_aggregate(statistics.score, zero(), accumulate, merge, report)
+    ranking = tff.federated_zip(collections.OrderedDict(key=statistics.key, included=statistics.included))
+    keys = tff.federated_aggregate(ranking, zero(), accumulate, merge, report)
     summed = tff.federated_sum(sums)
-    threshold, prior = tff.federated_map(server_prior, (round_num, state.prior_value, scores, summed))
+    threshold, prior = tff.federated_map(server_prior, (round_num, state.prior_value, keys, summed))
     totals = tff.federated_sum(tff.federated_map(client_phase_two, (
         statistics, tff.federated_broadcast(threshold))))
     mixture, measurements = tff.federated_map(server_update, (state.mixture, totals, summed, prior))

@@ -10,9 +10,10 @@ One round, as one TFF computation (client work; broadcast, mean and FedAdam come
                       2. local training on Eq. 4 for branch k*_i (`objectives.selected_branch`, shared with FedTEM);
                       3. with the updated weights, the same rule again: r_i = onehot(cluster) (r_i1 = q_i(t)), and
                          the feature sum |D_i| f-bar_i.
-  clients -> server   only aggregates: q-bar(t) = unweighted `federated_mean` of r_i (Eq. 12, q-bar = its first
-                      entry); `federated_sum` of r_ik |D_i| f-bar_i and of r_ik |D_i|; the example-weighted mean of
-                      the model updates; summed metrics. `aggregation_only.clients_to_server_intrinsics` lists how
+  clients -> server   only aggregates: q-bar(t), the unweighted mean of r_i over the clients that take part (Eq. 12,
+                      q-bar = its first entry: `federated_sum` of r_i over `federated_sum` of 1); `federated_sum` of
+                      r_ik |D_i| f-bar_i and of r_ik |D_i|; the example-weighted mean of the model updates; summed
+                      metrics. `aggregation_only.clients_to_server_intrinsics` lists how
                       values leave the clients, and a test proves every one is a sum or a mean.
   server              centers c_k = sum_i r_ik |D_i| f-bar_i / sum_i r_ik |D_i| (Eq. 12), a cluster with no client
                       keeps its center; the prior q~(t) (`periodic_shift.temporal_prior`); the step
@@ -26,6 +27,8 @@ Choices where the paper is ambiguous (flags where a user may want the other read
 - Ties d_i1 = d_i2 go to cluster 1 (argmin takes the first); the paper's q_i = 1[d_i1 < d_i2] sends them to 2.
   Ties have probability ~0 with float features.
 - |D_i| and f-bar_i are over the examples the client trains on in the round (as FedTEM).
+- A client whose training or features are not finite is left out of the round (`client_training`): r_i = 0 and
+  it is not counted in q-bar's denominator.
 - The temporal prior is defined for K = 2 (mode 1 = day = branch 1). With K > 2 only prior `none` is allowed: all
   alpha_k stay 1 and FedTKM is federated k-means of client feature means.
 - Prior `soft` (Appendix A.3, written for FedTEM) is available: its observed ratio (Eq. 25) is the aggregated share
@@ -192,8 +195,11 @@ def build_client_update(model: tf.keras.Model, client_optimizer: tff.learning.op
     statistics = collections.OrderedDict(
         assignment=r, weighted_count=r * count,
         weighted_feature_sum=r[:, tf.newaxis] * tf.reduce_sum(features, axis=0)[tf.newaxis])
-    sums = collections.OrderedDict(
-        training.metrics, routing=routing.client_confusion(mode, branch, num_modes, num_branches),
+    training = client_training.excluded_unless(training, client_training.all_finite((statistics, after)))
+    statistics = client_training.exclude_unless(training.finite, statistics)
+    statistics['participants'] = tf.cast(training.finite, tf.float32)
+    sums = routing.training_sums(
+        training, mode, branch, num_modes, num_branches,
         assignment=routing.client_confusion(mode, cluster, num_modes, num_branches),
         mode_one_count=nearest_counts(after)[0], pass_count=count)
     result = tff.learning.templates.ClientResult(update=training.update, update_weight=training.num_examples)
@@ -220,24 +226,23 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
   _, statistics_type, sums_type = client_update.type_signature.result
 
-  @tff.tensorflow.computation(np.int64, clustering_type, np.float32, statistics_type.assignment, statistics_type,
-                              sums_type)
-  def server_update(round_num, clustering, previous_prior, observed_share, totals, sums):
+  @tff.tensorflow.computation(np.int64, clustering_type, np.float32, statistics_type, sums_type)
+  def server_update(round_num, clustering, previous_prior, totals, sums):
     centers, mass = updated_centers(clustering['centers'], clustering['mass'], totals['weighted_feature_sum'],
                                     totals['weighted_count'], config.center_decay)
-    q_bar = observed_share[0]
+    q_bar = totals['assignment'][0] / tf.maximum(totals['participants'], 1.0)  # Unweighted mean of r_i1 (Eq. 12).
     if use_prior:
       observed_ratio = sums['mode_one_count'] / tf.maximum(sums['pass_count'], 1.0)  # Eq. 25, aggregated.
       prior = temporal_prior.prior_value(config.prior, round_num, config.period, previous_prior, observed_ratio)
       scales = updated_scales(clustering['scales'], prior, q_bar,
                               step_size(prior, config.eta_max, config.step_schedule))
     else:
-      prior, scales = tf.constant(np.nan, tf.float32), clustering['scales']
+      prior, scales = previous_prior, clustering['scales']
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
         train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=not use_prior),
         assignment_accuracy=routing.routing_accuracy(sums['assignment'], best_matching=not use_prior),
-        prior=prior, q_bar=q_bar, alpha_2=scales[1])
+        prior=prior if use_prior else tf.constant(np.nan, tf.float32), q_bar=q_bar, alpha_2=scales[1])
     return collections.OrderedDict(centers=centers, scales=scales, mass=mass), prior, metrics
 
   @tff.tensorflow.computation(np.int64)
@@ -257,10 +262,9 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
     round_num = tff.federated_map(increment, state.round_num)
     result, statistics, sums = tff.federated_map(client_update, (
         weights, tff.federated_broadcast(state.clustering), client_data))
-    observed_share = tff.federated_mean(statistics.assignment)  # q-bar(t), unweighted (Eq. 12).
     totals = tff.federated_sum(statistics)
     clustering, prior, measurements = tff.federated_map(server_update, (
-        round_num, state.clustering, state.prior_value, observed_share, totals, tff.federated_sum(sums)))
+        round_num, state.clustering, state.prior_value, totals, tff.federated_sum(sums)))
     new_state = tff.federated_zip(collections.OrderedDict(round_num=round_num, clustering=clustering,
                                                           prior_value=prior))
     return tff.templates.MeasuredProcessOutput(new_state, result, measurements)

@@ -9,7 +9,6 @@ The per-branch losses are means over the client's examples, computed batch by ba
 for a whole client would not fit in memory).
 """
 
-import collections
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -54,8 +53,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
       objective = objectives.selected_branch(branch, smoothing_weight, smoothing_epsilon)
       training = client_training.local_training(model, client_optimizer, weights, batches, objective)
       mode = routing.client_mode(examples)
-      sums = collections.OrderedDict(training.metrics,
-                                     routing=routing.client_confusion(mode, branch, num_modes, num_branches))
+      sums = routing.training_sums(training, mode, branch, num_modes, num_branches)
       return tff.learning.templates.ClientResult(training.update, training.num_examples), sums
 
     return run(weights, dataset)

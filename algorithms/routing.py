@@ -51,6 +51,14 @@ def client_confusion(mode: tf.Tensor, branch: tf.Tensor, num_modes: int, num_bra
   return tf.one_hot(mode, num_modes)[:, tf.newaxis] * tf.one_hot(branch, num_branches)[tf.newaxis]
 
 
+def training_sums(training: client_training.TrainingOutput, mode: tf.Tensor, branch: tf.Tensor, num_modes: int,
+                  num_branches: int, **extra) -> collections.OrderedDict:
+  """A routing client's metric sums: its training metrics, its `routing` count [modes, branches] and any `extra`
+  sums, all zero when the client was left out of the round (`training.finite` is False)."""
+  routed = dict(routing=client_confusion(mode, branch, num_modes, num_branches), **extra)
+  return collections.OrderedDict(training.metrics, **client_training.exclude_unless(training.finite, routed))
+
+
 def routed_result(outputs: dict, batch: dict, branches: tf.Tensor, num_modes: int,
                   num_branches: int) -> objectives.BatchResult:
   """Metrics of the logits of branch `branches` [B] of each example, with routing counts [modes, branches]."""

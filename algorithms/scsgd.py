@@ -12,7 +12,6 @@ Server state: the round number. One value is broadcast (the branch of the round)
 and summed metrics, including `train_routing_accuracy` (clients trained on their mode's branch).
 """
 
-import collections
 
 import numpy as np
 import tensorflow as tf
@@ -52,8 +51,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
       training = client_training.local_training(model, client_optimizer, weights, batches,
                                                 objectives.selected_branch(branch, 0.0, 0.0))
       mode = routing.client_mode(examples)
-      sums = collections.OrderedDict(training.metrics,
-                                     routing=routing.client_confusion(mode, branch, num_modes, num_branches))
+      sums = routing.training_sums(training, mode, branch, num_modes, num_branches)
       return tff.learning.templates.ClientResult(training.update, training.num_examples), sums
 
     return run(weights, branch, dataset)

@@ -115,8 +115,12 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
       branches = nearest_center(points, centers)
       confusion = tf.matmul(tf.one_hot(examples['mode'], num_modes), tf.one_hot(branches, num_branches),
                             transpose_a=True) * (1.0 - collecting)
-      sums = collections.OrderedDict(training.metrics, routing=confusion)
       report = collections.OrderedDict(centers=local_centers * collecting, sizes=local_sizes * collecting)
+      training = client_training.excluded_unless(training, client_training.all_finite(report))
+      report = client_training.exclude_unless(training.finite, report)
+      report['included'] = training.finite
+      sums = collections.OrderedDict(training.metrics,
+                                     routing=client_training.exclude_unless(training.finite, confusion))
       return tff.learning.templates.ClientResult(training.update, training.num_examples), report, sums
 
     return run(weights, collecting, centers, dataset)
@@ -134,8 +138,11 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
   @tff.tensorflow.computation(collected_type, report_type)
   def accumulate(collected, report):
-    return collections.OrderedDict(centers=tf.concat([collected['centers'], report['centers']], 0),
-                                   sizes=tf.concat([collected['sizes'], report['sizes']], 0))
+    """Appends the client's K centers, unless the client was left out of the round."""
+    included = tf.fill([num_branches], report['included'])
+    return collections.OrderedDict(
+        centers=tf.concat([collected['centers'], tf.boolean_mask(report['centers'], included)], 0),
+        sizes=tf.concat([collected['sizes'], tf.boolean_mask(report['sizes'], included)], 0))
 
   @tff.tensorflow.computation(collected_type, collected_type)
   def merge(a, b):

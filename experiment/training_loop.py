@@ -5,11 +5,19 @@ Outputs in `output_dir` (all through `tff.program`):
                  `day_fraction`, the client work's measurements (`train_loss`, `train_accuracy`, ...),
                  `round_seconds`, and on evaluation rounds the test metrics;
   tensorboard/   `tff.program.TensorBoardReleaseManager`, the same values;
-  checkpoints/   `tff.program.FileProgramStateManager`, the learning-process state after each checkpointed round.
+  checkpoints/   the learning-process state after each checkpointed round (`experiment.run_directory.Checkpoints`,
+                 written atomically).
 
-Resuming: on start the latest loadable checkpoint is restored and training continues with the next round. Client
-sampling and client shuffling depend only on (seed, round), and a re-released round replaces its CSV row, so an
-interrupted and resumed run produces the same metrics as an uninterrupted one.
+Resuming: on start the latest checkpoint is restored (one that does not load stops the run), metrics.csv is cut
+back to the rows up to its round, and training continues with the next round. Client sampling and client
+shuffling depend only on (seed, round), so an interrupted and resumed run produces the same metrics as an
+uninterrupted one, wherever it was killed.
+
+Numeric faults: after every round the loop checks that some client trained finitely (clients that did not are
+left out of the round's aggregates by the client work and counted in `nonfinite_clients`), and that the model
+weights and every float of the method's and the server optimizer's state are finite. If not, it saves the last
+good state (the previous round's) as a checkpoint, writes no row for the failed round, and raises `NumericFault`,
+whose message names the round and the quantity.
 """
 
 import asyncio
@@ -19,11 +27,12 @@ import os
 import time
 from typing import Optional
 
-from absl import logging
 import numpy as np
 import tensorflow_federated as tff
+import tree
 
 from algorithms import registry as algorithms
+from experiment import run_directory
 from periodic_shift import client_sampler
 from tasks import task as task_lib
 
@@ -37,38 +46,54 @@ class LoopConfig:
   rounds_per_checkpoint: int = 1
 
 
-class _Outputs:
-  """Release and state managers of one experiment directory."""
+class NumericFault(RuntimeError):
+  """A round produced non-finite values; the message names the round and the quantity."""
+
+
+class _MetricsRelease:
+  """metrics.csv and tensorboard/ of one run directory (`tff.program` release managers)."""
 
   def __init__(self, output_dir: str):
-    self.loop = asyncio.new_event_loop()
-    self.metrics = tff.program.GroupingReleaseManager([
-        tff.program.CSVFileReleaseManager(os.path.join(output_dir, 'metrics.csv'), key_fieldname='round'),
+    self._loop = asyncio.new_event_loop()
+    self._managers = tff.program.GroupingReleaseManager([
+        tff.program.CSVFileReleaseManager(os.path.join(output_dir, run_directory.METRICS), key_fieldname='round'),
         tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard')),
     ])
-    self.checkpoints = tff.program.FileProgramStateManager(os.path.join(output_dir, 'checkpoints'), keep_total=3)
 
   def release(self, values: dict, round_num: int) -> None:
-    self.loop.run_until_complete(self.metrics.release(values, key=round_num))
+    self._loop.run_until_complete(self._managers.release(values, key=round_num))
 
-  def save(self, state, round_num: int) -> None:
-    self.loop.run_until_complete(self.checkpoints.save(state, round_num))
 
-  def load_latest(self, structure) -> tuple[Optional[object], int]:
-    """The newest checkpoint that loads (an unreadable newest one is skipped), with its round; else (None, 0)."""
-    versions = self.loop.run_until_complete(self.checkpoints.get_versions()) or []
-    for version in sorted(versions, reverse=True):
-      try:
-        return self.loop.run_until_complete(self.checkpoints.load(version, structure)), version
-      except Exception as error:  # pylint: disable=broad-except
-        logging.warning('Skipping unreadable checkpoint of round %d: %s', version, error)
-    return None, 0
+def _first_nonfinite(structure) -> Optional[str]:
+  """The path of the first float value of `structure` that is not finite, or None."""
+  for path, value in tree.flatten_with_path(structure):
+    value = np.asarray(value)
+    if value.dtype.kind == 'f' and not np.all(np.isfinite(value)):
+      return '/'.join(str(part) for part in path)
+  return None
+
+
+def numeric_fault(process: tff.learning.templates.LearningProcess, output, num_clients: int) -> Optional[str]:
+  """What a round's `output` has that is not finite (one phrase), or None when the round is sound."""
+  left_out = int(np.asarray(output.metrics['client_work'].get('nonfinite_clients', 0)))
+  if left_out >= num_clients:
+    return f'the training loss is not finite on any of the {num_clients} clients (local training diverged)'
+  weights = process.get_model_weights(output.state)
+  for name, part in (('model weights', weights), ('method state', output.state.client_work),
+                     ('server optimizer state', output.state.finalizer)):
+    path = _first_nonfinite(part)
+    if path is not None:
+      left_out_note = f', {left_out} of {num_clients} clients left out as non-finite' if left_out else ''
+      return f'{name} not finite (at {path or "the top level"}){left_out_note}'
+  return None
 
 
 def _progress_line(round_num: int, total_rounds: int, row: dict, rounds_per_second: float) -> str:
   left = (total_rounds - round_num) / max(rounds_per_second, 1e-9)
   line = (f'round {round_num}/{total_rounds}  q={row["q"]:.2f} day={row["day_fraction"]:.2f}  '
           f'train_loss={row["train_loss"]:.3f} train_acc={row["train_accuracy"]:.3f}')
+  if row.get('nonfinite_clients'):
+    line += f'  left_out={int(row["nonfinite_clients"])} (non-finite)'
   if 'test_accuracy' in row:
     line += f'  test_acc={row["test_accuracy"]:.3f}'
   return line + f'  {rounds_per_second:.2f} rounds/s  left {int(left) // 60}m{int(left) % 60:02d}s'
@@ -99,13 +124,21 @@ def final_metrics(rows: list[dict[str, float]], window_rounds: int) -> dict[str,
 
 def run(algorithm: algorithms.Algorithm, task: task_lib.Task, sampler: client_sampler.RoundSampler,
         initial_weights: tff.learning.models.ModelWeights, config: LoopConfig, output_dir: str) -> None:
-  """Trains rounds 1..total_rounds, resuming after the last checkpoint."""
-  outputs = _Outputs(output_dir)
+  """Trains rounds 1..total_rounds, resuming after the last checkpoint.
+
+  Raises `NumericFault` (after checkpointing the last good state) and `run_directory.RunDirectoryError` (a
+  checkpoint that does not load).
+  """
+  checkpoints = run_directory.Checkpoints(output_dir)
   state = algorithm.process.set_model_weights(algorithm.process.initialize(), initial_weights)
-  restored, last_round = outputs.load_latest(state)
+  restored, last_round = checkpoints.load_latest(state)
   if restored is not None:
     state = restored
-    print(f'Resuming after round {last_round} from {os.path.join(output_dir, "checkpoints")}', flush=True)
+    print(f'Resuming after round {last_round} from {os.path.join(output_dir, run_directory.CHECKPOINTS)}',
+          flush=True)
+  run_directory.truncate_metrics(output_dir, last_round)
+  outputs = _MetricsRelease(output_dir)
+  saved_round = last_round
   started, rounds_done = time.monotonic(), 0
   for round_num in range(last_round + 1, config.total_rounds + 1):
     round_started = time.monotonic()
@@ -116,6 +149,13 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, sampler: client_sa
         for index, (client_id, mode) in enumerate(zip(sample.client_ids, sample.modes))
     ]
     output = algorithm.process.next(state, datasets)
+    fault = numeric_fault(algorithm.process, output, len(datasets))
+    if fault is not None:
+      if saved_round < round_num - 1:
+        checkpoints.save(state, round_num - 1)
+      kept = (f'its checkpoint and metrics.csv rows up to round {round_num - 1} are kept' if round_num > 1 else
+              'no round had completed')
+      raise NumericFault(f'round {round_num}: {fault}; the run stopped and {kept} in {output_dir}.')
     state = output.state
     row = {'q': float(sampler.mode_probabilities(round_num)[client_sampler.DAY]),
            'day_fraction': sample.mode_fraction(client_sampler.DAY)}
@@ -125,7 +165,8 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, sampler: client_sa
     row['round_seconds'] = time.monotonic() - round_started
     outputs.release(row, round_num)
     if round_num % config.rounds_per_checkpoint == 0 or round_num == config.total_rounds:
-      outputs.save(state, round_num)
+      checkpoints.save(state, round_num)
+      saved_round = round_num
     rounds_done += 1
     print(_progress_line(round_num, config.total_rounds, row, rounds_done / (time.monotonic() - started)),
           flush=True)

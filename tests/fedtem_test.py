@@ -28,11 +28,40 @@ def _numpy_m_step(weights, means, variances, assignments, counts, client_means, 
 
 class FedTemTest(tf.test.TestCase):
 
+  def _joining(self, keys, prior):
+    threshold = fedtem.mode_one_threshold(keys, prior)
+    return [bool(fedtem.at_or_above(key, threshold)) for key in keys]
+
   def test_threshold_takes_the_prior_share_of_top_clients(self):
     scores = np.array([0.3, -2.0, 5.0, 1.0, -0.5], np.float32)
+    keys = np.stack([scores, np.linspace(0.1, 0.9, 5)], axis=1).astype(np.float32)
     for prior, joining in ((0.0, 0), (0.09, 0), (0.1, 1), (0.5, 3), (0.62, 3), (1.0, 5)):
-      threshold = fedtem.mode_one_threshold(scores, prior)
-      self.assertEqual(int(np.sum(scores >= threshold)), joining, f'prior {prior}')  # floor(q m + 1/2).
+      chosen = self._joining(keys, prior)
+      self.assertEqual(sum(chosen), joining, f'prior {prior}')  # floor(q m + 1/2).
+      self.assertAllEqual(np.sort(scores[chosen]), np.sort(scores)[::-1][:joining][::-1])  # The highest scores.
+
+  def test_ties_never_change_the_number_joining_mode_one(self):
+    # Every score +inf (a zero mixture weight) or equal: the tie-break decides, the count stays floor(q m + 1/2).
+    rng = np.random.default_rng(7)
+    for scores in (np.full(10, np.inf), np.full(10, 2.5), np.array([1.0, 1.0, 1.0, 0.0, 0.0, 3.0, 3.0, 1.0])):
+      tie_breaks = rng.uniform(size=len(scores))
+      keys = np.stack([scores, tie_breaks], axis=1).astype(np.float32)
+      for prior in (0.0, 0.3, 0.5, 0.75, 1.0):
+        chosen = self._joining(keys, prior)
+        self.assertEqual(sum(chosen), int(np.floor(prior * len(scores) + 0.5)), f'{scores}, prior {prior}')
+        lexicographic = sorted(range(len(scores)), key=lambda i: (scores[i], tie_breaks[i]), reverse=True)
+        self.assertCountEqual(np.flatnonzero(chosen), lexicographic[:sum(chosen)])
+
+  def test_no_client_gives_an_empty_mode_one(self):
+    self.assertFalse(np.isfinite(fedtem.mode_one_threshold(np.zeros([0, 2], np.float32), 0.5)).any())
+
+  def test_ranking_key_tie_break_is_uniform_and_keyed(self):
+    draws = [float(fedtem.ranking_key(tf.constant(1.0), tf.constant(3, tf.int64), tf.constant(k, tf.int64))[1])
+             for k in range(400)]
+    self.assertBetween(np.mean(draws), 0.5 - 3 * 0.289 / 20, 0.5 + 3 * 0.289 / 20)  # 3 s.e. of U(0, 1) means.
+    self.assertLen(set(draws), 400)
+    self.assertEqual(draws[5], float(fedtem.ranking_key(tf.constant(9.0), tf.constant(3, tf.int64),
+                                                        tf.constant(5, tf.int64))[1]))
 
   def test_m_step_matches_numpy(self):
     rng = np.random.default_rng(0)
@@ -42,10 +71,11 @@ class FedTemTest(tf.test.TestCase):
     client_variances = rng.uniform(0.1, 1.0, size=(m, d)).astype(np.float32)
     scores = rng.normal(size=m).astype(np.float32)
     mixture = fedtem.initial_mixture(2, d, seed=1)
-    threshold = fedtem.mode_one_threshold(scores, 0.5)
+    keys = np.stack([scores, np.zeros(m)], axis=1).astype(np.float32)
+    threshold = fedtem.mode_one_threshold(keys, 0.5)
     totals = collections.defaultdict(float)
     for i in range(m):
-      r = fedtem.assignment(scores[i], np.zeros(2, np.float32), threshold, use_prior=True).numpy()
+      r = fedtem.assignment(keys[i], np.zeros(2, np.float32), threshold, use_prior=True).numpy()
       totals['count'] += r * counts[i]
       totals['feature_sum'] += r[:, None] * counts[i] * client_means[i]
       totals['squared_deviation_sum'] += r[:, None] * counts[i] * client_variances[i]
@@ -83,11 +113,14 @@ class FedTemTest(tf.test.TestCase):
     self.assertAllClose(result['means'][1], mixture['means'][1])
     self.assertAllClose(result['variances'][1], mixture['variances'][1])
     self.assertAllClose(result['means'][0], np.ones(3))
-    self.assertAllClose(result['weights'], [1.0, 0.0])
+    # beta = 0: pi = (1, 0) by Eq. 10, floored at 1e-6 and renormalized, so log pi_2 stays finite.
+    self.assertAllClose(result['weights'], [1.0 / (1.0 + 1e-6), 1e-6 / (1.0 + 1e-6)], rtol=1e-6)
+    self.assertTrue(np.all(np.isfinite(np.log(result['weights']))))
 
   def test_em_only_assigns_by_argmax(self):
     log_mle = np.log(np.array([0.3, 0.7], np.float32))
-    self.assertAllEqual(fedtem.assignment(10.0, log_mle, 0.0, use_prior=False), [0.0, 1.0])
+    self.assertAllEqual(fedtem.assignment(np.array([10.0, 0.5], np.float32), log_mle,
+                                          np.zeros(2, np.float32), use_prior=False), [0.0, 1.0])
 
   def test_ranking_score_orders_like_pi_one_and_stays_finite(self):
     pis = np.array([0.2, 0.5, 0.9, 0.999], np.float32)

@@ -170,6 +170,57 @@ class EndToEndTest(absltest.TestCase):
           self.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
 
 
+class ReliabilityTest(absltest.TestCase):
+  """The reproductions of the reliability issue: each ends with one line and an untouched or resumed directory."""
+
+  def _assert_one_line_error(self, result, status, pattern):
+    self.assertEqual(result.returncode, status, result.stderr[-3000:])
+    lines = result.stderr.strip().splitlines()
+    self.assertLen(lines, 1, result.stderr[-3000:])
+    self.assertRegex(lines[0], '^run_experiment: error: ' + pattern)
+
+  def test_another_configuration_is_refused_and_overwrite_starts_afresh(self):
+    root = self.create_tempdir().full_path
+    args = _SMALL_RUN + ['--total_rounds=4', f'--root_output_dir={root}', '--experiment_name=x']
+    self.assertEqual(_run(args).returncode, 0)
+    metrics = os.path.join(root, 'x', 'metrics.csv')
+    with open(metrics, 'rb') as f:
+      before = f.read()
+    refused = _run(args + ['--algorithm=fedtem', '--client_learning_rate=0.5'])
+    self._assert_one_line_error(refused, 2, ".*another configuration.*algorithm: 'vanilla' -> 'fedtem'.*"
+                                "client_learning_rate: 0.05 -> 0.5")
+    with open(metrics, 'rb') as f:
+      self.assertEqual(f.read(), before)
+    # Output cadence may differ: the finished run is found complete and left as it was.
+    resumed = _run(args + ['--rounds_per_eval=2', '--rounds_per_checkpoint=1'])
+    self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
+    self.assertIn('Resuming after round 4', resumed.stdout)
+    with open(metrics, 'rb') as f:
+      self.assertEqual(f.read(), before)
+    replaced = _run(args + ['--algorithm=fedtem', '--overwrite'])
+    self.assertEqual(replaced.returncode, 0, replaced.stderr[-3000:])
+    self.assertNotIn('Resuming', replaced.stdout)
+    rows = _rows(os.path.join(root, 'x'))
+    self.assertEqual([int(row['round']) for row in rows], [1, 2, 3, 4])
+    self.assertIn('prior', rows[0])
+
+  def test_diverging_training_stops_with_one_line_and_exit_status_3(self):
+    root = self.create_tempdir().full_path
+    result = _run(_SMALL_RUN + ['--client_learning_rate=1e37', '--total_rounds=8', f'--root_output_dir={root}',
+                                '--experiment_name=nan'])
+    self._assert_one_line_error(result, 3, 'round 1: the training loss is not finite on any of the 5 clients')
+    self.assertEqual(_rows(os.path.join(root, 'nan')), [])
+
+  def test_run_directory_outside_the_root_or_unwritable_is_one_line(self):
+    root = self.create_tempdir().full_path
+    result = _run(_SMALL_RUN + [f'--root_output_dir={root}/a/b', '--experiment_name=../../escaped'])
+    self._assert_one_line_error(result, 2, '--experiment_name must be a single directory name')
+    self.assertEqual(os.listdir(root), [])
+    blocker = self.create_tempfile().full_path
+    result = _run(_SMALL_RUN + [f'--root_output_dir={blocker}/runs', '--experiment_name=x'])
+    self._assert_one_line_error(result, 2, 'cannot write the run directory .*Not a directory')
+
+
 class BaselinesTest(parameterized.TestCase):
 
   @parameterized.parameters('scsgd', 'tshot_kmeans', 'min_loss', 'fedem', 'vanilla_single', 'nds_single')

@@ -1,0 +1,190 @@
+"""One run's directory: the configuration it was started with, crash-safe checkpoints, and its metrics rows.
+
+    <root>/<name>/config.json     the configuration (flag name -> value, with task defaults resolved) the run was
+                                  started with, written before its first round;
+    <root>/<name>/metrics.csv     one row per round (`experiment.training_loop`);
+    <root>/<name>/checkpoints/    `program_state_<round>` directories in `tff.program.FileProgramStateManager`'s
+                                  layout.
+
+Rules that keep results from being lost or mixed:
+- `check_compatible` refuses a directory whose `config.json` differs from this run's configuration, naming the
+  flags that differ, and a directory that holds outputs but no `config.json` (it cannot be known what wrote
+  them). A flag that is absent from an older record matches when it has its default value now.
+- `prepare(..., overwrite=True)` deletes the run's outputs (only the files and directories named above, plus
+  `tensorboard/` and `summary.json`) and starts afresh.
+- `Checkpoints.save` writes each checkpoint under `checkpoints/.staging/` and renames it into place, so a process
+  killed while saving leaves the earlier checkpoints whole and no partial one. `Checkpoints.load_latest` never
+  skips a checkpoint that does not load: it raises `RunDirectoryError`, since a fresh start would overwrite the
+  rows of the run that wrote it.
+- `truncate_metrics` keeps the header and the complete rows up to the restored round, dropping a row cut short by
+  a kill, before the resumed run appends to the file.
+"""
+
+import asyncio
+import csv
+import io
+import json
+import os
+import shutil
+from typing import Mapping, Optional
+
+import tensorflow_federated as tff
+
+CONFIG = 'config.json'
+METRICS = 'metrics.csv'
+CHECKPOINTS = 'checkpoints'
+_OUTPUTS = (CONFIG, METRICS, CHECKPOINTS, 'tensorboard', 'summary.json')
+_STAGING = '.staging'
+_PREFIX = 'program_state_'
+
+
+class RunDirectoryError(ValueError):
+  """The run directory cannot be used as asked; the message is one line for the user."""
+
+
+def validate_name(name: str) -> None:
+  """Raises RunDirectoryError unless `name` is one path component that stays inside the root directory."""
+  if not name or name in ('.', '..') or '/' in name or os.sep in name or '\0' in name:
+    raise RunDirectoryError(f'--experiment_name must be a single directory name (no "/", not "." or ".."); '
+                            f'got {name!r}.')
+
+
+def _read_config(output_dir: str) -> Optional[dict]:
+  path = os.path.join(output_dir, CONFIG)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def _normalized(value):
+  """JSON's view of a value (tuples become lists), so a recorded value compares equal to the same live value."""
+  return json.loads(json.dumps(value))
+
+
+def differences(recorded: Mapping[str, object], config: Mapping[str, object],
+                defaults: Mapping[str, object]) -> list[str]:
+  """`name: recorded -> now` for every configuration value that differs; a name missing from `recorded` differs
+  only when its value now is not `defaults[name]`."""
+  changed = []
+  for name, value in sorted(config.items()):
+    value = _normalized(value)
+    before = recorded[name] if name in recorded else _normalized(defaults.get(name, value))
+    if before != value:
+      changed.append(f'{name}: {before!r} -> {value!r}')
+  return changed
+
+
+def check_compatible(output_dir: str, config: Mapping[str, object], defaults: Mapping[str, object]) -> None:
+  """Raises RunDirectoryError if `output_dir` holds a run of another configuration, or outputs of unknown origin.
+
+  Reads only; call it before building anything. `config` maps flag names to values (JSON-serializable), `defaults`
+  flag names to their default values.
+  """
+  if not os.path.isdir(output_dir):
+    if os.path.exists(output_dir):
+      raise RunDirectoryError(f'{output_dir} exists and is not a directory.')
+    return
+  recorded = _read_config(output_dir)
+  if recorded is None:
+    if any(os.path.exists(os.path.join(output_dir, name)) for name in _OUTPUTS):
+      raise RunDirectoryError(f'{output_dir} holds outputs of a run without a {CONFIG}; rerun with --overwrite to '
+                              'start afresh, or choose another --experiment_name.')
+    return
+  changed = differences(recorded, config, defaults)
+  if changed:
+    raise RunDirectoryError(f'{output_dir} holds a run with another configuration ({"; ".join(changed)}); rerun '
+                            'with the same flags to resume it, --overwrite to replace it, or choose another '
+                            '--experiment_name.')
+
+
+def write_json(path: str, value: Mapping[str, object]) -> None:
+  """Writes `value` to `path` atomically (a temporary file renamed into place)."""
+  temporary = path + '.tmp'
+  with open(temporary, 'w') as f:
+    json.dump(value, f, indent=2, sort_keys=True)
+  os.replace(temporary, path)
+
+
+def prepare(output_dir: str, config: Mapping[str, object], overwrite: bool) -> None:
+  """Creates `output_dir` (deleting the run's outputs first when `overwrite`) and records `config` in it.
+
+  Raises RunDirectoryError, with the operating system's reason, when the directory cannot be created or written.
+  """
+  try:
+    if overwrite and os.path.isdir(output_dir):
+      for name in _OUTPUTS:
+        path = os.path.join(output_dir, name)
+        if os.path.isdir(path):
+          shutil.rmtree(path)
+        elif os.path.exists(path):
+          os.remove(path)
+    os.makedirs(output_dir, exist_ok=True)
+    if _read_config(output_dir) is None:
+      write_json(os.path.join(output_dir, CONFIG), dict(config))
+  except OSError as error:
+    raise RunDirectoryError(f'cannot write the run directory {output_dir}: {error.strerror or error}.') from error
+
+
+def truncate_metrics(output_dir: str, last_round: int) -> None:
+  """Keeps the header and the complete rows with `round` <= `last_round` of metrics.csv (atomically)."""
+  path = os.path.join(output_dir, METRICS)
+  if not os.path.exists(path):
+    return
+  with open(path, newline='') as f:
+    text = f.read()
+  if not text.endswith('\n'):
+    text = text[:text.rfind('\n') + 1]  # A row cut short by a kill.
+  reader = csv.DictReader(io.StringIO(text, newline=''))
+  fieldnames = reader.fieldnames or ['round']
+  rows = [row for row in reader if row.get('round') and int(row['round']) <= last_round]
+  temporary = path + '.tmp'
+  with open(temporary, 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=fieldnames)
+    writer.writeheader()
+    writer.writerows(rows)
+  os.replace(temporary, path)
+
+
+class Checkpoints:
+  """The learning-process state after checkpointed rounds, saved atomically; the newest `keep` are kept."""
+
+  def __init__(self, output_dir: str, keep: int = 3):
+    self._root = os.path.join(output_dir, CHECKPOINTS)
+    self._staging = os.path.join(self._root, _STAGING)
+    self._keep = keep
+    self._loop = asyncio.new_event_loop()
+    self._manager = tff.program.FileProgramStateManager(self._root, prefix=_PREFIX)
+
+  def rounds(self) -> list[int]:
+    """The rounds of the saved checkpoints, oldest first."""
+    return self._loop.run_until_complete(self._manager.get_versions()) or []
+
+  def save(self, state, round_num: int) -> None:
+    """Saves `state` as the checkpoint of `round_num`: written whole under .staging, then renamed into place."""
+    shutil.rmtree(self._staging, ignore_errors=True)  # What a killed save left.
+    staging = tff.program.FileProgramStateManager(self._staging, prefix=_PREFIX)
+    self._loop.run_until_complete(staging.save(state, round_num))
+    final = os.path.join(self._root, f'{_PREFIX}{round_num}')
+    if os.path.exists(final):
+      shutil.rmtree(final)
+    os.rename(os.path.join(self._staging, f'{_PREFIX}{round_num}'), final)
+    for old in self.rounds()[:-self._keep]:  # Moved out of sight first, so a kill cannot leave half of one.
+      discarded = os.path.join(self._staging, f'discarded_{old}')
+      os.rename(os.path.join(self._root, f'{_PREFIX}{old}'), discarded)
+      shutil.rmtree(discarded)
+
+  def load_latest(self, structure) -> tuple[Optional[object], int]:
+    """The newest checkpoint loaded with `structure`, and its round; (None, 0) if there is none.
+
+    Raises RunDirectoryError if it does not load: the directory holds the state of another process.
+    """
+    rounds = self.rounds()
+    if not rounds:
+      return None, 0
+    try:
+      return self._loop.run_until_complete(self._manager.load(rounds[-1], structure)), rounds[-1]
+    except Exception as error:  # pylint: disable=broad-except
+      reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+      raise RunDirectoryError(f'the checkpoint of round {rounds[-1]} in {self._root} does not load into this run\'s '
+                              f'state ({reason}); rerun with --overwrite to start afresh.') from error

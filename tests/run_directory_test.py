@@ -1,0 +1,130 @@
+"""Tests the run directory: configuration record, refusal to mix runs, atomic checkpoints, metrics truncation."""
+
+import collections
+import json
+import os
+
+from absl.testing import absltest
+import numpy as np
+
+from experiment import run_directory
+from utils import execution_context
+
+_CONFIG = {'algorithm': 'vanilla', 'client_learning_rate': 0.05, 'seed': 0}
+_DEFAULTS = {'algorithm': 'vanilla', 'client_learning_rate': None, 'seed': 0, 'scenario': 'periodic'}
+
+
+class ConfigurationTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.dir = os.path.join(self.create_tempdir().full_path, 'run')
+
+  def test_names_that_leave_the_root_are_refused(self):
+    for name in ('../../etc', '..', '.', 'a/b', '', '/abs'):
+      with self.assertRaisesRegex(run_directory.RunDirectoryError, 'single directory name'):
+        run_directory.validate_name(name)
+    run_directory.validate_name('synthetic_vanilla_p1_s0')
+
+  def test_same_configuration_resumes_and_another_is_refused_naming_the_flags(self):
+    run_directory.check_compatible(self.dir, _CONFIG, _DEFAULTS)  # Nothing there yet.
+    run_directory.prepare(self.dir, _CONFIG, overwrite=False)
+    run_directory.check_compatible(self.dir, dict(_CONFIG), _DEFAULTS)
+    changed = dict(_CONFIG, algorithm='fedtem', client_learning_rate=0.5)
+    with self.assertRaises(run_directory.RunDirectoryError) as raised:
+      run_directory.check_compatible(self.dir, changed, _DEFAULTS)
+    message = str(raised.exception)
+    self.assertIn("algorithm: 'vanilla' -> 'fedtem'", message)
+    self.assertIn('client_learning_rate: 0.05 -> 0.5', message)
+    self.assertNotIn('seed', message)
+    self.assertNotIn('\n', message)
+
+  def test_flag_missing_from_an_older_record_matches_only_at_its_default(self):
+    run_directory.prepare(self.dir, _CONFIG, overwrite=False)
+    run_directory.check_compatible(self.dir, dict(_CONFIG, scenario='periodic'), _DEFAULTS)
+    with self.assertRaisesRegex(run_directory.RunDirectoryError, "scenario: 'periodic' -> 'windowed'"):
+      run_directory.check_compatible(self.dir, dict(_CONFIG, scenario='windowed'), _DEFAULTS)
+
+  def test_outputs_without_a_record_are_refused(self):
+    os.makedirs(self.dir)
+    with open(os.path.join(self.dir, run_directory.METRICS), 'w') as f:
+      f.write('round\n1\n')
+    with self.assertRaisesRegex(run_directory.RunDirectoryError, 'without a config.json'):
+      run_directory.check_compatible(self.dir, _CONFIG, _DEFAULTS)
+
+  def test_overwrite_deletes_the_run_outputs_only(self):
+    run_directory.prepare(self.dir, _CONFIG, overwrite=False)
+    for name in (run_directory.METRICS, 'summary.json', 'notes.txt'):
+      with open(os.path.join(self.dir, name), 'w') as f:
+        f.write('x')
+    os.makedirs(os.path.join(self.dir, run_directory.CHECKPOINTS, 'program_state_8'))
+    changed = dict(_CONFIG, seed=1)
+    run_directory.prepare(self.dir, changed, overwrite=True)
+    self.assertCountEqual(os.listdir(self.dir), ['config.json', 'notes.txt'])
+    with open(os.path.join(self.dir, run_directory.CONFIG)) as f:
+      self.assertEqual(json.load(f), changed)
+
+  def test_unwritable_directory_is_one_line(self):
+    blocker = self.create_tempfile().full_path
+    with self.assertRaisesRegex(run_directory.RunDirectoryError, 'cannot write the run directory .*Not a directory'):
+      run_directory.prepare(os.path.join(blocker, 'run'), _CONFIG, overwrite=False)
+
+
+class MetricsTest(absltest.TestCase):
+
+  def test_truncation_keeps_complete_rows_up_to_the_round(self):
+    output_dir = self.create_tempdir().full_path
+    path = os.path.join(output_dir, run_directory.METRICS)
+    with open(path, 'w') as f:
+      f.write('round,loss,test_accuracy\n1,0.5,\n2,0.4,0.7\n3,0.3,\n4,0.2,0.8\n5,0.1')  # Row 5 cut short.
+    run_directory.truncate_metrics(output_dir, last_round=4)
+    with open(path) as f:
+      self.assertEqual(f.read().splitlines(), ['round,loss,test_accuracy', '1,0.5,', '2,0.4,0.7', '3,0.3,',
+                                               '4,0.2,0.8'])
+    run_directory.truncate_metrics(output_dir, last_round=2)
+    with open(path) as f:
+      self.assertEqual(f.read().splitlines(), ['round,loss,test_accuracy', '1,0.5,', '2,0.4,0.7'])
+
+  def test_truncation_of_a_row_cut_inside_its_round_number(self):
+    output_dir = self.create_tempdir().full_path
+    path = os.path.join(output_dir, run_directory.METRICS)
+    with open(path, 'w') as f:
+      f.write('round,loss\n1,0.5\n2,0.4\n1')  # Row 17 cut after its first digit would read as round 1.
+    run_directory.truncate_metrics(output_dir, last_round=16)
+    with open(path) as f:
+      self.assertEqual(f.read().splitlines(), ['round,loss', '1,0.5', '2,0.4'])
+
+
+class CheckpointsTest(absltest.TestCase):
+
+  def _state(self, value):
+    return collections.OrderedDict(weights=[np.full([3], value, np.float32)], round_num=np.int64(value))
+
+  def test_saves_atomically_keeps_three_and_loads_the_newest(self):
+    output_dir = self.create_tempdir().full_path
+    checkpoints = run_directory.Checkpoints(output_dir)
+    # What a save killed half-way leaves: a partial directory under .staging, never seen as a checkpoint.
+    os.makedirs(os.path.join(output_dir, run_directory.CHECKPOINTS, '.staging', 'program_state_99'))
+    for round_num in (2, 4, 6, 8):
+      checkpoints.save(self._state(round_num), round_num)
+    self.assertEqual(checkpoints.rounds(), [4, 6, 8])
+    state, round_num = run_directory.Checkpoints(output_dir).load_latest(self._state(0))
+    self.assertEqual(round_num, 8)
+    np.testing.assert_array_equal(state['weights'][0], np.full([3], 8.0))
+
+  def test_no_checkpoint_is_a_fresh_start(self):
+    state, round_num = run_directory.Checkpoints(self.create_tempdir().full_path).load_latest(self._state(0))
+    self.assertIsNone(state)
+    self.assertEqual(round_num, 0)
+
+  def test_a_checkpoint_of_another_structure_is_an_error_not_a_fresh_start(self):
+    output_dir = self.create_tempdir().full_path
+    run_directory.Checkpoints(output_dir).save(self._state(8), 8)
+    other = collections.OrderedDict(mixture=np.zeros([2], np.float32))
+    with self.assertRaisesRegex(run_directory.RunDirectoryError, 'round 8 .* does not load'):
+      run_directory.Checkpoints(output_dir).load_latest(other)
+
+
+if __name__ == '__main__':
+  execution_context.install()
+  absltest.main()
