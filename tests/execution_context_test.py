@@ -120,6 +120,30 @@ class ExecutionContextTest(absltest.TestCase):
       child.stdout.close()
       child.stderr.close()
 
+  def test_no_worker_remains_after_sigkill(self):
+    # SIGKILL runs no cleanup in the child: the worker's parent-death signal ends it.
+    child, pids = self._start_child('install', 'wait')
+    child.kill()
+    self.assertEqual(child.wait(timeout=60), -signal.SIGKILL)
+    try:
+      self.assertTrue(_wait_until_gone(pids))
+    finally:
+      self._kill(pids)
+      child.stdout.close()
+      child.stderr.close()
+
+  def test_worker_outlives_a_sigkilled_python_without_install(self):
+    # The control of the test above.
+    child, pids = self._start_child('plain', 'wait')
+    child.kill()
+    child.wait(timeout=60)
+    try:
+      self.assertFalse(_wait_until_gone(pids, timeout_seconds=2.0))
+    finally:
+      self._kill(pids)
+      child.stdout.close()
+      child.stderr.close()
+
 
 if __name__ == '__main__':
   absltest.main()

@@ -15,18 +15,27 @@ Importing this module registers one exit handler that, while the interpreter is 
 `install()` sets TFF's synchronous local C++ context and turns SIGTERM and SIGHUP (what Bazel and CI send on a
 timeout) into a normal exit, so the handler runs then too; Ctrl-C already exits normally.
 
+A process killed with SIGKILL runs no cleanup. For that case `install()` makes TFF start its worker with the
+kernel's parent-death signal (Linux `prctl(PR_SET_PDEATHSIG, SIGKILL)`), so the worker ends with the thread that
+started it: TFF's execution-context thread, which lives as long as the process (tested with kill -9).
+
 Binaries call `install()` at the start of `main`; tests call it before `tf.test.main()`, and benchmarks do the
-same. A process killed with SIGKILL cannot run any cleanup; that case is not covered.
+same.
 """
 
 import atexit
+import ctypes
 import gc
 import os
 import signal
+import subprocess
+import sys
 import time
+import types
 from typing import Optional
 
 import tensorflow_federated as tff
+from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
 # TFF exports `set_default_context` but not the no-default variant, which holds no executor.
 from tensorflow_federated.python.core.impl.context_stack import set_default_context as tff_default_context
 
@@ -121,6 +130,23 @@ def _release_and_shutdown() -> None:
 atexit.register(_release_and_shutdown)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+  """Runs in the forked worker before exec: the kernel sends it SIGKILL when its parent thread ends."""
+  ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class _WorkerPopen(subprocess.Popen):
+  """`subprocess.Popen` for TFF's worker, with the parent-death signal set (a subclass, so TFF's isinstance
+  checks hold)."""
+
+  def __init__(self, args, **kwargs):
+    kwargs.setdefault('preexec_fn', _die_with_parent)
+    super().__init__(args, **kwargs)
+
+
 def _exit_on_signal(signum, frame):
   del frame  # Unused.
   raise SystemExit(128 + signum)  # Runs `finally` blocks and the exit handler; the status names the signal.
@@ -135,6 +161,8 @@ def install() -> None:
   global _installed
   if _installed:
     return
+  if sys.platform.startswith('linux'):
+    executor_factory.subprocess = types.SimpleNamespace(Popen=_WorkerPopen)
   tff.backends.native.set_sync_local_cpp_execution_context()
   fast_serialization.install()
   for signum in (signal.SIGTERM, signal.SIGHUP):

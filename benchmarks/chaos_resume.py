@@ -1,0 +1,170 @@
+"""Chaos test of resuming: kill -9 a run at random moments, resume it each time, compare with an uninterrupted run.
+
+    bazel run //benchmarks:chaos_resume -- --kills=20 --algorithms=vanilla,fedtem,fedtkm
+
+Per method: one uninterrupted run of `run_experiment.py` on the synthetic task, then the same command started,
+SIGKILLed and restarted `--kills` times before it may finish. The kill moments are drawn from the run's seed:
+half at a uniform random time after the restarted run's first progress line, a quarter as soon as a checkpoint
+is being written (its staging directory appears), a quarter as soon as metrics.csv grows (a row being appended).
+At each kill the script records what was in flight (a checkpoint staged, a metrics row without its newline).
+
+Passes when, for every method, the final metrics.csv equals the uninterrupted run's cell for cell except
+`round_seconds`, and no TFF worker process outlives the killed runs. Prints one line per method and exits 1 on a
+failure. Not part of the test suite (minutes per method).
+"""
+
+import csv
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+
+from experiment import run_directory
+
+_KILLS = flags.DEFINE_integer('kills', 20, 'SIGKILLs per method before the run may finish.')
+_ALGORITHMS = flags.DEFINE_list('algorithms', ['vanilla', 'fedtem', 'fedtkm'], 'Methods to test.')
+_TOTAL_ROUNDS = flags.DEFINE_integer('total_rounds', 96, 'Rounds of each run.')
+_SEED = flags.DEFINE_integer('seed', 0, 'Seeds the kill moments.')
+_OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Where the runs go (default: a temporary directory).')
+
+_BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
+# Checkpoint every 4 rounds and evaluate every 4, so kills meet checkpoint saves and evaluation rows often.
+_RUN_FLAGS = ['--task=synthetic', '--clients_per_round=5', '--period=16', '--rounds_per_eval=4',
+              '--rounds_per_checkpoint=4', '--eval_batch_size=500']
+
+
+def _command(algorithm: str, root: str, name: str) -> list[str]:
+  return [sys.executable, _BINARY, *_RUN_FLAGS, f'--algorithm={algorithm}', f'--total_rounds={_TOTAL_ROUNDS.value}',
+          f'--root_output_dir={root}', f'--experiment_name={name}']
+
+
+def _environment() -> dict:
+  return dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+
+
+def _rows(path: str) -> list[dict]:
+  with open(path) as f:
+    return list(csv.DictReader(f))
+
+
+def _worker_pids() -> set[int]:
+  pids = set()
+  for entry in filter(str.isdigit, os.listdir('/proc')):
+    try:
+      with open(f'/proc/{entry}/cmdline', 'rb') as f:
+        if b'worker_binary' in f.read():
+          pids.add(int(entry))
+    except OSError:
+      pass
+  return pids
+
+
+def _in_flight(run_dir: str) -> list[str]:
+  """What was being written when the run was killed."""
+  found = []
+  staging = os.path.join(run_dir, run_directory.CHECKPOINTS, '.staging')
+  if os.path.isdir(staging) and os.listdir(staging):
+    found.append('checkpoint')
+  metrics = os.path.join(run_dir, run_directory.METRICS)
+  if os.path.exists(metrics):
+    with open(metrics, 'rb') as f:
+      f.seek(max(os.path.getsize(metrics) - 1, 0))
+      if f.read(1) not in (b'\n', b''):
+        found.append('partial row')
+  return found
+
+
+def _wait_for(predicate, child: subprocess.Popen, timeout: float) -> bool:
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline and child.poll() is None:
+    if predicate():
+      return True
+    time.sleep(0.002)
+  return False
+
+
+def _kill_once(algorithm: str, root: str, name: str, moment: str, rng: random.Random) -> tuple[bool, list[str]]:
+  """Starts the run, kills it at `moment`; returns (killed before it finished, what was in flight)."""
+  run_dir = os.path.join(root, name)
+  metrics = os.path.join(run_dir, run_directory.METRICS)
+  staging = os.path.join(run_dir, run_directory.CHECKPOINTS, '.staging')
+  child = subprocess.Popen(_command(algorithm, root, name), env=_environment(), stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+  # Training has started once the first progress line is printed.
+  for line in child.stdout:
+    if line.startswith('round '):
+      break
+  if moment == 'checkpoint':
+    _wait_for(lambda: os.path.isdir(staging) and bool(os.listdir(staging)), child, timeout=120)
+  elif moment == 'row':
+    size = os.path.getsize(metrics)
+    _wait_for(lambda: os.path.getsize(metrics) != size, child, timeout=120)
+  else:
+    time.sleep(rng.uniform(0.0, 3.0))
+  killed = child.poll() is None
+  child.kill()
+  child.wait()
+  child.stdout.close()
+  return killed, _in_flight(run_dir) if killed else []
+
+
+def _check(algorithm: str, root: str, rng: random.Random) -> tuple[bool, str]:
+  reference = subprocess.run(_command(algorithm, root, 'uninterrupted'), env=_environment(), capture_output=True,
+                             text=True)
+  if reference.returncode != 0:
+    return False, f'the uninterrupted run failed: {reference.stderr.strip().splitlines()[-1:]}'
+  moments = ['random'] * (_KILLS.value // 2) + ['checkpoint'] * (_KILLS.value // 4)
+  moments += ['row'] * (_KILLS.value - len(moments))
+  rng.shuffle(moments)
+  kills, in_flight = 0, {'checkpoint': 0, 'partial row': 0}
+  for moment in moments:
+    killed, found = _kill_once(algorithm, root, 'chaos', moment, rng)
+    kills += killed
+    for item in found:
+      in_flight[item] += 1
+  final = subprocess.run(_command(algorithm, root, 'chaos'), env=_environment(), capture_output=True, text=True)
+  if final.returncode != 0:
+    return False, f'the resumed run failed: {final.stderr.strip().splitlines()[-1:]}'
+  expected = _rows(os.path.join(root, 'uninterrupted', run_directory.METRICS))
+  actual = _rows(os.path.join(root, 'chaos', run_directory.METRICS))
+  differences = [(e['round'], column) for e, a in zip(expected, actual) for column in e
+                 if column != 'round_seconds' and e[column] != a.get(column)]
+  identical = len(expected) == len(actual) and not differences
+  summary = (f'{kills}/{len(moments)} kills landed before the end (in flight: {in_flight["checkpoint"]} checkpoint '
+             f'saves, {in_flight["partial row"]} partial metrics rows); final metrics.csv '
+             f'{"identical" if identical else "DIFFERENT"} to the uninterrupted run ({len(actual)} vs '
+             f'{len(expected)} rows{", first differences " + str(differences[:3]) if differences else ""})')
+  return identical and kills == len(moments), summary
+
+
+def main(argv):
+  del argv  # Unused.
+  root = _OUTPUT_DIR.value or tempfile.mkdtemp(prefix='chaos_resume_')
+  workers_before = _worker_pids()
+  passed = True
+  for index, algorithm in enumerate(_ALGORITHMS.value):
+    started = time.monotonic()
+    ok, summary = _check(algorithm, os.path.join(root, algorithm), random.Random(_SEED.value * 1000 + index))
+    passed &= ok
+    print(f'{algorithm}: {"PASS" if ok else "FAIL"} - {summary} ({time.monotonic() - started:.0f} s)', flush=True)
+  time.sleep(1.0)
+  orphans = _worker_pids() - workers_before
+  if orphans:
+    passed = False
+    print(f'FAIL: {len(orphans)} TFF worker processes outlived their killed runs', flush=True)
+    for pid in orphans:
+      os.kill(pid, signal.SIGKILL)
+  else:
+    print('No TFF worker process outlived a killed run.')
+  print(f'Runs in {root}')
+  sys.exit(0 if passed else 1)
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,95 @@
+"""Soak benchmark: resident memory of the driver and of TFF's worker over a long run.
+
+    bazel run //benchmarks:soak_memory -- --total_rounds=2000 --algorithms=vanilla,fedtem
+
+Runs `run_experiment.py` on the synthetic task with its defaults (10 clients per round, evaluation every 8
+rounds, checkpoints every 8) and reads the resident set size (VmRSS in /proc) of the driver process and of its TFF
+`worker_binary` child every `--sample_every` rounds, when the run prints that round's progress line. Growth is
+measured from the sample at `--baseline_round` (after TF's one-off allocations: tracing, the first evaluation and
+checkpoint) to the last sample. Writes every sample to <output_dir>/<algorithm>_memory.csv and prints one line per
+method. Not part of the test suite (minutes per method).
+"""
+
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl import app
+from absl import flags
+
+_ALGORITHMS = flags.DEFINE_list('algorithms', ['vanilla', 'fedtem'], 'Methods to soak.')
+_TOTAL_ROUNDS = flags.DEFINE_integer('total_rounds', 2000, 'Rounds of each run.')
+_SAMPLE_EVERY = flags.DEFINE_integer('sample_every', 50, 'Rounds between memory samples.')
+_BASELINE_ROUND = flags.DEFINE_integer('baseline_round', 100, 'The sample growth is measured from.')
+_OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Where the runs and samples go (default: a temporary '
+                                  'directory).')
+
+_BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
+
+
+def _rss_mb(pid: int) -> float:
+  with open(f'/proc/{pid}/status') as f:
+    for line in f:
+      if line.startswith('VmRSS:'):
+        return int(line.split()[1]) / 1024.0
+  return float('nan')
+
+
+def _worker_pid(parent_pid: int) -> int:
+  for entry in filter(str.isdigit, os.listdir('/proc')):
+    try:
+      with open(f'/proc/{entry}/stat') as f:
+        parent = int(f.read().rsplit(')', 1)[1].split()[1])
+      with open(f'/proc/{entry}/cmdline', 'rb') as f:
+        if parent == parent_pid and b'worker_binary' in f.read():
+          return int(entry)
+    except OSError:
+      continue
+  raise RuntimeError('no TFF worker found')
+
+
+def _soak(algorithm: str, root: str) -> list[tuple[int, float, float]]:
+  """[(round, driver MB, worker MB)] every `--sample_every` rounds."""
+  command = [sys.executable, _BINARY, '--task=synthetic', f'--algorithm={algorithm}',
+             f'--total_rounds={_TOTAL_ROUNDS.value}', f'--root_output_dir={root}', f'--experiment_name={algorithm}',
+             '--overwrite']
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+  child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+  samples = []
+  for line in child.stdout:
+    if not line.startswith('round '):
+      continue
+    round_num = int(line.split()[1].split('/')[0])
+    if round_num % _SAMPLE_EVERY.value == 0:
+      samples.append((round_num, _rss_mb(child.pid), _rss_mb(_worker_pid(child.pid))))
+  if child.wait() != 0:
+    raise RuntimeError(f'{algorithm} run failed')
+  return samples
+
+
+def _growth(samples, column: int) -> float:
+  baseline = next(sample for sample in samples if sample[0] >= _BASELINE_ROUND.value)
+  return (samples[-1][column] - baseline[column]) / baseline[column]
+
+
+def main(argv):
+  del argv  # Unused.
+  root = _OUTPUT_DIR.value or tempfile.mkdtemp(prefix='soak_memory_')
+  for algorithm in _ALGORITHMS.value:
+    samples = _soak(algorithm, root)
+    with open(os.path.join(root, f'{algorithm}_memory.csv'), 'w', newline='') as f:
+      writer = csv.writer(f)
+      writer.writerow(['round', 'driver_rss_mb', 'worker_rss_mb'])
+      writer.writerows(samples)
+    first, baseline, last = samples[0], next(s for s in samples if s[0] >= _BASELINE_ROUND.value), samples[-1]
+    print(f'{algorithm}: driver {first[1]:.0f} MB (round {first[0]}) / {baseline[1]:.0f} MB (round {baseline[0]}) '
+          f'-> {last[1]:.0f} MB (round {last[0]}), growth {100 * _growth(samples, 1):+.1f}%; worker '
+          f'{first[2]:.0f} / {baseline[2]:.0f} -> {last[2]:.0f} MB, growth {100 * _growth(samples, 2):+.1f}%',
+          flush=True)
+  print(f'Samples in {root}')
+
+
+if __name__ == '__main__':
+  app.run(main)
