@@ -40,11 +40,20 @@ from experiment import training_loop
 from models import multi_branch
 from periodic_shift import client_sampler
 from periodic_shift import day_probability
+from periodic_shift import scenario as scenario_lib
 from tasks import registry as tasks
 from utils import execution_context
 
 _TASK = flags.DEFINE_string('task', 'synthetic', f'One of {", ".join(tasks.TASKS)}.')
 _ALGORITHM = flags.DEFINE_string('algorithm', 'vanilla', f'One of {", ".join(algorithms.ALGORITHMS)}.')
+_SCENARIO = flags.DEFINE_string('scenario', 'periodic', f'Shift scenario: one of {", ".join(scenario_lib.SCENARIOS)} '
+                                '(see periodic_shift/scenario.py).')
+_MIXTURE_SCHEDULE = flags.DEFINE_string('mixture_schedule', 'linear', 'mixture_drift: shape of the domain-share '
+                                        'cycles, linear or cosine (seed 000).')
+_NUM_CYCLES = flags.DEFINE_float('num_cycles', 3.0, 'mixture_drift: cycles of the domain shares over the run.')
+_MIXTURE_TEST = flags.DEFINE_string('mixture_test', 'current', 'mixture_drift: test_mixture_accuracy weighs the '
+                                    'domains by the round\'s shares (current) or equally (balanced).')
+_NUM_CLIENTS = flags.DEFINE_integer('num_clients', 80, 'mixture_drift: clients, each holding data of every domain.')
 _SHIFT_FN = flags.DEFINE_string('shift_fn', 'linear', f'q(t): one of {", ".join(day_probability.SHIFT_FUNCTIONS)}.')
 _SHIFT_P = flags.DEFINE_float('shift_p', 1.0, 'Exponent p of q(t) (Eq. 3), > 0.')
 _PERIOD = flags.DEFINE_integer('period', None, 'Period T in rounds (>= 2). Default: the task\'s.')
@@ -117,7 +126,7 @@ def _hyperparameters() -> dict:
   values = {flag.name: _resolved(flag, defaults) for flag in (
       _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_BATCH_SIZE, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON,
       _MAX_ELEMENTS)}
-  day_probability.validate(_SHIFT_FN.value, values['period'], _SHIFT_P.value)
+  _scenario_config(values).validate()
   for flag in _POSITIVE_INTEGERS + _POSITIVE_FLOATS:
     value = values.get(flag.name, flag.value)
     if value is None or not value > 0:
@@ -137,6 +146,13 @@ def _hyperparameters() -> dict:
   if _ALGORITHM.value == 'fedtkm':
     _fedtkm_config(values['period']).validate(_NUM_BRANCHES.value)
   return values
+
+
+def _scenario_config(values: dict) -> scenario_lib.Config:
+  return scenario_lib.Config(
+      name=_SCENARIO.value, shift_fn=_SHIFT_FN.value, shift_p=_SHIFT_P.value, period=values['period'],
+      total_rounds=values['total_rounds'], mixture_schedule=_MIXTURE_SCHEDULE.value, num_cycles=_NUM_CYCLES.value,
+      mixture_test=_MIXTURE_TEST.value, num_clients=_NUM_CLIENTS.value)
 
 
 def _fedtem_config(period: int) -> fedtem.Config:
@@ -159,8 +175,11 @@ def _fedtkm_config(period: int) -> fedtkm.Config:
 def _output_dir(values: dict) -> str:
   """<root_output_dir>/<experiment_name>; raises RunDirectoryError for a name that would leave the root."""
   name = _EXPERIMENT_NAME.value
-  if name is None:
+  if name is None and _SCENARIO.value == 'periodic':
     name = f'{_TASK.value}_{_ALGORITHM.value}_{_SHIFT_FN.value}_p{_SHIFT_P.value:g}_T{values["period"]}_s{_SEED.value}'
+  elif name is None:
+    name = (f'{_TASK.value}_{_ALGORITHM.value}_{_SCENARIO.value}_{_MIXTURE_SCHEDULE.value}_c{_NUM_CYCLES.value:g}_'
+            f's{_SEED.value}')
   run_directory.validate_name(name)
   root = _ROOT_OUTPUT_DIR.value
   if not os.path.isabs(root):  # Under `bazel run`, relative paths mean the user's working directory.
@@ -201,19 +220,15 @@ def main(argv):
     task = tasks.create(_TASK.value, _CACHE_DIR.value, _SEED.value)
   except (ValueError, FileNotFoundError) as error:
     _fail(str(error))
-  try:
-    run_directory.prepare(output_dir, config, _OVERWRITE.value)
-  except run_directory.RunDirectoryError as error:
-    _fail(str(error))
-  shift_fn = 'none' if algorithms.is_shift_free(_ALGORITHM.value) else _SHIFT_FN.value
+  shift_free = algorithms.is_shift_free(_ALGORITHM.value)
+  shift_fn = 'none' if shift_free else _SHIFT_FN.value
   populations = task.mode_client_ids()
-  day_share = len(populations[client_sampler.DAY]) / sum(len(ids) for ids in populations)
-  q = day_probability.build_day_probability_fn(shift_fn, values['period'], _SHIFT_P.value, day_share)
   try:
-    sampler = client_sampler.RoundSampler(populations, values['clients_per_round'],
-                                          client_sampler.day_night_probabilities(q), _SEED.value)
+    scenario = scenario_lib.build(_scenario_config(values), populations, task.client_sizes,
+                                  values['clients_per_round'], _SEED.value, shift_free)
+    run_directory.prepare(output_dir, config, _OVERWRITE.value)
   except ValueError as error:
-    _fail(f'--{error}')
+    _fail(str(error))
 
   client_spec = tff.simulation.baselines.ClientSpec(
       num_epochs=_CLIENT_EPOCHS.value, batch_size=values['client_batch_size'],
@@ -243,7 +258,7 @@ def main(argv):
       seed=_SEED.value, rounds_per_checkpoint=_ROUNDS_PER_CHECKPOINT.value)
   started = time.monotonic()
   try:
-    training_loop.run(algorithm, task, sampler, learning_process.initial_weights(model_fn, _SEED.value),
+    training_loop.run(algorithm, task, scenario, learning_process.initial_weights(model_fn, _SEED.value),
                       loop_config, output_dir)
   except run_directory.RunDirectoryError as error:
     _fail(str(error))
@@ -264,7 +279,7 @@ def main(argv):
 
 
 _FLAG_NAMES = frozenset(flag.name for flag in (
-    _TASK, _ALGORITHM, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
+    _TASK, _ALGORITHM, _SCENARIO, _MIXTURE_SCHEDULE, _NUM_CYCLES, _MIXTURE_TEST, _NUM_CLIENTS, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
     _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
     _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
     _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY,

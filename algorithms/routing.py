@@ -42,8 +42,9 @@ def client_examples(batches: tf.data.Dataset) -> ClientExamples:
 
 
 def client_mode(examples: dict) -> tf.Tensor:
-  """A client's true mode (int32 scalar) from its examples' `mode` (simulation metrics only)."""
-  return tf.reduce_max(tf.cast(examples['mode'], tf.int32))
+  """A client's true mode (int32 scalar): the domain most of its examples' `mode` have, the lowest on a tie (a
+  client of one domain has that domain; mixture scenarios give clients several). Simulation metrics only."""
+  return tf.argmax(tf.math.bincount(tf.cast(examples['mode'], tf.int32)), output_type=tf.int32)
 
 
 def client_confusion(mode: tf.Tensor, branch: tf.Tensor, num_modes: int, num_branches: int) -> tf.Tensor:

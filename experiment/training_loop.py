@@ -1,15 +1,16 @@
 """The simulation loop: sample a round's clients, run the learning process, evaluate, release, checkpoint.
 
 Outputs in `output_dir` (all through `tff.program`):
-  metrics.csv    `tff.program.CSVFileReleaseManager`, one row per round (key `round`): `q` (true q(t)),
-                 `day_fraction`, the client work's measurements (`train_loss`, `train_accuracy`, ...),
-                 `round_seconds`, and on evaluation rounds the test metrics;
+  metrics.csv    `tff.program.CSVFileReleaseManager`, one row per round (key `round`): the scenario's true shift
+                 (`q` and `day_fraction` for the periodic shift, domain shares for mixtures), the client work's
+                 measurements (`train_loss`, `train_accuracy`, ...), `round_seconds`, and on evaluation rounds the
+                 test metrics (with `test_mixture_accuracy` where the scenario weighs its domains' test sets);
   tensorboard/   `tff.program.TensorBoardReleaseManager`, the same values;
   checkpoints/   the learning-process state after each checkpointed round (`experiment.run_directory.Checkpoints`,
                  written atomically).
 
 Resuming: on start the latest checkpoint is restored (one that does not load stops the run), metrics.csv is cut
-back to the rows up to its round, and training continues with the next round. Client sampling and client
+back to the rows up to its round, and training continues with the next round. The scenario's plans and client
 shuffling depend only on (seed, round), so an interrupted and resumed run produces the same metrics as an
 uninterrupted one, wherever it was killed.
 
@@ -34,6 +35,7 @@ import tree
 from algorithms import registry as algorithms
 from experiment import run_directory
 from periodic_shift import client_sampler
+from periodic_shift import scenario as scenario_lib
 from tasks import task as task_lib
 
 
@@ -90,7 +92,11 @@ def numeric_fault(process: tff.learning.templates.LearningProcess, output, num_c
 
 def _progress_line(round_num: int, total_rounds: int, row: dict, rounds_per_second: float) -> str:
   left = (total_rounds - round_num) / max(rounds_per_second, 1e-9)
-  line = (f'round {round_num}/{total_rounds}  q={row["q"]:.2f} day={row["day_fraction"]:.2f}  '
+  if 'q' in row:
+    shift = f'q={row["q"]:.2f} day={row["day_fraction"]:.2f}'
+  else:
+    shift = 'shares=' + '/'.join(f'{row[key]:.2f}' for key in sorted(row) if key.startswith('domain_share_'))
+  line = (f'round {round_num}/{total_rounds}  {shift}  '
           f'train_loss={row["train_loss"]:.3f} train_acc={row["train_accuracy"]:.3f}')
   if row.get('nonfinite_clients'):
     line += f'  left_out={int(row["nonfinite_clients"])} (non-finite)'
@@ -122,7 +128,12 @@ def final_metrics(rows: list[dict[str, float]], window_rounds: int) -> dict[str,
   return result
 
 
-def run(algorithm: algorithms.Algorithm, task: task_lib.Task, sampler: client_sampler.RoundSampler,
+def mixture_accuracy(metrics: dict, mode_names, weights: np.ndarray) -> float:
+  """sum_k w_k acc_k over the per-domain test accuracies `test_<name>_accuracy`."""
+  return float(sum(w * metrics[f'test_{name}_accuracy'] for w, name in zip(weights, mode_names)))
+
+
+def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario_lib.Scenario,
         initial_weights: tff.learning.models.ModelWeights, config: LoopConfig, output_dir: str) -> None:
   """Trains rounds 1..total_rounds, resuming after the last checkpoint.
 
@@ -142,12 +153,10 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, sampler: client_sa
   started, rounds_done = time.monotonic(), 0
   for round_num in range(last_round + 1, config.total_rounds + 1):
     round_started = time.monotonic()
-    sample = sampler.sample(round_num)
-    datasets = [
-        task.client_dataset(mode, client_id, config.client_spec,
-                            client_sampler.derived_seed(config.seed, round_num, index))
-        for index, (client_id, mode) in enumerate(zip(sample.client_ids, sample.modes))
-    ]
+    plan = scenario.round_plan(round_num)
+    datasets = [task.plan_dataset(client, config.client_spec,
+                                  client_sampler.derived_seed(config.seed, round_num, index))
+                for index, client in enumerate(plan.clients)]
     output = algorithm.process.next(state, datasets)
     fault = numeric_fault(algorithm.process, output, len(datasets))
     if fault is not None:
@@ -157,11 +166,13 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, sampler: client_sa
               'no round had completed')
       raise NumericFault(f'round {round_num}: {fault}; the run stopped and {kept} in {output_dir}.')
     state = output.state
-    row = {'q': float(sampler.mode_probabilities(round_num)[client_sampler.DAY]),
-           'day_fraction': sample.mode_fraction(client_sampler.DAY)}
+    row = scenario.round_metrics(round_num, plan)
     row.update({key: float(np.asarray(value)) for key, value in output.metrics['client_work'].items()})
     if round_num % config.rounds_per_eval == 0 or round_num == config.total_rounds:
       row.update(algorithm.evaluate(state))
+      weights = scenario.test_weights(round_num)
+      if weights is not None:
+        row['test_mixture_accuracy'] = mixture_accuracy(row, task.mode_names, weights)
     row['round_seconds'] = time.monotonic() - round_started
     outputs.release(row, round_num)
     if round_num % config.rounds_per_checkpoint == 0 or round_num == config.total_rounds:

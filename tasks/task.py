@@ -14,14 +14,23 @@ Python traces no TensorFlow function (which would cost more than the round's tra
    `OrderedDict(x=..., y=...)`, and `mode` is added.
 
 The true mode is there for simulation-only metrics (routing accuracy); no method may use it to decide anything.
+
+Shift scenarios (`periodic_shift.scenario`) say which examples a client holds in a round; `plan_dataset` builds
+them. Domain k of a scenario is mode (base population) k of the task; a client wholly of one domain gets exactly
+the `client_dataset` pipeline, and a mixed client gets, per part, a seeded random subset of its source client's
+examples, each labelled with its domain, concatenated and then preprocessed like any client.
 """
 
 import collections
 import dataclasses
+import functools
 from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 import tensorflow_federated as tff
+
+from periodic_shift import client_sampler
+from periodic_shift import scenario as scenario_lib
 
 BatchFn = Callable[[collections.OrderedDict], collections.OrderedDict]
 ModelFn = Callable[[int], tf.keras.Model]
@@ -76,6 +85,21 @@ class Task:
     dataset = self.train_data[mode].create_tf_dataset_for_client(client_id)
     return preprocess_client(dataset, mode, client_spec, shuffle_seed)
 
+  def plan_dataset(self, plan: scenario_lib.ClientPlan, client_spec: tff.simulation.baselines.ClientSpec,
+                   shuffle_seed: int) -> tf.data.Dataset:
+    """One client's training batches `(raw_batch, domain)` for its plan in a round, before `model_batches`."""
+    if len(plan.parts) == 1 and plan.parts[0].num_examples is None:
+      part = plan.parts[0]
+      return self.client_dataset(part.domain, part.source_id, client_spec, shuffle_seed)
+    parts = []
+    for index, part in enumerate(plan.parts):
+      source = self.train_data[part.domain].create_tf_dataset_for_client(part.source_id)
+      source = source.shuffle(_SHUFFLE_BUFFER, seed=client_sampler.derived_seed(shuffle_seed, index))
+      if part.num_examples is not None:
+        source = source.take(part.num_examples)
+      parts.append(_with_mode(source, part.domain))
+    return _preprocess_labelled(functools.reduce(tf.data.Dataset.concatenate, parts), client_spec, shuffle_seed)
+
   def test_dataset(self, mode: Optional[int], batch_size: int) -> tf.data.Dataset:
     """Test batches `OrderedDict(x, y, mode)` of one mode."""
     dataset = _with_mode(self.test_data[mode], mode).batch(batch_size)
@@ -87,15 +111,27 @@ def _with_mode(dataset: tf.data.Dataset, mode: int) -> tf.data.Dataset:
   return tf.data.Dataset.zip((dataset, tf.data.Dataset.from_tensors(tf.constant(mode, tf.int32)).repeat()))
 
 
-def preprocess_client(dataset: tf.data.Dataset, mode: int, client_spec: tff.simulation.baselines.ClientSpec,
-                      shuffle_seed: int) -> tf.data.Dataset:
-  """shuffle -> repeat(num_epochs) -> take(max_elements) -> pair with mode -> batch."""
+def _shuffled_epochs(dataset: tf.data.Dataset, client_spec: tff.simulation.baselines.ClientSpec,
+                     shuffle_seed: int) -> tf.data.Dataset:
+  """shuffle -> repeat(num_epochs) -> take(max_elements)."""
   buffer_size = client_spec.shuffle_buffer_size or _SHUFFLE_BUFFER
   dataset = dataset.shuffle(buffer_size, seed=shuffle_seed, reshuffle_each_iteration=True)
   dataset = dataset.repeat(client_spec.num_epochs)
   if client_spec.max_elements is not None and client_spec.max_elements > 0:
     dataset = dataset.take(client_spec.max_elements)
-  return _with_mode(dataset, mode).batch(client_spec.batch_size)
+  return dataset
+
+
+def preprocess_client(dataset: tf.data.Dataset, mode: int, client_spec: tff.simulation.baselines.ClientSpec,
+                      shuffle_seed: int) -> tf.data.Dataset:
+  """shuffle -> repeat(num_epochs) -> take(max_elements) -> pair with mode -> batch."""
+  return _with_mode(_shuffled_epochs(dataset, client_spec, shuffle_seed), mode).batch(client_spec.batch_size)
+
+
+def _preprocess_labelled(dataset: tf.data.Dataset, client_spec: tff.simulation.baselines.ClientSpec,
+                         shuffle_seed: int) -> tf.data.Dataset:
+  """`preprocess_client` for elements already paired with their domain."""
+  return _shuffled_epochs(dataset, client_spec, shuffle_seed).batch(client_spec.batch_size)
 
 
 def model_batches(dataset: tf.data.Dataset, batch_fn: BatchFn) -> tf.data.Dataset:

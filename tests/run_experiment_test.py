@@ -221,6 +221,42 @@ class ReliabilityTest(absltest.TestCase):
     self._assert_one_line_error(result, 2, 'cannot write the run directory .*Not a directory')
 
 
+class ScenarioTest(parameterized.TestCase):
+
+  def test_default_command_metrics_are_unchanged(self):
+    # The periodic scenario reproduces the landed day/night sampler exactly: the default command's first 32
+    # rounds, recorded before the scenario layer existed, cell for cell (timings aside).
+    root = self.create_tempdir().full_path
+    result = _run(['--total_rounds=32', f'--root_output_dir={root}', '--experiment_name=default'])
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    golden_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'testdata',
+                               'default_metrics_32_rounds.csv')
+    with open(golden_path) as f:
+      expected = list(csv.DictReader(f))
+    actual = _rows(os.path.join(root, 'default'))
+    self.assertLen(actual, len(expected))
+    for expected_row, actual_row in zip(expected, actual):
+      for column, value in expected_row.items():
+        self.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
+
+  @parameterized.parameters('vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss',
+                            'fedem', 'fedtem', 'fedtkm')
+  def test_every_method_runs_on_mixture_drift(self, algorithm):
+    root = self.create_tempdir().full_path
+    result = _run(['--task=synthetic', '--scenario=mixture_drift', f'--algorithm={algorithm}', '--num_clients=20',
+                   '--clients_per_round=4', '--total_rounds=2', '--num_cycles=0.5', '--period=2',
+                   '--rounds_per_eval=2', '--eval_batch_size=500', f'--root_output_dir={root}',
+                   '--experiment_name=m'])
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    rows = _rows(os.path.join(root, 'm'))
+    self.assertLen(rows, 2)
+    # One cycle over 4 rounds: a(1) = 1/2, a(2) = 1 (No-Dist-Shift: 1/2 throughout).
+    expected_share = 0.5 if algorithm.startswith('nds') else 1.0
+    self.assertEqual(float(rows[1]['scheduled_share_0']), expected_share)
+    self.assertBetween(float(rows[1]['domain_share_0']), 0.0, 1.0)
+    self.assertBetween(float(rows[1]['test_mixture_accuracy']), 0.0, 1.0)
+
+
 class BaselinesTest(parameterized.TestCase):
 
   @parameterized.parameters('scsgd', 'tshot_kmeans', 'min_loss', 'fedem', 'vanilla_single', 'nds_single')

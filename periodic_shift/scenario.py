@@ -1,0 +1,247 @@
+"""Shift scenarios: for every round, which clients take part and which examples of which domain each one holds.
+
+A *domain* is one base population of the task (the day or night mode, CIFAR-10 or CIFAR-100, a synthetic
+component); scenarios of later seeds add an input transform or a label permutation to a base. A scenario answers,
+for round t, with a `RoundPlan`: the participating clients and, for each, its `Part`s, i.e. how many examples of
+which domain it takes from which client of that domain's base population. Every example carries its domain index
+through training and evaluation (the `mode` feature of `tasks.task`) for simulation metrics only; no method may
+use it to decide anything, and methods never see the scenario.
+
+Every random choice of round t is a function of (seed, t) and, per client, of (seed, t, client position), so a
+resumed run draws the same data.
+
+Scenarios here:
+- `PeriodicScenario` (seed 002, Eq. 2): m clients, each wholly of one domain, drawn with the periodic day
+  probability q(t); it is exactly `client_sampler.RoundSampler`.
+- `MixtureDriftScenario` (seed 000, pFedEM, digest section 3.3): every client holds data of all K base
+  distributions and the shares of the round's data follow linear or cosine cycles (see its docstring).
+"""
+
+import abc
+import dataclasses
+from typing import Optional, Sequence
+
+import numpy as np
+
+from periodic_shift import client_sampler
+from periodic_shift import day_probability
+
+SCENARIOS = ('periodic', 'mixture_drift')
+MIXTURE_SCHEDULES = ('linear', 'cosine', 'none')
+MIXTURE_TESTS = ('current', 'balanced')
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """A scenario and its settings (the binary's flags of the same names).
+
+  periodic:       shift_fn, shift_p, period (q(t) of Eq. 3, seed 002);
+  mixture_drift:  mixture_schedule, num_cycles (cycles over total_rounds), mixture_test, num_clients (seed 000).
+  """
+  name: str = 'periodic'
+  shift_fn: str = 'linear'
+  shift_p: float = 1.0
+  period: int = 32
+  total_rounds: int = 256
+  mixture_schedule: str = 'linear'
+  num_cycles: float = 3.0
+  mixture_test: str = 'current'
+  num_clients: int = 80
+
+  def validate(self) -> None:
+    """Raises ValueError (one line, naming the flag) for settings that no population can make valid."""
+    if self.name not in SCENARIOS:
+      raise ValueError(f'scenario must be one of {", ".join(SCENARIOS)}; got {self.name!r}.')
+    if self.name == 'periodic':
+      day_probability.validate(self.shift_fn, self.period, self.shift_p)
+      return
+    if self.mixture_schedule not in MIXTURE_SCHEDULES:
+      raise ValueError(f'mixture_schedule must be one of {", ".join(MIXTURE_SCHEDULES)}; got '
+                       f'{self.mixture_schedule!r}.')
+    if self.mixture_test not in MIXTURE_TESTS:
+      raise ValueError(f'mixture_test must be one of {", ".join(MIXTURE_TESTS)}; got {self.mixture_test!r}.')
+    if not self.num_cycles > 0 or not self.total_rounds / self.num_cycles >= 2:
+      raise ValueError(f'num_cycles must be > 0 with cycles of at least 2 rounds; got {self.num_cycles:g} over '
+                       f'{self.total_rounds} rounds.')
+    if self.num_clients < 1:
+      raise ValueError(f'num_clients must be >= 1; got {self.num_clients}.')
+
+
+def build(config: Config, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
+          clients_per_round: int, seed: int, shift_free: bool = False) -> 'Scenario':
+  """The scenario of `config` over the task's base populations; `shift_free` removes the shift (No-Dist-Shift).
+
+  Raises ValueError when the populations cannot provide what the settings ask (message names the flag).
+  """
+  config.validate()
+  if config.name == 'periodic':
+    shift_fn = 'none' if shift_free else config.shift_fn
+    day_share = len(base_client_ids[client_sampler.DAY]) / sum(len(ids) for ids in base_client_ids)
+    q = day_probability.build_day_probability_fn(shift_fn, config.period, config.shift_p, day_share)
+    try:
+      sampler = client_sampler.RoundSampler(base_client_ids, clients_per_round,
+                                            client_sampler.day_night_probabilities(q), seed)
+    except ValueError as error:
+      raise ValueError(f'--{error}') from error
+    return PeriodicScenario(sampler)
+  schedule = 'none' if shift_free else config.mixture_schedule
+  return MixtureDriftScenario(base_client_ids, base_client_sizes, config.num_clients, clients_per_round,
+                              config.total_rounds / config.num_cycles, schedule, config.mixture_test, seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+  """`num_examples` examples (None: all) of domain `domain` from client `source_id` of its base population."""
+  domain: int
+  source_id: str
+  num_examples: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientPlan:
+  """One participating client's data in a round: its parts, in domain order."""
+  client_id: str
+  parts: tuple[Part, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundPlan:
+  """The participants of one round and what each holds."""
+  clients: tuple[ClientPlan, ...]
+
+
+class Scenario(abc.ABC):
+  """What the training loop asks of a shift scenario."""
+
+  @property
+  @abc.abstractmethod
+  def num_domains(self) -> int:
+    """K, the number of domains examples are labelled with."""
+
+  @abc.abstractmethod
+  def round_plan(self, round_num: int) -> RoundPlan:
+    """The clients of round `round_num` and their data; a pure function of (seed, round_num)."""
+
+  @abc.abstractmethod
+  def round_metrics(self, round_num: int, plan: RoundPlan) -> dict[str, float]:
+    """The true shift of the round, for metrics.csv (e.g. q(t) and the day share of its clients)."""
+
+  def test_weights(self, round_num: int) -> Optional[np.ndarray]:
+    """Weights [K] of the per-domain test accuracies in the round's test accuracy, or None (the union test set)."""
+    del round_num  # Unused.
+    return None
+
+
+class PeriodicScenario(Scenario):
+  """Seed 002's periodic day/night shift (Eq. 2): each client is wholly of the domain (mode) it was drawn from."""
+
+  def __init__(self, sampler: client_sampler.RoundSampler):
+    self._sampler = sampler
+
+  @property
+  def num_domains(self) -> int:
+    return self._sampler.num_modes
+
+  def round_plan(self, round_num: int) -> RoundPlan:
+    sample = self._sampler.sample(round_num)
+    return RoundPlan(tuple(ClientPlan(client_id, (Part(int(mode), client_id),))
+                           for client_id, mode in zip(sample.client_ids, sample.modes)))
+
+  def round_metrics(self, round_num: int, plan: RoundPlan) -> dict[str, float]:
+    """`q`: the true q(t); `day_fraction`: the day share of the round's clients."""
+    modes = np.array([client.parts[0].domain for client in plan.clients])
+    return {'q': float(self._sampler.mode_probabilities(round_num)[client_sampler.DAY]),
+            'day_fraction': float(np.mean(modes == client_sampler.DAY))}
+
+
+def mixture_shares(round_num, num_domains: int, cycle_rounds: float, schedule: str) -> np.ndarray:
+  """a(t) [K]: the scheduled share of each domain in the data of round t (seed 000, digest section 3.3).
+
+  With phi = (t mod P) / P for a cycle of P rounds (fractional P allowed, e.g. 200 / 3), domain k has weight
+  g(phi + k / K), g(phi) = 1 - |1 - 2 phi| (`linear`: 0 -> 1 -> 0) or (1 - cos(2 pi phi)) / 2 (`cosine`), and the
+  shares are the weights normalized. For K = 2 the weights already sum to 1: domain 0 (the day mode, CIFAR-10) has
+  share a(t) starting at 0, domain 1 has 1 - a(t), the digest's reading of "the portion of CIFAR-10 increases
+  linearly from 0 to 1, and then decreases to 0". For K > 2 (the paper does not describe its K = 3 schedule) the
+  K cycles are evenly phase-shifted. `none`: 1 / K each (no drift, for No-Dist-Shift).
+  """
+  if schedule == 'none':
+    return np.full(num_domains, 1.0 / num_domains)
+  phases = np.mod(np.mod(round_num, cycle_rounds) / cycle_rounds + np.arange(num_domains) / num_domains, 1.0)
+  if schedule == 'linear':
+    weights = 1.0 - day_probability.linear(phases, 1.0)
+  else:
+    weights = 1.0 - day_probability.cosine(phases, 1.0)
+  return weights / weights.sum()
+
+
+class MixtureDriftScenario(Scenario):
+  """Seed 000's shift: every client holds all K domains; the shares of the round's data follow cycles.
+
+  Clients: `num_clients` scenario clients; client c is paired, by a seeded permutation of each base population,
+  with one source client of every base (so it holds data of all K distributions). Round t draws `clients_per_round`
+  of them uniformly without replacement. A client's round has n_c = min_k |source_k| examples (so every domain can
+  supply any share), split over the domains as (n_1, ..., n_K) ~ Multinomial(n_c, a(t)) (`mixture_shares`); the
+  n_k examples of domain k are a seeded random subset of its source client's data.
+
+  Test (`test`): `current` weighs the per-domain test accuracies by a(t) (the test data follow the round's mixture,
+  as the seed's CIFAR experiment); `balanced` weighs them equally (its EMNIST "50% digits and 50% letters").
+  """
+
+  def __init__(self, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
+               num_clients: int, clients_per_round: int, cycle_rounds: float, schedule: str, test: str, seed: int):
+    num_domains = len(base_client_ids)
+    smallest = min(len(ids) for ids in base_client_ids)
+    if not 1 <= num_clients <= smallest:
+      raise ValueError(f'--num_clients must be between 1 and the smallest base population ({smallest}); got '
+                       f'{num_clients}.')
+    if not 1 <= clients_per_round <= num_clients:
+      raise ValueError(f'--clients_per_round must be between 1 and --num_clients ({num_clients}); got '
+                       f'{clients_per_round}.')
+    if schedule not in MIXTURE_SCHEDULES or test not in MIXTURE_TESTS:
+      raise ValueError(f'mixture schedule must be one of {", ".join(MIXTURE_SCHEDULES)} and mixture test one of '
+                       f'{", ".join(MIXTURE_TESTS)}; got {schedule!r}, {test!r}.')
+    if not cycle_rounds >= 2:
+      raise ValueError(f'a mixture cycle must span at least 2 rounds; got {cycle_rounds:g}.')
+    self._num_domains = num_domains
+    self._clients_per_round = clients_per_round
+    self._cycle_rounds = cycle_rounds
+    self._schedule = schedule
+    self._test = test
+    self._seed = seed
+    rng = np.random.default_rng([seed, 0])
+    self._sources = [[ids[i] for i in rng.permutation(len(ids))[:num_clients]] for ids in base_client_ids]
+    self._budgets = [min(sizes[self._sources[k][c]] for k, sizes in enumerate(base_client_sizes))
+                     for c in range(num_clients)]
+
+  @property
+  def num_domains(self) -> int:
+    return self._num_domains
+
+  def shares(self, round_num: int) -> np.ndarray:
+    return mixture_shares(round_num, self._num_domains, self._cycle_rounds, self._schedule)
+
+  def round_plan(self, round_num: int) -> RoundPlan:
+    rng = np.random.default_rng([self._seed, 1, round_num])
+    chosen = rng.choice(len(self._budgets), size=self._clients_per_round, replace=False)
+    shares = self.shares(round_num)
+    clients = []
+    for position, c in enumerate(chosen):
+      counts = np.random.default_rng([self._seed, 2, round_num, position]).multinomial(self._budgets[c], shares)
+      parts = tuple(Part(k, self._sources[k][c], int(n)) for k, n in enumerate(counts) if n > 0)
+      clients.append(ClientPlan(f'client_{c}', parts))
+    return RoundPlan(tuple(clients))
+
+  def round_metrics(self, round_num: int, plan: RoundPlan) -> dict[str, float]:
+    """`scheduled_share_<k>`: a_k(t); `domain_share_<k>`: the share of domain k in the round's examples."""
+    counts = np.zeros(self._num_domains)
+    for client in plan.clients:
+      for part in client.parts:
+        counts[part.domain] += part.num_examples
+    metrics = {f'scheduled_share_{k}': float(a) for k, a in enumerate(self.shares(round_num))}
+    metrics.update({f'domain_share_{k}': float(n) for k, n in enumerate(counts / max(counts.sum(), 1.0))})
+    return metrics
+
+  def test_weights(self, round_num: int) -> np.ndarray:
+    if self._test == 'current':
+      return self.shares(round_num)
+    return np.full(self._num_domains, 1.0 / self._num_domains)

@@ -1,0 +1,171 @@
+"""Tests the shift scenarios against their schedules: exact plans, binomial bounds, determinism, built datasets."""
+
+import collections
+
+from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from periodic_shift import client_sampler
+from periodic_shift import day_probability
+from periodic_shift import scenario
+from tasks import task as task_lib
+
+
+def _populations(sizes_per_base):
+  ids = [[f'b{k}_{i}' for i in range(len(sizes))] for k, sizes in enumerate(sizes_per_base)]
+  sizes = [dict(zip(base_ids, base_sizes)) for base_ids, base_sizes in zip(ids, sizes_per_base)]
+  return ids, sizes
+
+
+class PeriodicScenarioTest(absltest.TestCase):
+
+  def test_plan_is_the_round_sampler_sample(self):
+    ids, sizes = _populations([[5] * 30, [5] * 40])
+    config = scenario.Config(name='periodic', shift_fn='linear', shift_p=2.0, period=8)
+    periodic = scenario.build(config, ids, sizes, clients_per_round=6, seed=3)
+    q = day_probability.build_day_probability_fn('linear', 8, 2.0, 30 / 70)
+    sampler = client_sampler.RoundSampler(ids, 6, client_sampler.day_night_probabilities(q), 3)
+    for round_num in range(1, 20):
+      plan, sample = periodic.round_plan(round_num), sampler.sample(round_num)
+      self.assertEqual([c.client_id for c in plan.clients], sample.client_ids)
+      self.assertEqual([c.parts for c in plan.clients],
+                       [(scenario.Part(int(mode), client_id),) for client_id, mode in zip(sample.client_ids,
+                                                                                           sample.modes)])
+      metrics = periodic.round_metrics(round_num, plan)
+      self.assertAlmostEqual(metrics['q'], abs(2 * (round_num % 8) / 8 - 1) ** 2)
+      self.assertAlmostEqual(metrics['day_fraction'], sample.mode_fraction(0))
+    self.assertIsNone(periodic.test_weights(3))
+
+
+class MixtureSharesTest(absltest.TestCase):
+
+  def test_two_domains_follow_the_digest_closed_forms(self):
+    cycle = 200 / 3  # A fractional cycle, as 200 rounds over 3 cycles.
+    for round_num in np.linspace(0, 200, 37):
+      phi = np.mod(round_num, cycle) / cycle
+      linear = scenario.mixture_shares(round_num, 2, cycle, 'linear')
+      cosine = scenario.mixture_shares(round_num, 2, cycle, 'cosine')
+      self.assertAlmostEqual(linear[0], 1 - abs(1 - 2 * phi))  # 0 -> 1 -> 0.
+      self.assertAlmostEqual(cosine[0], 0.5 * (1 - np.cos(2 * np.pi * phi)))
+      self.assertAlmostEqual(linear.sum(), 1.0)
+      self.assertAlmostEqual(cosine.sum(), 1.0)
+    self.assertAlmostEqual(scenario.mixture_shares(0, 2, 10, 'linear')[0], 0.0)
+    self.assertAlmostEqual(scenario.mixture_shares(5, 2, 10, 'linear')[0], 1.0)
+    np.testing.assert_allclose(scenario.mixture_shares(7, 2, 10, 'none'), [0.5, 0.5])
+
+  def test_three_domains_take_turns(self):
+    rounds = np.arange(30)
+    shares = np.stack([scenario.mixture_shares(t, 3, 30, 'cosine') for t in rounds])
+    np.testing.assert_allclose(shares.sum(axis=1), 1.0)
+    peaks = [int(rounds[np.argmax(shares[:, k])]) for k in range(3)]
+    self.assertEqual(peaks, [15, 5, 25])  # Domain k's weight peaks where phi + k / 3 = 1 / 2.
+
+
+class MixtureDriftScenarioTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    rng = np.random.default_rng(0)
+    self.ids, self.sizes = _populations([rng.integers(20, 80, 100).tolist(), rng.integers(20, 80, 120).tolist()])
+    self.config = scenario.Config(name='mixture_drift', total_rounds=200, num_cycles=3, mixture_schedule='linear',
+                                  num_clients=80)
+
+  def test_domain_counts_are_binomial_around_the_schedule(self):
+    mixture = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    z_scores = []
+    for round_num in range(1, 201):
+      plan = mixture.round_plan(round_num)
+      a = mixture.shares(round_num)[0]
+      total = sum(part.num_examples for client in plan.clients for part in client.parts)
+      first = sum(part.num_examples for client in plan.clients for part in client.parts if part.domain == 0)
+      if 0 < a < 1:
+        z_scores.append((first - total * a) / np.sqrt(total * a * (1 - a)))
+      else:
+        self.assertEqual(first, total * a)
+      metrics = mixture.round_metrics(round_num, plan)
+      self.assertAlmostEqual(metrics['domain_share_0'], first / total)
+      self.assertAlmostEqual(metrics['scheduled_share_0'], a)
+    z_scores = np.array(z_scores)
+    self.assertLess(np.max(np.abs(z_scores)), 4.5)  # Every round within 4.5 binomial standard deviations.
+    self.assertLess(abs(np.mean(z_scores)), 3 / np.sqrt(len(z_scores)))  # Unbiased.
+    self.assertBetween(np.std(z_scores), 0.8, 1.2)  # Binomial, not over- or under-dispersed.
+
+  def test_clients_keep_their_sources_and_budgets(self):
+    mixture = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    sources = collections.defaultdict(set)
+    for round_num in range(1, 60):
+      plan = mixture.round_plan(round_num)
+      self.assertLen({c.client_id for c in plan.clients}, 10)  # Without replacement.
+      for client in plan.clients:
+        for part in client.parts:
+          sources[(client.client_id, part.domain)].add(part.source_id)
+          self.assertLessEqual(part.num_examples, self.sizes[part.domain][part.source_id])
+        budget = min(self.sizes[k][next(iter(sources[(client.client_id, k)]))] for k in range(2)
+                     if sources[(client.client_id, k)])
+        self.assertLessEqual(sum(part.num_examples for part in client.parts), budget)
+    self.assertTrue(all(len(ids) == 1 for ids in sources.values()))  # One fixed source per client and domain.
+
+  def test_same_seed_same_data_other_seed_other_data(self):
+    first = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    again = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    other = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=2)
+    self.assertEqual(first.round_plan(17), again.round_plan(17))
+    self.assertNotEqual(first.round_plan(17), other.round_plan(17))
+
+  def test_test_weights(self):
+    current = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    np.testing.assert_allclose(current.test_weights(11), current.shares(11))
+    balanced = scenario.build(scenario.Config(name='mixture_drift', mixture_test='balanced'), self.ids, self.sizes,
+                              clients_per_round=10, seed=1)
+    np.testing.assert_allclose(balanced.test_weights(11), [0.5, 0.5])
+
+  def test_no_shift_has_constant_equal_shares(self):
+    flat = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1, shift_free=True)
+    for round_num in (1, 30, 67):
+      np.testing.assert_allclose(flat.shares(round_num), [0.5, 0.5])
+
+  def test_bad_settings_name_the_flag(self):
+    for config, message in ((scenario.Config(name='sine'), 'scenario must be one of'),
+                            (scenario.Config(name='mixture_drift', num_cycles=200), 'num_cycles'),
+                            (scenario.Config(name='mixture_drift', mixture_schedule='step'), 'mixture_schedule'),
+                            (scenario.Config(name='mixture_drift', num_clients=101), '--num_clients')):
+      with self.assertRaisesRegex(ValueError, message):
+        scenario.build(config, self.ids, self.sizes, clients_per_round=10, seed=1)
+
+
+class PlanDatasetTest(tf.test.TestCase):
+
+  def test_examples_carry_their_domain_in_the_planned_counts(self):
+    def base(offset, size):
+      return {f'c{i}': collections.OrderedDict(x=np.full([size, 2], offset + i, np.float32),
+                                               y=np.zeros([size], np.int32)) for i in range(3)}
+    data = [tff.simulation.datasets.TestClientData(base(0, 12)), tff.simulation.datasets.TestClientData(base(100, 9))]
+    task = task_lib.Task(name='t', train_data=data, client_sizes=[{f'c{i}': 12 for i in range(3)},
+                                                                   {f'c{i}': 9 for i in range(3)}],
+                         test_data=[], test_sizes=[], batch_fn=lambda b: b, model_fn=None, num_classes=1)
+    plan = scenario.ClientPlan('client_0', (scenario.Part(0, 'c2', 5), scenario.Part(1, 'c1', 4)))
+    spec = tff.simulation.baselines.ClientSpec(num_epochs=2, batch_size=3)
+    elements = list(task.plan_dataset(plan, spec, shuffle_seed=7).unbatch().as_numpy_iterator())
+    self.assertLen(elements, 18)  # (5 + 4) examples, 2 epochs.
+    for raw, domain in elements:
+      self.assertEqual(raw['x'][0], 2.0 if domain == 0 else 101.0)  # Each from its planned source.
+    self.assertEqual(sum(domain == 0 for _, domain in elements), 10)
+    again = list(task.plan_dataset(plan, spec, shuffle_seed=7).unbatch().as_numpy_iterator())
+    self.assertEqual([d for _, d in elements], [d for _, d in again])
+
+  def test_a_client_of_one_domain_gets_the_periodic_pipeline(self):
+    data = [tff.simulation.datasets.TestClientData({'c0': collections.OrderedDict(
+        x=np.arange(10, dtype=np.float32)[:, None], y=np.zeros([10], np.int32))})]
+    task = task_lib.Task(name='t', train_data=data, client_sizes=[{'c0': 10}], test_data=[], test_sizes=[],
+                         batch_fn=lambda b: b, model_fn=None, num_classes=1)
+    spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=4)
+    planned = task.plan_dataset(scenario.ClientPlan('c0', (scenario.Part(0, 'c0'),)), spec, shuffle_seed=3)
+    direct = task.client_dataset(0, 'c0', spec, shuffle_seed=3)
+    for a, b in zip(planned.as_numpy_iterator(), direct.as_numpy_iterator()):
+      self.assertAllEqual(a[0]['x'], b[0]['x'])
+
+
+if __name__ == '__main__':
+  tf.test.main()
