@@ -245,7 +245,7 @@ def main(argv):
       scsgd_halves=_SCSGD_HALVES.value, fedem_em_iterations=_FEDEM_EM_ITERATIONS.value,
       fedtem_config=_fedtem_config(values['period']), fedtkm_config=_fedtkm_config(values['period']))
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
-                   for mode, name in enumerate(task.mode_names)}
+                   for mode, name in enumerate(task.domain_names)}
   evaluator = evaluation.Evaluator(model_fn(), test_datasets)
   algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator)
 

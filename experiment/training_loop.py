@@ -128,9 +128,9 @@ def final_metrics(rows: list[dict[str, float]], window_rounds: int) -> dict[str,
   return result
 
 
-def mixture_accuracy(metrics: dict, mode_names, weights: np.ndarray) -> float:
+def mixture_accuracy(metrics: dict, domain_names, weights: np.ndarray) -> float:
   """sum_k w_k acc_k over the per-domain test accuracies `test_<name>_accuracy`."""
-  return float(sum(w * metrics[f'test_{name}_accuracy'] for w, name in zip(weights, mode_names)))
+  return float(sum(w * metrics[f'test_{name}_accuracy'] for w, name in zip(weights, domain_names)))
 
 
 def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario_lib.Scenario,
@@ -172,7 +172,7 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
       row.update(algorithm.evaluate(state))
       weights = scenario.test_weights(round_num)
       if weights is not None:
-        row['test_mixture_accuracy'] = mixture_accuracy(row, task.mode_names, weights)
+        row['test_mixture_accuracy'] = mixture_accuracy(row, task.domain_names, weights)
     row['round_seconds'] = time.monotonic() - round_started
     outputs.release(row, round_num)
     if round_num % config.rounds_per_checkpoint == 0 or round_num == config.total_rounds:

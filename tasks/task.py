@@ -16,9 +16,12 @@ Python traces no TensorFlow function (which would cost more than the round's tra
 The true mode is there for simulation-only metrics (routing accuracy); no method may use it to decide anything.
 
 Shift scenarios (`periodic_shift.scenario`) say which examples a client holds in a round; `plan_dataset` builds
-them. Domain k of a scenario is mode (base population) k of the task; a client wholly of one domain gets exactly
-the `client_dataset` pipeline, and a mixed client gets, per part, a seeded random subset of its source client's
-examples, each labelled with its domain, concatenated and then preprocessed like any client.
+them. A task's domains (`periodic_shift.domains`) default to its base populations (modes) untransformed;
+`with_domains` sets others (a base with a rotation, flip, inversion or label permutation), whose transform
+`model_batches` applies after the task's `batch_fn`, inside the client computation and in evaluation. Examples
+are labelled with their domain index, not their base. A client wholly of one domain gets exactly the
+`client_dataset` pipeline; a mixed client gets, per part, a seeded random subset of its source client's examples,
+each labelled with its domain, concatenated and then preprocessed like any client.
 """
 
 import collections
@@ -30,6 +33,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from periodic_shift import client_sampler
+from periodic_shift import domains as domains_lib
 from periodic_shift import scenario as scenario_lib
 
 BatchFn = Callable[[collections.OrderedDict], collections.OrderedDict]
@@ -52,7 +56,10 @@ class Task:
       `loss_mask` and `accuracy_mask` (see `algorithms.objectives`); applied to train and test data.
     model_fn: num_branches -> a fresh, uncompiled multi-branch Keras model (see `models.multi_branch`).
     num_classes: Output classes (vocabulary size for next-word prediction).
-    mode_names: A name per mode.
+    mode_names: A name per mode (base population).
+    input_range: (lo, hi) of the model inputs `x`, or None for standardized inputs (what intensity inversion of a
+      domain reflects about).
+    domains: The domains examples are labelled with; None: one untransformed domain per mode.
   """
   name: str
   train_data: Sequence[tff.simulation.datasets.ClientData]
@@ -63,10 +70,27 @@ class Task:
   model_fn: ModelFn
   num_classes: int
   mode_names: Sequence[str] = ('day', 'night')
+  input_range: Optional[tuple[float, float]] = None
+  domains: Optional[tuple[domains_lib.Domain, ...]] = None
+
+  @property
+  def domain_list(self) -> tuple[domains_lib.Domain, ...]:
+    return self.domains or domains_lib.plain_domains(self.mode_names)
 
   @property
   def num_modes(self) -> int:
-    return len(self.train_data)
+    """K, the number of domains examples are labelled with (the modes, unless `with_domains` set others)."""
+    return len(self.domain_list)
+
+  @property
+  def domain_names(self) -> list[str]:
+    return [domain.name for domain in self.domain_list]
+
+  def with_domains(self, domains: Sequence[domains_lib.Domain]) -> 'Task':
+    """This task with examples labelled by `domains` and transformed by them in `model_batches`."""
+    transform = domains_lib.DomainTransform(domains, self.num_classes, self.input_range)
+    batch_fn = self.batch_fn if transform.is_identity else DomainBatchFn(self.batch_fn, transform)
+    return dataclasses.replace(self, domains=tuple(domains), batch_fn=batch_fn)
 
   def mode_client_ids(self) -> list[list[str]]:
     """Per mode, the ids of clients with at least one training example, sorted."""
@@ -81,8 +105,9 @@ class Task:
 
   def client_dataset(self, mode: int, client_id: str, client_spec: tff.simulation.baselines.ClientSpec,
                      shuffle_seed: int) -> tf.data.Dataset:
-    """One client's training batches `(raw_batch, mode)`, before `model_batches`."""
-    dataset = self.train_data[mode].create_tf_dataset_for_client(client_id)
+    """One client's training batches `(raw_batch, mode)` of domain `mode` (a client of its base population),
+    before `model_batches`."""
+    dataset = self.train_data[self.domain_list[mode].base].create_tf_dataset_for_client(client_id)
     return preprocess_client(dataset, mode, client_spec, shuffle_seed)
 
   def plan_dataset(self, plan: scenario_lib.ClientPlan, client_spec: tff.simulation.baselines.ClientSpec,
@@ -93,7 +118,7 @@ class Task:
       return self.client_dataset(part.domain, part.source_id, client_spec, shuffle_seed)
     parts = []
     for index, part in enumerate(plan.parts):
-      source = self.train_data[part.domain].create_tf_dataset_for_client(part.source_id)
+      source = self.train_data[self.domain_list[part.domain].base].create_tf_dataset_for_client(part.source_id)
       source = source.shuffle(_SHUFFLE_BUFFER, seed=client_sampler.derived_seed(shuffle_seed, index))
       if part.num_examples is not None:
         source = source.take(part.num_examples)
@@ -101,8 +126,8 @@ class Task:
     return _preprocess_labelled(functools.reduce(tf.data.Dataset.concatenate, parts), client_spec, shuffle_seed)
 
   def test_dataset(self, mode: Optional[int], batch_size: int) -> tf.data.Dataset:
-    """Test batches `OrderedDict(x, y, mode)` of one mode."""
-    dataset = _with_mode(self.test_data[mode], mode).batch(batch_size)
+    """Test batches `OrderedDict(x, y, mode)` of one domain (its base's test data, transformed)."""
+    dataset = _with_mode(self.test_data[self.domain_list[mode].base], mode).batch(batch_size)
     return model_batches(dataset, self.batch_fn).prefetch(tf.data.AUTOTUNE)
 
 
@@ -134,11 +159,25 @@ def _preprocess_labelled(dataset: tf.data.Dataset, client_spec: tff.simulation.b
   return _shuffled_epochs(dataset, client_spec, shuffle_seed).batch(client_spec.batch_size)
 
 
+class DomainBatchFn:
+  """A task's `batch_fn` followed by the domain transform of each example (see `model_batches`)."""
+
+  def __init__(self, batch_fn: BatchFn, transform: domains_lib.DomainTransform):
+    self._batch_fn = batch_fn
+    self.transform = transform
+
+  def __call__(self, raw_batch: collections.OrderedDict) -> collections.OrderedDict:
+    return self._batch_fn(raw_batch)
+
+
 def model_batches(dataset: tf.data.Dataset, batch_fn: BatchFn) -> tf.data.Dataset:
   """Maps batches `(raw_batch, mode)` to `OrderedDict(x, y, [loss_mask, accuracy_mask,] mode)` with the task's
-  `batch_fn`."""
+  `batch_fn` (and, for a `DomainBatchFn`, each example's domain transform)."""
 
   def to_model_batch(raw_batch, mode):
-    return collections.OrderedDict(batch_fn(raw_batch), mode=mode)
+    batch = batch_fn(raw_batch)
+    if isinstance(batch_fn, DomainBatchFn):
+      batch = batch_fn.transform(batch, mode)
+    return collections.OrderedDict(batch, mode=mode)
 
   return dataset.map(to_model_batch)
