@@ -53,7 +53,15 @@ _MIXTURE_SCHEDULE = flags.DEFINE_string('mixture_schedule', 'linear', 'mixture_d
 _NUM_CYCLES = flags.DEFINE_float('num_cycles', 3.0, 'mixture_drift: cycles of the domain shares over the run.')
 _MIXTURE_TEST = flags.DEFINE_string('mixture_test', 'current', 'mixture_drift: test_mixture_accuracy weighs the '
                                     'domains by the round\'s shares (current) or equally (balanced).')
-_NUM_CLIENTS = flags.DEFINE_integer('num_clients', 80, 'mixture_drift: clients, each holding data of every domain.')
+_NUM_CLIENTS = flags.DEFINE_integer('num_clients', None, 'mixture_drift and evolving_domains: clients, each holding '
+                                    'data of every domain. Default: 80 (mixture_drift, seed 000), 20 '
+                                    '(evolving_domains, seed 001).')
+_NUM_DOMAINS = flags.DEFINE_integer('num_domains', 12, 'evolving_domains: M + 1 domains, the last the target.')
+_ROTATION_STEP = flags.DEFINE_float('rotation_step', 15.0, 'evolving_domains: Delta, degrees between domains.')
+_TARGET_EXTRA_ROTATION = flags.DEFINE_float('target_extra_rotation', 0.0, 'evolving_domains: degrees the target '
+                                            'turns beyond M * Delta (the seed\'s unexpected target evolution).')
+_EVOLVING_BASE = flags.DEFINE_integer('evolving_base', 0, 'evolving_domains: the base population rotated (0: the '
+                                      'day mode, EMNIST digits).')
 _SHIFT_FN = flags.DEFINE_string('shift_fn', 'linear', f'q(t): one of {", ".join(day_probability.SHIFT_FUNCTIONS)}.')
 _SHIFT_P = flags.DEFINE_float('shift_p', 1.0, 'Exponent p of q(t) (Eq. 3), > 0.')
 _PERIOD = flags.DEFINE_integer('period', None, 'Period T in rounds (>= 2). Default: the task\'s.')
@@ -152,7 +160,9 @@ def _scenario_config(values: dict) -> scenario_lib.Config:
   return scenario_lib.Config(
       name=_SCENARIO.value, shift_fn=_SHIFT_FN.value, shift_p=_SHIFT_P.value, period=values['period'],
       total_rounds=values['total_rounds'], mixture_schedule=_MIXTURE_SCHEDULE.value, num_cycles=_NUM_CYCLES.value,
-      mixture_test=_MIXTURE_TEST.value, num_clients=_NUM_CLIENTS.value)
+      mixture_test=_MIXTURE_TEST.value, num_domains=_NUM_DOMAINS.value, rotation_step=_ROTATION_STEP.value,
+      target_extra_rotation=_TARGET_EXTRA_ROTATION.value, evolving_base=_EVOLVING_BASE.value,
+      num_clients=_NUM_CLIENTS.value or (20 if _SCENARIO.value == 'evolving_domains' else 80))
 
 
 def _fedtem_config(period: int) -> fedtem.Config:
@@ -178,8 +188,7 @@ def _output_dir(values: dict) -> str:
   if name is None and _SCENARIO.value == 'periodic':
     name = f'{_TASK.value}_{_ALGORITHM.value}_{_SHIFT_FN.value}_p{_SHIFT_P.value:g}_T{values["period"]}_s{_SEED.value}'
   elif name is None:
-    name = (f'{_TASK.value}_{_ALGORITHM.value}_{_SCENARIO.value}_{_MIXTURE_SCHEDULE.value}_c{_NUM_CYCLES.value:g}_'
-            f's{_SEED.value}')
+    name = f'{_TASK.value}_{_ALGORITHM.value}_{_SCENARIO.value}_s{_SEED.value}'
   run_directory.validate_name(name)
   root = _ROOT_OUTPUT_DIR.value
   if not os.path.isabs(root):  # Under `bazel run`, relative paths mean the user's working directory.
@@ -229,11 +238,14 @@ def main(argv):
     run_directory.prepare(output_dir, config, _OVERWRITE.value)
   except ValueError as error:
     _fail(str(error))
+  scenario_domains = scenario.domains(task.mode_names)
+  if scenario_domains is not None:
+    task = task.with_domains(scenario_domains)
 
   client_spec = tff.simulation.baselines.ClientSpec(
       num_epochs=_CLIENT_EPOCHS.value, batch_size=values['client_batch_size'],
       max_elements=values['max_elements_per_client'])
-  element_spec = task.client_dataset(client_sampler.DAY, populations[client_sampler.DAY][0], client_spec,
+  element_spec = task.client_dataset(0, populations[task.domain_list[0].base][0], client_spec,
                                      0).element_spec
   num_branches = algorithms.num_branches(_ALGORITHM.value, _NUM_BRANCHES.value)
   model_fn = lambda: task.model_fn(num_branches)
@@ -279,7 +291,8 @@ def main(argv):
 
 
 _FLAG_NAMES = frozenset(flag.name for flag in (
-    _TASK, _ALGORITHM, _SCENARIO, _MIXTURE_SCHEDULE, _NUM_CYCLES, _MIXTURE_TEST, _NUM_CLIENTS, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
+    _TASK, _ALGORITHM, _SCENARIO, _MIXTURE_SCHEDULE, _NUM_CYCLES, _MIXTURE_TEST, _NUM_CLIENTS, _NUM_DOMAINS,
+    _ROTATION_STEP, _TARGET_EXTRA_ROTATION, _EVOLVING_BASE, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
     _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
     _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
     _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY,

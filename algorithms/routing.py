@@ -83,12 +83,17 @@ def routing_accuracy(confusion: tf.Tensor, best_matching: bool) -> tf.Tensor:
   """Share routed to their mode's branch, from counts [modes, branches] (mode k's branch is branch k).
 
   With `best_matching`, under the best one-to-one assignment of modes to branches (for clustering without a
-  prior, whose labels are arbitrary; with more branches than modes, some branches get no mode).
+  prior, whose labels are arbitrary; with more branches than modes some branches get no mode, with more modes
+  than branches some modes get no branch).
   """
   total = tf.maximum(tf.reduce_sum(confusion), 1.0)
   num_modes, num_branches = int(confusion.shape[0]), int(confusion.shape[1])
   if not best_matching:
     return tf.linalg.trace(confusion[:, :num_modes]) / total
-  matchings = np.stack([np.eye(num_branches, dtype=np.float32)[list(p)]
-                        for p in itertools.permutations(range(num_branches), num_modes)])  # [P, modes, branches]
+  if num_modes <= num_branches:
+    matchings = np.stack([np.eye(num_branches, dtype=np.float32)[list(p)]
+                          for p in itertools.permutations(range(num_branches), num_modes)])  # [P, modes, branches]
+  else:
+    matchings = np.stack([np.eye(num_modes, dtype=np.float32)[list(p)].T
+                          for p in itertools.permutations(range(num_modes), num_branches)])
   return tf.reduce_max(tf.reduce_sum(confusion[tf.newaxis] * matchings, axis=[1, 2])) / total

@@ -92,11 +92,12 @@ def numeric_fault(process: tff.learning.templates.LearningProcess, output, num_c
 
 def _progress_line(round_num: int, total_rounds: int, row: dict, rounds_per_second: float) -> str:
   left = (total_rounds - round_num) / max(rounds_per_second, 1e-9)
+  shares = [f'{row[key]:.2f}' for key in sorted(row) if key.startswith('domain_share_')]
   if 'q' in row:
-    shift = f'q={row["q"]:.2f} day={row["day_fraction"]:.2f}'
+    shift = f'q={row["q"]:.2f} day={row["day_fraction"]:.2f}  '
   else:
-    shift = 'shares=' + '/'.join(f'{row[key]:.2f}' for key in sorted(row) if key.startswith('domain_share_'))
-  line = (f'round {round_num}/{total_rounds}  {shift}  '
+    shift = f'shares={"/".join(shares)}  ' if shares else ''
+  line = (f'round {round_num}/{total_rounds}  {shift}'
           f'train_loss={row["train_loss"]:.3f} train_acc={row["train_accuracy"]:.3f}')
   if row.get('nonfinite_clients'):
     line += f'  left_out={int(row["nonfinite_clients"])} (non-finite)'

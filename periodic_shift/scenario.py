@@ -15,6 +15,8 @@ Scenarios here:
   probability q(t); it is exactly `client_sampler.RoundSampler`.
 - `MixtureDriftScenario` (seed 000, pFedEM, digest section 3.3): every client holds data of all K base
   distributions and the shares of the round's data follow linear or cosine cycles (see its docstring).
+- `EvolvingDomainsScenario` (seed 001, FedEvolve, digest section 3): M + 1 domains of one base, domain m rotated
+  by m * Delta degrees; clients hold all M source domains every round; domain M + 1 is the test set.
 """
 
 import abc
@@ -25,8 +27,9 @@ import numpy as np
 
 from periodic_shift import client_sampler
 from periodic_shift import day_probability
+from periodic_shift import domains as domains_lib
 
-SCENARIOS = ('periodic', 'mixture_drift')
+SCENARIOS = ('periodic', 'mixture_drift', 'evolving_domains')
 MIXTURE_SCHEDULES = ('linear', 'cosine', 'none')
 MIXTURE_TESTS = ('current', 'balanced')
 
@@ -36,7 +39,9 @@ class Config:
   """A scenario and its settings (the binary's flags of the same names).
 
   periodic:       shift_fn, shift_p, period (q(t) of Eq. 3, seed 002);
-  mixture_drift:  mixture_schedule, num_cycles (cycles over total_rounds), mixture_test, num_clients (seed 000).
+  mixture_drift:  mixture_schedule, num_cycles (cycles over total_rounds), mixture_test, num_clients (seed 000);
+  evolving_domains: num_domains (M + 1), rotation_step (Delta), target_extra_rotation, num_clients, evolving_base
+                  (seed 001).
   """
   name: str = 'periodic'
   shift_fn: str = 'linear'
@@ -47,6 +52,10 @@ class Config:
   num_cycles: float = 3.0
   mixture_test: str = 'current'
   num_clients: int = 80
+  num_domains: int = 12
+  rotation_step: float = 15.0
+  target_extra_rotation: float = 0.0
+  evolving_base: int = 0
 
   def validate(self) -> None:
     """Raises ValueError (one line, naming the flag) for settings that no population can make valid."""
@@ -54,6 +63,12 @@ class Config:
       raise ValueError(f'scenario must be one of {", ".join(SCENARIOS)}; got {self.name!r}.')
     if self.name == 'periodic':
       day_probability.validate(self.shift_fn, self.period, self.shift_p)
+      return
+    if self.num_clients < 1:
+      raise ValueError(f'num_clients must be >= 1; got {self.num_clients}.')
+    if self.name == 'evolving_domains':
+      if self.num_domains < 2:
+        raise ValueError(f'num_domains must be >= 2 (sources and the target); got {self.num_domains}.')
       return
     if self.mixture_schedule not in MIXTURE_SCHEDULES:
       raise ValueError(f'mixture_schedule must be one of {", ".join(MIXTURE_SCHEDULES)}; got '
@@ -63,8 +78,6 @@ class Config:
     if not self.num_cycles > 0 or not self.total_rounds / self.num_cycles >= 2:
       raise ValueError(f'num_cycles must be > 0 with cycles of at least 2 rounds; got {self.num_cycles:g} over '
                        f'{self.total_rounds} rounds.')
-    if self.num_clients < 1:
-      raise ValueError(f'num_clients must be >= 1; got {self.num_clients}.')
 
 
 def build(config: Config, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
@@ -84,6 +97,10 @@ def build(config: Config, base_client_ids: Sequence[Sequence[str]], base_client_
     except ValueError as error:
       raise ValueError(f'--{error}') from error
     return PeriodicScenario(sampler)
+  if config.name == 'evolving_domains':
+    return EvolvingDomainsScenario(base_client_ids, config.evolving_base, config.num_domains,
+                                   config.rotation_step, config.target_extra_rotation, config.num_clients,
+                                   clients_per_round, seed, shift_free)
   schedule = 'none' if shift_free else config.mixture_schedule
   return MixtureDriftScenario(base_client_ids, base_client_sizes, config.num_clients, clients_per_round,
                               config.total_rounds / config.num_cycles, schedule, config.mixture_test, seed)
@@ -117,6 +134,11 @@ class Scenario(abc.ABC):
   @abc.abstractmethod
   def num_domains(self) -> int:
     """K, the number of domains examples are labelled with."""
+
+  def domains(self, base_names: Sequence[str]) -> Optional[tuple[domains_lib.Domain, ...]]:
+    """The domains, when they are not the task's untransformed bases (`tasks.task.Task.with_domains`)."""
+    del base_names  # Unused.
+    return None
 
   @abc.abstractmethod
   def round_plan(self, round_num: int) -> RoundPlan:
@@ -245,3 +267,69 @@ class MixtureDriftScenario(Scenario):
     if self._test == 'current':
       return self.shares(round_num)
     return np.full(self._num_domains, 1.0 / self._num_domains)
+
+
+class EvolvingDomainsScenario(Scenario):
+  """Seed 001's evolving domains: domain m (m = 0..M) is base `base` rotated by m * Delta degrees.
+
+  Domains 0..M-1 are the sources and M the target, never trained on (the last domain is always the target); with
+  `target_extra_rotation` the target turns by M * Delta plus that many degrees (the "unexpected target evolution"
+  of the seed's Table 7). The test sets are the base's test data in every domain; `test_weights` makes
+  `test_mixture_accuracy` the target's accuracy.
+
+  Clients: `num_clients` scenario clients; client c holds every source domain, domain m's data being all the data
+  of a distinct client of the base population (a seeded permutation assigns clients c * M + m), so domains are
+  disjoint, as the seed's disjoint split of MNIST into domains. Every round draws `clients_per_round` clients
+  uniformly without replacement; each trains on all its source data. Label heterogeneity is the base clients' own
+  (the seed's Dirichlet re-partition of labels across clients is not built yet).
+
+  `shift_free` (No-Dist-Shift): the clients' data are not rotated (every domain is the base).
+  """
+
+  def __init__(self, base_client_ids: Sequence[Sequence[str]], base: int, num_domains: int, rotation_step: float,
+               target_extra_rotation: float, num_clients: int, clients_per_round: int, seed: int,
+               shift_free: bool = False):
+    if not 0 <= base < len(base_client_ids):
+      raise ValueError(f'--evolving_base must be a base population index below {len(base_client_ids)}; got {base}.')
+    num_sources = num_domains - 1
+    population = base_client_ids[base]
+    if num_clients * num_sources > len(population):
+      raise ValueError(f'--num_clients x (--num_domains - 1) = {num_clients * num_sources} needs that many clients '
+                       f'in base population {base}, which has {len(population)}.')
+    if not 1 <= clients_per_round <= num_clients:
+      raise ValueError(f'--clients_per_round must be between 1 and --num_clients ({num_clients}); got '
+                       f'{clients_per_round}.')
+    self._base = base
+    self._num_domains = num_domains
+    self._angles = [0.0 if shift_free else m * rotation_step for m in range(num_domains)]
+    if not shift_free:
+      self._angles[-1] += target_extra_rotation
+    self._clients_per_round = clients_per_round
+    self._seed = seed
+    order = np.random.default_rng([seed, 3]).permutation(len(population))
+    self._sources = [[population[order[c * num_sources + m]] for m in range(num_sources)]
+                     for c in range(num_clients)]
+
+  @property
+  def num_domains(self) -> int:
+    return self._num_domains
+
+  def domains(self, base_names: Sequence[str]) -> tuple[domains_lib.Domain, ...]:
+    return tuple(domains_lib.Domain(f'{base_names[self._base]}_rot{angle:g}', self._base, rotation_degrees=angle)
+                 for angle in self._angles)
+
+  def round_plan(self, round_num: int) -> RoundPlan:
+    chosen = np.random.default_rng([self._seed, 4, round_num]).choice(len(self._sources), self._clients_per_round,
+                                                                      replace=False)
+    return RoundPlan(tuple(ClientPlan(f'client_{c}', tuple(Part(m, source) for m, source in
+                                                          enumerate(self._sources[c])))
+                           for c in chosen))
+
+  def round_metrics(self, round_num: int, plan: RoundPlan) -> dict[str, float]:
+    """`source_domains`: the domains the round's clients hold (always all M sources)."""
+    del round_num  # Unused.
+    return {'source_domains': float(len({part.domain for client in plan.clients for part in client.parts}))}
+
+  def test_weights(self, round_num: int) -> np.ndarray:
+    del round_num  # Unused.
+    return np.eye(self._num_domains)[-1]

@@ -241,6 +241,21 @@ class ScenarioTest(parameterized.TestCase):
 
   @parameterized.parameters('vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss',
                             'fedem', 'fedtem', 'fedtkm')
+  def test_every_method_runs_on_evolving_domains(self, algorithm):
+    root = self.create_tempdir().full_path
+    result = _run(['--task=synthetic', '--scenario=evolving_domains', f'--algorithm={algorithm}',
+                   '--num_domains=4', '--num_clients=6', '--clients_per_round=3', '--total_rounds=2', '--period=2',
+                   '--rounds_per_eval=2', '--eval_batch_size=500', f'--root_output_dir={root}',
+                   '--experiment_name=e'])
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    last = _rows(os.path.join(root, 'e'))[-1]
+    self.assertEqual(float(last['source_domains']), 3.0)
+    # The target (rotated by 3 x 15 degrees) is the last domain, and test_mixture_accuracy is its accuracy.
+    self.assertEqual(last['test_mixture_accuracy'], last['test_day_rot45_accuracy'] if algorithm[:3] != 'nds'
+                     else last['test_day_rot0_accuracy'])
+
+  @parameterized.parameters('vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss',
+                            'fedem', 'fedtem', 'fedtkm')
   def test_every_method_runs_on_mixture_drift(self, algorithm):
     root = self.create_tempdir().full_path
     result = _run(['--task=synthetic', '--scenario=mixture_drift', f'--algorithm={algorithm}', '--num_clients=20',

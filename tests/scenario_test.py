@@ -1,6 +1,7 @@
 """Tests the shift scenarios against their schedules: exact plans, binomial bounds, determinism, built datasets."""
 
 import collections
+import dataclasses
 
 from absl.testing import absltest
 import numpy as np
@@ -133,6 +134,47 @@ class MixtureDriftScenarioTest(absltest.TestCase):
                             (scenario.Config(name='mixture_drift', num_clients=101), '--num_clients')):
       with self.assertRaisesRegex(ValueError, message):
         scenario.build(config, self.ids, self.sizes, clients_per_round=10, seed=1)
+
+
+class EvolvingDomainsScenarioTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.ids, self.sizes = _populations([[10] * 60, [10] * 70])
+    self.config = scenario.Config(name='evolving_domains', num_domains=5, rotation_step=15.0, num_clients=12,
+                                  evolving_base=1)
+
+  def test_domains_rotate_by_m_delta_and_the_last_is_the_target(self):
+    evolving = scenario.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
+    domain_list = evolving.domains(('day', 'night'))
+    self.assertEqual([d.rotation_degrees for d in domain_list], [0.0, 15.0, 30.0, 45.0, 60.0])
+    self.assertEqual({d.base for d in domain_list}, {1})
+    self.assertEqual(domain_list[-1].name, 'night_rot60')
+    np.testing.assert_array_equal(evolving.test_weights(3), [0, 0, 0, 0, 1])
+    unexpected = scenario.build(dataclasses.replace(self.config, target_extra_rotation=20.0), self.ids, self.sizes,
+                                clients_per_round=4, seed=0)
+    self.assertEqual(unexpected.domains(('day', 'night'))[-1].rotation_degrees, 80.0)
+    flat = scenario.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0, shift_free=True)
+    self.assertTrue(all(d.is_plain for d in flat.domains(('day', 'night'))))
+
+  def test_clients_hold_every_source_domain_from_disjoint_base_clients(self):
+    evolving = scenario.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
+    sources = {}
+    for round_num in range(1, 40):
+      plan = evolving.round_plan(round_num)
+      self.assertLen({c.client_id for c in plan.clients}, 4)
+      for client in plan.clients:
+        self.assertEqual([part.domain for part in client.parts], [0, 1, 2, 3])  # Never the target, 4.
+        for part in client.parts:
+          self.assertIn(part.source_id, self.ids[1])
+          self.assertEqual(sources.setdefault((client.client_id, part.domain), part.source_id), part.source_id)
+      self.assertEqual(evolving.round_metrics(round_num, plan), {'source_domains': 4.0})
+    self.assertLen(set(sources.values()), len(sources))  # No base client serves two (client, domain) pairs.
+    self.assertEqual(evolving.round_plan(9), scenario.build(self.config, self.ids, self.sizes, 4, 0).round_plan(9))
+
+  def test_too_few_base_clients_names_the_flags(self):
+    with self.assertRaisesRegex(ValueError, '--num_clients x \\(--num_domains - 1\\) = 80 .* has 70'):
+      scenario.build(dataclasses.replace(self.config, num_clients=20), self.ids, self.sizes, 4, 0)
 
 
 class PlanDatasetTest(tf.test.TestCase):

@@ -19,6 +19,11 @@ A process killed with SIGKILL runs no cleanup. For that case `install()` makes T
 kernel's parent-death signal (Linux `prctl(PR_SET_PDEATHSIG, SIGKILL)`), so the worker ends with the thread that
 started it: TFF's execution-context thread, which lives as long as the process (tested with kill -9).
 
+The worker also runs with `MALLOC_ARENA_MAX=2` (unless the environment sets it): with glibc's default of up to
+8 malloc arenas per core, the worker's many threads fragment memory and its resident size grew by 24.5% between
+rounds 100 and 2,000 of the synthetic Vanilla run (`benchmarks/soak_memory`), which two arenas avoid (README,
+"Reliability").
+
 Binaries call `install()` at the start of `main`; tests call it before `tf.test.main()`, and benchmarks do the
 same.
 """
@@ -139,11 +144,13 @@ def _die_with_parent() -> None:
 
 
 class _WorkerPopen(subprocess.Popen):
-  """`subprocess.Popen` for TFF's worker, with the parent-death signal set (a subclass, so TFF's isinstance
-  checks hold)."""
+  """`subprocess.Popen` for TFF's worker, with the parent-death signal set and two malloc arenas (a subclass, so
+  TFF's isinstance checks hold)."""
 
   def __init__(self, args, **kwargs):
     kwargs.setdefault('preexec_fn', _die_with_parent)
+    kwargs['env'] = dict(kwargs.get('env') or os.environ)
+    kwargs['env'].setdefault('MALLOC_ARENA_MAX', '2')
     super().__init__(args, **kwargs)
 
 
