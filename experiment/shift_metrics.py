@@ -1,0 +1,96 @@
+"""Metrics of how a method copes with shifts, computed from an accuracy series (metrics.csv) alone.
+
+Windows (seed 003, ShiftEx, Section 6; digest section 3.2): a run is cut into windows at the rounds where the
+distribution shifts. For window w > 1, with `accuracies` the evaluated accuracy per round:
+  pre-shift accuracy   the accuracy at the last evaluated round of window w - 1 (`pre_shift='last'`, the
+                       digest's reading [R]) or its maximum over window w - 1 (`pre_shift='max'`, the other reading
+                       its open question 14 names);
+  drop                 pre-shift accuracy - the accuracy at the first evaluated round of window w (negative when
+                       accuracy rises across the shift);
+  recovery rounds      rounds from the window's first round to the first evaluated round whose accuracy is at least
+                       95% of the pre-shift accuracy (0: already there at the first evaluation); None when it never
+                       gets there within the window (the seed's "> 51");
+  max                  the highest accuracy evaluated within window w.
+Window 1 has no pre-shift accuracy: only its max.
+
+Forgetting on recurring concepts (beyond the seeds, as FedDrift and FedCCFA measure it): for a concept trained in an
+earlier phase and seen again later, forgetting = the best accuracy on that concept's test data while it was last
+trained minus its accuracy when it comes back (at the first evaluated round of its return), i.e. what was lost in
+between.
+"""
+
+import dataclasses
+from typing import Optional, Sequence
+
+RECOVERY_FRACTION = 0.95
+PRE_SHIFT_READINGS = ('last', 'max')
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowMetrics:
+  window: int
+  first_round: int
+  max_accuracy: float
+  drop: Optional[float] = None
+  recovery_rounds: Optional[int] = None
+  recovered: Optional[bool] = None
+
+
+def window_metrics(rounds: Sequence[int], accuracies: Sequence[float], window_starts: Sequence[int],
+                   pre_shift: str = 'last') -> list[WindowMetrics]:
+  """Drop, recovery time and max accuracy of each window.
+
+  Args:
+    rounds: The evaluated rounds, increasing.
+    accuracies: The accuracy at each of them.
+    window_starts: The first round of every window, increasing, the first <= rounds[0].
+    pre_shift: 'last' or 'max' (module docstring).
+  """
+  if pre_shift not in PRE_SHIFT_READINGS:
+    raise ValueError(f'pre_shift must be one of {", ".join(PRE_SHIFT_READINGS)}; got {pre_shift!r}.')
+  bounds = list(window_starts) + [float('inf')]
+  windows = [[(r, a) for r, a in zip(rounds, accuracies) if bounds[w] <= r < bounds[w + 1]]
+             for w in range(len(window_starts))]
+  results = []
+  for w, points in enumerate(windows):
+    if not points:
+      continue
+    best = max(a for _, a in points)
+    previous = windows[w - 1] if w > 0 else []
+    if not previous:
+      results.append(WindowMetrics(w + 1, window_starts[w], best))
+      continue
+    before = previous[-1][1] if pre_shift == 'last' else max(a for _, a in previous)
+    recovered_at = next((r for r, a in points if a >= RECOVERY_FRACTION * before), None)
+    results.append(WindowMetrics(
+        w + 1, window_starts[w], best, drop=before - points[0][1],
+        recovery_rounds=None if recovered_at is None else recovered_at - window_starts[w],
+        recovered=recovered_at is not None))
+  return results
+
+
+def forgetting(concept_schedule: Sequence[int], accuracies: dict[int, Sequence[float]]) -> dict[int, float]:
+  """Per concept that recurs, the accuracy lost between its last training phase and its return.
+
+  Args:
+    concept_schedule: The concept trained at each evaluation (one entry per evaluation, in order).
+    accuracies: concept -> its test accuracy at each evaluation (same length as `concept_schedule`).
+
+  Returns:
+    concept -> forgetting, averaged over the concept's returns; concepts that never return are left out.
+  """
+  lost = {}
+  phase_start = 0
+  phases = []  # (concept, first index, last index) of each phase of constant concept.
+  for index in range(1, len(concept_schedule) + 1):
+    if index == len(concept_schedule) or concept_schedule[index] != concept_schedule[phase_start]:
+      phases.append((concept_schedule[phase_start], phase_start, index - 1))
+      phase_start = index
+  for position, (concept, first, _) in enumerate(phases):
+    earlier = [phase for phase in phases[:position] if phase[0] == concept]
+    if not earlier:
+      continue
+    _, last_first, last_last = earlier[-1]
+    best = max(accuracies[concept][last_first:last_last + 1])
+    lost.setdefault(concept, []).append(best - accuracies[concept][first])
+  return {concept: sum(values) / len(values) for concept, values in lost.items()}

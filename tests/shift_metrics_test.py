@@ -1,0 +1,65 @@
+"""Tests the window and forgetting metrics against values worked out by hand on small accuracy series."""
+
+from absl.testing import absltest
+
+from experiment import shift_metrics
+
+
+class WindowMetricsTest(absltest.TestCase):
+
+  # Windows start at rounds 1, 6 and 11; evaluated every round.
+  ROUNDS = list(range(1, 16))
+  ACCURACIES = [0.2, 0.5, 0.7, 0.8, 0.75,    # Window 1: max 0.8, last 0.75.
+                0.3, 0.5, 0.7, 0.72, 0.9,    # Window 2: drop 0.75 - 0.3; 95% of 0.75 = 0.7125 first at round 9.
+                0.95, 0.9, 0.97, 0.6, 0.7]   # Window 3: rises across the shift (drop -0.05), recovered at once.
+
+  def test_drop_recovery_and_max_by_hand(self):
+    metrics = shift_metrics.window_metrics(self.ROUNDS, self.ACCURACIES, [1, 6, 11])
+    first, second, third = metrics
+    self.assertEqual((first.window, first.max_accuracy, first.drop, first.recovery_rounds), (1, 0.8, None, None))
+    self.assertAlmostEqual(second.drop, 0.45)
+    self.assertEqual(second.recovery_rounds, 3)  # Round 9 - round 6.
+    self.assertTrue(second.recovered)
+    self.assertEqual(second.max_accuracy, 0.9)
+    self.assertAlmostEqual(third.drop, -0.05)
+    self.assertEqual(third.recovery_rounds, 0)
+    self.assertEqual(third.max_accuracy, 0.97)
+
+  def test_pre_shift_max_reading_and_no_recovery(self):
+    # Pre-shift = the max of window 1 (0.8): 95% is 0.76, which window 2 reaches only at round 10.
+    second = shift_metrics.window_metrics(self.ROUNDS, self.ACCURACIES, [1, 6, 11], pre_shift='max')[1]
+    self.assertAlmostEqual(second.drop, 0.5)
+    self.assertEqual(second.recovery_rounds, 4)
+    never = shift_metrics.window_metrics([2, 4, 6, 8], [0.9, 0.9, 0.1, 0.5], [1, 5])[1]
+    self.assertIsNone(never.recovery_rounds)
+    self.assertFalse(never.recovered)
+    self.assertAlmostEqual(never.drop, 0.8)
+
+  def test_sparse_evaluations_count_rounds_from_the_window_start(self):
+    # Evaluated every 4 rounds; the window starts at round 9, first evaluated at 12, recovered at 16.
+    metrics = shift_metrics.window_metrics([4, 8, 12, 16], [0.5, 0.8, 0.2, 0.79], [1, 9])
+    self.assertEqual(metrics[1].recovery_rounds, 7)
+    with self.assertRaisesRegex(ValueError, 'pre_shift must be one of'):
+      shift_metrics.window_metrics([1], [0.5], [1], pre_shift='mean')
+
+
+class ForgettingTest(absltest.TestCase):
+
+  def test_recurring_concept_loss_by_hand(self):
+    # Concepts A (0), B (1), A, B. A peaks at 0.8 in its first phase and is at 0.5 when it returns: 0.3 lost.
+    # B peaks at 0.9, returns at 0.6: 0.3 lost.
+    schedule = [0, 0, 1, 1, 0, 0, 1]
+    accuracies = {0: [0.6, 0.8, 0.5, 0.4, 0.5, 0.85, 0.7],
+                  1: [0.1, 0.1, 0.7, 0.9, 0.5, 0.55, 0.6]}
+    self.assertEqual({k: round(v, 6) for k, v in shift_metrics.forgetting(schedule, accuracies).items()},
+                     {0: 0.3, 1: 0.3})
+
+  def test_concepts_that_never_return_and_averaging_over_returns(self):
+    schedule = [0, 1, 0, 2, 0]
+    accuracies = {0: [0.9, 0.5, 0.7, 0.3, 0.4], 1: [0.0] * 5, 2: [0.0] * 5}
+    # A returns twice: 0.9 - 0.7 = 0.2, then 0.7 - 0.4 = 0.3 (its best in its last phase was 0.7).
+    self.assertEqual({k: round(v, 6) for k, v in shift_metrics.forgetting(schedule, accuracies).items()}, {0: 0.25})
+
+
+if __name__ == '__main__':
+  absltest.main()
