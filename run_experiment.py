@@ -60,6 +60,12 @@ _NUM_DOMAINS = flags.DEFINE_integer('num_domains', 12, 'evolving_domains: M + 1 
 _ROTATION_STEP = flags.DEFINE_float('rotation_step', 15.0, 'evolving_domains: Delta, degrees between domains.')
 _TARGET_EXTRA_ROTATION = flags.DEFINE_float('target_extra_rotation', 0.0, 'evolving_domains: degrees the target '
                                             'turns beyond M * Delta (the seed\'s unexpected target evolution).')
+_DRIFT_TYPE = flags.DEFINE_string('drift_type', 'sudden', 'concept_drift: sudden, incremental or recurring.')
+_NUM_CONCEPTS = flags.DEFINE_integer('num_concepts', 2, 'concept_drift: concepts (label permutations; 0 = identity).')
+_DRIFT_START = flags.DEFINE_float('drift_start', 0.25, 'concept_drift: earliest change point, fraction of the run.')
+_DRIFT_END = flags.DEFINE_float('drift_end', 0.5, 'concept_drift: latest change point, fraction of the run.')
+_DRIFT_LENGTH = flags.DEFINE_integer('drift_length', 16, 'concept_drift: rounds an incremental drift takes.')
+_CONCEPT_PERIOD = flags.DEFINE_integer('concept_period', 32, 'concept_drift: rounds each recurring concept lasts.')
 _EVOLVING_BASE = flags.DEFINE_integer('evolving_base', 0, 'evolving_domains: the base population rotated (0: the '
                                       'day mode, EMNIST digits).')
 _SHIFT_FN = flags.DEFINE_string('shift_fn', 'linear', f'q(t): one of {", ".join(day_probability.SHIFT_FUNCTIONS)}.')
@@ -162,6 +168,8 @@ def _scenario_config(values: dict) -> scenario_lib.Config:
       total_rounds=values['total_rounds'], mixture_schedule=_MIXTURE_SCHEDULE.value, num_cycles=_NUM_CYCLES.value,
       mixture_test=_MIXTURE_TEST.value, num_domains=_NUM_DOMAINS.value, rotation_step=_ROTATION_STEP.value,
       target_extra_rotation=_TARGET_EXTRA_ROTATION.value, evolving_base=_EVOLVING_BASE.value,
+      drift_type=_DRIFT_TYPE.value, num_concepts=_NUM_CONCEPTS.value, drift_start=_DRIFT_START.value,
+      drift_end=_DRIFT_END.value, drift_length=_DRIFT_LENGTH.value, concept_period=_CONCEPT_PERIOD.value,
       num_clients=_NUM_CLIENTS.value or (20 if _SCENARIO.value == 'evolving_domains' else 80))
 
 
@@ -238,7 +246,7 @@ def main(argv):
     run_directory.prepare(output_dir, config, _OVERWRITE.value)
   except ValueError as error:
     _fail(str(error))
-  scenario_domains = scenario.domains(task.mode_names)
+  scenario_domains = scenario.domains(task.mode_names, task.num_classes)
   if scenario_domains is not None:
     task = task.with_domains(scenario_domains)
 
@@ -292,7 +300,8 @@ def main(argv):
 
 _FLAG_NAMES = frozenset(flag.name for flag in (
     _TASK, _ALGORITHM, _SCENARIO, _MIXTURE_SCHEDULE, _NUM_CYCLES, _MIXTURE_TEST, _NUM_CLIENTS, _NUM_DOMAINS,
-    _ROTATION_STEP, _TARGET_EXTRA_ROTATION, _EVOLVING_BASE, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
+    _ROTATION_STEP, _TARGET_EXTRA_ROTATION, _EVOLVING_BASE, _DRIFT_TYPE, _NUM_CONCEPTS, _DRIFT_START, _DRIFT_END,
+    _DRIFT_LENGTH, _CONCEPT_PERIOD, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
     _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
     _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
     _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY,

@@ -17,6 +17,8 @@ Scenarios here:
   distributions and the shares of the round's data follow linear or cosine cycles (see its docstring).
 - `EvolvingDomainsScenario` (seed 001, FedEvolve, digest section 3): M + 1 domains of one base, domain m rotated
   by m * Delta degrees; clients hold all M source domains every round; domain M + 1 is the test set.
+- `ConceptDriftScenario` (beyond the seeds, as FedDrift and FedCCFA benchmark it): concepts are label
+  permutations; every client changes concept at its own change point, suddenly, incrementally or recurringly.
 """
 
 import abc
@@ -29,7 +31,8 @@ from periodic_shift import client_sampler
 from periodic_shift import day_probability
 from periodic_shift import domains as domains_lib
 
-SCENARIOS = ('periodic', 'mixture_drift', 'evolving_domains')
+SCENARIOS = ('periodic', 'mixture_drift', 'evolving_domains', 'concept_drift')
+DRIFT_TYPES = ('sudden', 'incremental', 'recurring')
 MIXTURE_SCHEDULES = ('linear', 'cosine', 'none')
 MIXTURE_TESTS = ('current', 'balanced')
 
@@ -41,7 +44,9 @@ class Config:
   periodic:       shift_fn, shift_p, period (q(t) of Eq. 3, seed 002);
   mixture_drift:  mixture_schedule, num_cycles (cycles over total_rounds), mixture_test, num_clients (seed 000);
   evolving_domains: num_domains (M + 1), rotation_step (Delta), target_extra_rotation, num_clients, evolving_base
-                  (seed 001).
+                  (seed 001);
+  concept_drift:  drift_type, num_concepts, drift_start / drift_end (fractions of total_rounds between which the
+                  clients' change points fall), drift_length (incremental), concept_period (recurring).
   """
   name: str = 'periodic'
   shift_fn: str = 'linear'
@@ -56,6 +61,12 @@ class Config:
   rotation_step: float = 15.0
   target_extra_rotation: float = 0.0
   evolving_base: int = 0
+  drift_type: str = 'sudden'
+  num_concepts: int = 2
+  drift_start: float = 0.25
+  drift_end: float = 0.5
+  drift_length: int = 16
+  concept_period: int = 32
 
   def validate(self) -> None:
     """Raises ValueError (one line, naming the flag) for settings that no population can make valid."""
@@ -69,6 +80,17 @@ class Config:
     if self.name == 'evolving_domains':
       if self.num_domains < 2:
         raise ValueError(f'num_domains must be >= 2 (sources and the target); got {self.num_domains}.')
+      return
+    if self.name == 'concept_drift':
+      if self.drift_type not in DRIFT_TYPES:
+        raise ValueError(f'drift_type must be one of {", ".join(DRIFT_TYPES)}; got {self.drift_type!r}.')
+      if self.num_concepts < 2:
+        raise ValueError(f'num_concepts must be >= 2; got {self.num_concepts}.')
+      if not 0.0 <= self.drift_start <= self.drift_end <= 1.0:
+        raise ValueError(f'need 0 <= drift_start <= drift_end <= 1; got {self.drift_start:g}, {self.drift_end:g}.')
+      if self.drift_length < 1 or self.concept_period < 1:
+        raise ValueError(f'drift_length and concept_period must be >= 1; got {self.drift_length}, '
+                         f'{self.concept_period}.')
       return
     if self.mixture_schedule not in MIXTURE_SCHEDULES:
       raise ValueError(f'mixture_schedule must be one of {", ".join(MIXTURE_SCHEDULES)}; got '
@@ -97,6 +119,8 @@ def build(config: Config, base_client_ids: Sequence[Sequence[str]], base_client_
     except ValueError as error:
       raise ValueError(f'--{error}') from error
     return PeriodicScenario(sampler)
+  if config.name == 'concept_drift':
+    return ConceptDriftScenario(base_client_ids, base_client_sizes, clients_per_round, config, seed, shift_free)
   if config.name == 'evolving_domains':
     return EvolvingDomainsScenario(base_client_ids, config.evolving_base, config.num_domains,
                                    config.rotation_step, config.target_extra_rotation, config.num_clients,
@@ -108,10 +132,13 @@ def build(config: Config, base_client_ids: Sequence[Sequence[str]], base_client_
 
 @dataclasses.dataclass(frozen=True)
 class Part:
-  """`num_examples` examples (None: all) of domain `domain` from client `source_id` of its base population."""
+  """`num_examples` examples (None: all) of domain `domain` from client `source_id` of its base population,
+  after skipping `skip` of them. The source's examples are taken in one seeded random order per (round, client),
+  so parts of the same source with disjoint [skip, skip + num_examples) ranges hold disjoint examples."""
   domain: int
   source_id: str
   num_examples: Optional[int] = None
+  skip: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,9 +162,9 @@ class Scenario(abc.ABC):
   def num_domains(self) -> int:
     """K, the number of domains examples are labelled with."""
 
-  def domains(self, base_names: Sequence[str]) -> Optional[tuple[domains_lib.Domain, ...]]:
+  def domains(self, base_names: Sequence[str], num_classes: int) -> Optional[tuple[domains_lib.Domain, ...]]:
     """The domains, when they are not the task's untransformed bases (`tasks.task.Task.with_domains`)."""
-    del base_names  # Unused.
+    del base_names, num_classes  # Unused.
     return None
 
   @abc.abstractmethod
@@ -314,7 +341,8 @@ class EvolvingDomainsScenario(Scenario):
   def num_domains(self) -> int:
     return self._num_domains
 
-  def domains(self, base_names: Sequence[str]) -> tuple[domains_lib.Domain, ...]:
+  def domains(self, base_names: Sequence[str], num_classes: int) -> tuple[domains_lib.Domain, ...]:
+    del num_classes  # Unused.
     return tuple(domains_lib.Domain(f'{base_names[self._base]}_rot{angle:g}', self._base, rotation_degrees=angle)
                  for angle in self._angles)
 
@@ -333,3 +361,96 @@ class EvolvingDomainsScenario(Scenario):
   def test_weights(self, round_num: int) -> np.ndarray:
     del round_num  # Unused.
     return np.eye(self._num_domains)[-1]
+
+
+class ConceptDriftScenario(Scenario):
+  """Concept drift: the same inputs get other labels. Concept j relabels y as P_j[y] (P_0 the identity, the others
+  seeded random permutations); the domains are (base b, concept j), index b * C + j.
+
+  Every client of every base population takes part (m per round, uniformly without replacement from the union)
+  and has its own change point tau_c, uniform over the rounds [drift_start, drift_end] x total_rounds:
+  - `sudden`: concept 0 before tau_c, concept 1 from tau_c on;
+  - `incremental`: over drift_length rounds from tau_c the client's share of concept 1 grows linearly from 0 to 1;
+    its examples are split by a binomial draw into disjoint concept-0 and concept-1 parts;
+  - `recurring`: from tau_c the client cycles through the concepts 1, 2, ..., C - 1, 0, 1, ..., each held for
+    concept_period rounds, so concepts come back and their forgetting can be measured.
+  `shift_free` (No-Dist-Shift): every client stays in concept 0. `concept_share_<j>` is the round's share of
+  examples in concept j.
+  """
+
+  def __init__(self, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
+               clients_per_round: int, config: Config, seed: int, shift_free: bool = False):
+    self._clients = [(base, client_id) for base, ids in enumerate(base_client_ids) for client_id in ids]
+    if not 1 <= clients_per_round <= len(self._clients):
+      raise ValueError(f'--clients_per_round must be between 1 and the population ({len(self._clients)}); got '
+                       f'{clients_per_round}.')
+    self._sizes = base_client_sizes
+    self._num_bases = len(base_client_ids)
+    self._clients_per_round = clients_per_round
+    self._config = config
+    self._seed = seed
+    self._shift_free = shift_free
+    rng = np.random.default_rng([seed, 5])
+    first, last = config.drift_start * config.total_rounds, config.drift_end * config.total_rounds
+    self._change_points = np.floor(rng.uniform(first, last + 1, size=len(self._clients))).astype(int)
+
+  @property
+  def num_domains(self) -> int:
+    return self._num_bases * self._config.num_concepts
+
+  def change_point(self, client_index: int) -> int:
+    return int(self._change_points[client_index])
+
+  def domains(self, base_names: Sequence[str], num_classes: int) -> tuple[domains_lib.Domain, ...]:
+    """Concept 0 keeps the labels; concept j > 0 permutes them with a seeded permutation unlike the others."""
+    rng = np.random.default_rng([self._seed, 8])
+    permutations = [tuple(range(num_classes))]
+    while len(permutations) < self._config.num_concepts:
+      candidate = tuple(int(i) for i in rng.permutation(num_classes))
+      if candidate not in permutations:
+        permutations.append(candidate)
+    return tuple(domains_lib.Domain(f'{base_names[b]}_c{j}', b,
+                                    label_permutation=None if j == 0 else permutations[j])
+                 for b in range(self._num_bases) for j in range(self._config.num_concepts))
+
+  def concept_share(self, client_index: int, round_num: int) -> tuple[int, int, float]:
+    """(concept a, concept b, share of b) of the client's data in the round."""
+    if self._shift_free:
+      return 0, 0, 0.0
+    since = round_num - self.change_point(client_index)
+    config = self._config
+    if config.drift_type == 'sudden':
+      return (0, 1, 0.0) if since < 0 else (1, 1, 0.0)
+    if config.drift_type == 'incremental':
+      return 0, 1, float(np.clip((since + 1) / config.drift_length, 0.0, 1.0))
+    concept = 0 if since < 0 else (since // config.concept_period + 1) % config.num_concepts
+    return concept, concept, 0.0
+
+  def round_plan(self, round_num: int) -> RoundPlan:
+    rng = np.random.default_rng([self._seed, 6, round_num])
+    chosen = rng.choice(len(self._clients), size=self._clients_per_round, replace=False)
+    clients = []
+    for position, index in enumerate(chosen):
+      base, client_id = self._clients[index]
+      first, second, share = self.concept_share(index, round_num)
+      if share <= 0.0 or first == second:
+        parts = (Part(base * self._config.num_concepts + first, client_id),)
+      else:
+        size = self._sizes[base][client_id]
+        moved = int(np.random.default_rng([self._seed, 7, round_num, position]).binomial(size, share))
+        concepts = self._config.num_concepts
+        parts = tuple(part for part in (Part(base * concepts + first, client_id, size - moved),
+                                        Part(base * concepts + second, client_id, moved, skip=size - moved))
+                      if part.num_examples)
+      clients.append(ClientPlan(f'{base}/{client_id}', parts))
+    return RoundPlan(tuple(clients))
+
+  def round_metrics(self, round_num: int, plan: RoundPlan) -> dict[str, float]:
+    del round_num  # Unused.
+    concepts = self._config.num_concepts
+    counts = np.zeros(concepts)
+    for client in plan.clients:
+      for part in client.parts:
+        size = self._sizes[part.domain // concepts][part.source_id]
+        counts[part.domain % concepts] += size if part.num_examples is None else part.num_examples
+    return {f'concept_share_{j}': float(n) for j, n in enumerate(counts / max(counts.sum(), 1.0))}

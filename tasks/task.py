@@ -27,6 +27,7 @@ each labelled with its domain, concatenated and then preprocessed like any clien
 import collections
 import dataclasses
 import functools
+import zlib
 from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
@@ -117,9 +118,13 @@ class Task:
       part = plan.parts[0]
       return self.client_dataset(part.domain, part.source_id, client_spec, shuffle_seed)
     parts = []
-    for index, part in enumerate(plan.parts):
-      source = self.train_data[self.domain_list[part.domain].base].create_tf_dataset_for_client(part.source_id)
-      source = source.shuffle(_SHUFFLE_BUFFER, seed=client_sampler.derived_seed(shuffle_seed, index))
+    for part in plan.parts:
+      base = self.domain_list[part.domain].base
+      source = self.train_data[base].create_tf_dataset_for_client(part.source_id)
+      source_key = zlib.crc32(part.source_id.encode())  # One order per source: parts can split it disjointly.
+      source = source.shuffle(_SHUFFLE_BUFFER, seed=client_sampler.derived_seed(shuffle_seed, base, source_key),
+                              reshuffle_each_iteration=False)  # The same subset in every epoch of the round.
+      source = source.skip(part.skip)
       if part.num_examples is not None:
         source = source.take(part.num_examples)
       parts.append(_with_mode(source, part.domain))

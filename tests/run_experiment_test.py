@@ -239,37 +239,38 @@ class ScenarioTest(parameterized.TestCase):
       for column, value in expected_row.items():
         self.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
 
-  @parameterized.parameters('vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss',
-                            'fedem', 'fedtem', 'fedtkm')
-  def test_every_method_runs_on_evolving_domains(self, algorithm):
+  @parameterized.product(
+      scenario=['mixture_drift', 'evolving_domains', 'concept_drift'],
+      algorithm=['vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',
+                 'fedtem', 'fedtkm'])
+  def test_every_method_runs_on_every_scenario(self, scenario, algorithm):
     root = self.create_tempdir().full_path
-    result = _run(['--task=synthetic', '--scenario=evolving_domains', f'--algorithm={algorithm}',
-                   '--num_domains=4', '--num_clients=6', '--clients_per_round=3', '--total_rounds=2', '--period=2',
-                   '--rounds_per_eval=2', '--eval_batch_size=500', f'--root_output_dir={root}',
-                   '--experiment_name=e'])
+    settings = {
+        # One mixture cycle over 4 rounds: a(1) = 1/2, a(2) = 1.
+        'mixture_drift': ['--num_clients=20', '--num_cycles=0.5'],
+        'evolving_domains': ['--num_domains=4', '--num_clients=6'],
+        # Every client changes concept at round 2 (of 2), recurring every round.
+        'concept_drift': ['--drift_type=recurring', '--drift_start=1', '--drift_end=1', '--concept_period=1'],
+    }[scenario]
+    result = _run(['--task=synthetic', f'--scenario={scenario}', f'--algorithm={algorithm}', '--clients_per_round=3',
+                   '--total_rounds=2', '--period=2', '--rounds_per_eval=2', '--eval_batch_size=500',
+                   f'--root_output_dir={root}', '--experiment_name=s', *settings])
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    last = _rows(os.path.join(root, 'e'))[-1]
-    self.assertEqual(float(last['source_domains']), 3.0)
-    # The target (rotated by 3 x 15 degrees) is the last domain, and test_mixture_accuracy is its accuracy.
-    self.assertEqual(last['test_mixture_accuracy'], last['test_day_rot45_accuracy'] if algorithm[:3] != 'nds'
-                     else last['test_day_rot0_accuracy'])
-
-  @parameterized.parameters('vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss',
-                            'fedem', 'fedtem', 'fedtkm')
-  def test_every_method_runs_on_mixture_drift(self, algorithm):
-    root = self.create_tempdir().full_path
-    result = _run(['--task=synthetic', '--scenario=mixture_drift', f'--algorithm={algorithm}', '--num_clients=20',
-                   '--clients_per_round=4', '--total_rounds=2', '--num_cycles=0.5', '--period=2',
-                   '--rounds_per_eval=2', '--eval_batch_size=500', f'--root_output_dir={root}',
-                   '--experiment_name=m'])
-    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    rows = _rows(os.path.join(root, 'm'))
+    rows = _rows(os.path.join(root, 's'))
     self.assertLen(rows, 2)
-    # One cycle over 4 rounds: a(1) = 1/2, a(2) = 1 (No-Dist-Shift: 1/2 throughout).
-    expected_share = 0.5 if algorithm.startswith('nds') else 1.0
-    self.assertEqual(float(rows[1]['scheduled_share_0']), expected_share)
-    self.assertBetween(float(rows[1]['domain_share_0']), 0.0, 1.0)
-    self.assertBetween(float(rows[1]['test_mixture_accuracy']), 0.0, 1.0)
+    shift_free = algorithm.startswith('nds')
+    if scenario == 'mixture_drift':
+      self.assertEqual(float(rows[1]['scheduled_share_0']), 0.5 if shift_free else 1.0)
+      self.assertBetween(float(rows[1]['test_mixture_accuracy']), 0.0, 1.0)
+    elif scenario == 'evolving_domains':
+      self.assertEqual(float(rows[1]['source_domains']), 3.0)
+      # The target, rotated by 3 x 15 degrees, is the last domain; test_mixture_accuracy is its accuracy.
+      target = 'test_day_rot0_accuracy' if shift_free else 'test_day_rot45_accuracy'
+      self.assertEqual(rows[1]['test_mixture_accuracy'], rows[1][target])
+    else:
+      self.assertEqual(float(rows[0]['concept_share_0']), 1.0)  # Before every change point.
+      self.assertEqual(float(rows[1]['concept_share_1']), 0.0 if shift_free else 1.0)
+      self.assertBetween(float(rows[1]['test_night_c1_accuracy']), 0.0, 1.0)
 
 
 class BaselinesTest(parameterized.TestCase):

@@ -10,6 +10,7 @@ import tensorflow_federated as tff
 
 from periodic_shift import client_sampler
 from periodic_shift import day_probability
+from periodic_shift import domains as domains_lib
 from periodic_shift import scenario
 from tasks import task as task_lib
 
@@ -146,16 +147,16 @@ class EvolvingDomainsScenarioTest(absltest.TestCase):
 
   def test_domains_rotate_by_m_delta_and_the_last_is_the_target(self):
     evolving = scenario.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
-    domain_list = evolving.domains(('day', 'night'))
+    domain_list = evolving.domains(('day', 'night'), 10)
     self.assertEqual([d.rotation_degrees for d in domain_list], [0.0, 15.0, 30.0, 45.0, 60.0])
     self.assertEqual({d.base for d in domain_list}, {1})
     self.assertEqual(domain_list[-1].name, 'night_rot60')
     np.testing.assert_array_equal(evolving.test_weights(3), [0, 0, 0, 0, 1])
     unexpected = scenario.build(dataclasses.replace(self.config, target_extra_rotation=20.0), self.ids, self.sizes,
                                 clients_per_round=4, seed=0)
-    self.assertEqual(unexpected.domains(('day', 'night'))[-1].rotation_degrees, 80.0)
+    self.assertEqual(unexpected.domains(('day', 'night'), 10)[-1].rotation_degrees, 80.0)
     flat = scenario.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0, shift_free=True)
-    self.assertTrue(all(d.is_plain for d in flat.domains(('day', 'night'))))
+    self.assertTrue(all(d.is_plain for d in flat.domains(('day', 'night'), 10)))
 
   def test_clients_hold_every_source_domain_from_disjoint_base_clients(self):
     evolving = scenario.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
@@ -177,7 +178,95 @@ class EvolvingDomainsScenarioTest(absltest.TestCase):
       scenario.build(dataclasses.replace(self.config, num_clients=20), self.ids, self.sizes, 4, 0)
 
 
+class ConceptDriftScenarioTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.ids, self.sizes = _populations([[40] * 30, [25] * 20])
+
+  def _build(self, **settings):
+    config = scenario.Config(name='concept_drift', total_rounds=100, drift_start=0.2, drift_end=0.4,
+                             drift_length=10, concept_period=8, **settings)
+    return scenario.build(config, self.ids, self.sizes, clients_per_round=50, seed=4)
+
+  def _concepts(self, drift, round_num):
+    """client -> {concept: examples} in the round (every client takes part: m = population)."""
+    result = {}
+    for client in drift.round_plan(round_num).clients:
+      base = int(client.client_id.split('/')[0])
+      result[client.client_id] = {part.domain - 2 * base: part.num_examples or self.sizes[base][part.source_id]
+                                  for part in client.parts}
+    return result
+
+  def test_sudden_drift_switches_every_client_at_its_change_point(self):
+    drift = self._build(drift_type='sudden')
+    points = [drift.change_point(i) for i in range(50)]
+    self.assertBetween(min(points), 20, 40)
+    self.assertBetween(max(points), 20, 40)
+    self.assertGreater(len(set(points)), 10)  # Spread over the interval, not one shared change point.
+    names = [f'{b}/{c}' for b, ids in enumerate(self.ids) for c in ids]
+    for round_num in (1, 25, 35, 60):
+      concepts = self._concepts(drift, round_num)
+      for index, name in enumerate(names):
+        self.assertEqual(list(concepts[name]), [1 if round_num >= points[index] else 0])
+
+  def test_incremental_drift_splits_clients_binomially_into_disjoint_parts(self):
+    drift = self._build(drift_type='incremental')
+    z_scores = []
+    for round_num in range(15, 55):
+      for client in drift.round_plan(round_num).clients:
+        index = [f'{b}/{c}' for b, ids in enumerate(self.ids) for c in ids].index(client.client_id)
+        _, _, share = drift.concept_share(index, round_num)
+        size = self.sizes[int(client.client_id[0])][client.parts[0].source_id]
+        moved = sum(part.num_examples for part in client.parts if part.domain % 2 == 1)
+        self.assertEqual(sum(part.num_examples or size for part in client.parts), size)
+        if len(client.parts) == 2:  # Disjoint ranges of the one shuffled source.
+          self.assertEqual(client.parts[1].skip, client.parts[0].num_examples)
+        self.assertAlmostEqual(share, np.clip((round_num - drift.change_point(index) + 1) / 10, 0, 1))
+        if 0 < share < 1:
+          z_scores.append((moved - size * share) / np.sqrt(size * share * (1 - share)))
+    self.assertLess(abs(np.mean(z_scores)), 3 / np.sqrt(len(z_scores)))
+    self.assertBetween(np.std(z_scores), 0.8, 1.2)
+
+  def test_recurring_concepts_come_back(self):
+    drift = self._build(drift_type='recurring', num_concepts=3)
+    point = drift.change_point(0)
+    sequence = [drift.concept_share(0, t)[0] for t in range(point - 2, point + 26)]
+    self.assertEqual(sequence, [0, 0] + [1] * 8 + [2] * 8 + [0] * 8 + [1] * 2)
+
+  def test_concepts_are_distinct_label_permutations(self):
+    domain_list = self._build(drift_type='sudden', num_concepts=3).domains(('day', 'night'), 5)
+    self.assertEqual([d.name for d in domain_list], ['day_c0', 'day_c1', 'day_c2', 'night_c0', 'night_c1',
+                                                     'night_c2'])
+    self.assertEqual([d.base for d in domain_list], [0, 0, 0, 1, 1, 1])
+    self.assertIsNone(domain_list[0].label_permutation)
+    permutations = {d.label_permutation for d in domain_list[1:3]}
+    self.assertLen(permutations, 2)
+    self.assertNotIn(tuple(range(5)), permutations)
+    self.assertEqual([sorted(p) for p in permutations], [list(range(5))] * 2)
+
+  def test_no_shift_keeps_concept_zero(self):
+    config = scenario.Config(name='concept_drift', total_rounds=100, drift_type='sudden')
+    flat = scenario.build(config, self.ids, self.sizes, clients_per_round=50, seed=4, shift_free=True)
+    self.assertEqual(flat.round_metrics(90, flat.round_plan(90)), {'concept_share_0': 1.0, 'concept_share_1': 0.0})
+
+
 class PlanDatasetTest(tf.test.TestCase):
+
+  def test_parts_of_one_source_split_it_disjointly(self):
+    data = [tff.simulation.datasets.TestClientData({'c0': collections.OrderedDict(
+        x=np.arange(20, dtype=np.float32)[:, None], y=np.zeros([20], np.int32))})]
+    task = task_lib.Task(name='t', train_data=data, client_sizes=[{'c0': 20}], test_data=[], test_sizes=[],
+                         batch_fn=lambda b: b, model_fn=None, num_classes=1, mode_names=('a',))
+    task = task.with_domains([domains_lib.Domain('a', 0), domains_lib.Domain('b', 0)])
+    plan = scenario.ClientPlan('c0', (scenario.Part(0, 'c0', 13), scenario.Part(1, 'c0', 7, skip=13)))
+    spec = tff.simulation.baselines.ClientSpec(num_epochs=2, batch_size=5)
+    elements = list(task.plan_dataset(plan, spec, shuffle_seed=1).unbatch().as_numpy_iterator())
+    by_domain = {d: sorted(float(raw['x'][0]) for raw, domain in elements if domain == d) for d in (0, 1)}
+    self.assertLen(by_domain[0], 26)
+    self.assertLen(by_domain[1], 14)
+    self.assertEqual(sorted(set(by_domain[0]) | set(by_domain[1])), list(np.arange(20.0)))  # Disjoint, complete.
+    self.assertEqual(by_domain[0], sorted(list(set(by_domain[0])) * 2))  # The same 13 examples in both epochs.
 
   def test_examples_carry_their_domain_in_the_planned_counts(self):
     def base(offset, size):
