@@ -53,6 +53,24 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
     self.assertBetween(float(rows[-1]['test_accuracy']), 0.0, 1.0)
     self.assertGreater(float(rows[-1]['train_examples']), 0.0)
 
+  @parameterized.parameters(
+      ('emnist', 'evolving_domains', ['--num_domains=3', '--num_clients=2']),
+      ('cifar', 'mixture_drift', ['--num_clients=2', '--num_cycles=0.5']),
+      ('emnist', 'concept_drift', ['--drift_type=incremental', '--drift_start=0', '--drift_end=0.5',
+                                   '--drift_length=2']))
+  def test_scenarios_on_image_tasks(self, task, scenario, settings):
+    root = self.create_tempdir().full_path
+    result = _run([f'--task={task}', f'--scenario={scenario}', f'--cache_dir={self.cache_dir}', '--total_rounds=2',
+                   '--clients_per_round=2', '--max_elements_per_client=20', '--rounds_per_eval=2',
+                   f'--root_output_dir={root}', '--experiment_name=run', *settings])
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    with open(os.path.join(root, 'run', 'metrics.csv')) as f:
+      rows = list(csv.DictReader(f))
+    self.assertLen(rows, 2)
+    self.assertBetween(float(rows[-1]['test_accuracy']), 0.0, 1.0)
+    if scenario == 'evolving_domains':  # EMNIST images rotated by 0, 15 and 30 degrees; the last is the target.
+      self.assertEqual(rows[-1]['test_mixture_accuracy'], rows[-1]['test_day_rot30_accuracy'])
+
   def test_missing_file_is_one_line_naming_it_and_the_flag(self):
     empty = self.create_tempdir().full_path
     result = _run(['--task=emnist', f'--cache_dir={empty}', f'--root_output_dir={empty}'])
