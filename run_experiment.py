@@ -112,6 +112,9 @@ _SCSGD_HALVES = flags.DEFINE_string('scsgd_halves', 'period', 'SCSGD: period (br
                                     'wording) or mode_centered (branch 1 in the T/2 rounds around the day peak).')
 _FEDEM_EM_ITERATIONS = flags.DEFINE_integer('fedem_em_iterations', 5, 'FedEM: E and M steps per client (and per '
                                             'test batch) from a uniform mixture.')
+_FEDEM_CLIENT_STATE = flags.DEFINE_bool('fedem_client_state', False, 'FedEM: each client keeps its mixture weights '
+                                        'across rounds (the paper\'s algorithm) instead of re-estimating them from '
+                                        'uniform every round.')
 # FedTKM (also uses --prior, --label_smooth_w, --label_smooth_eps, --eval_routing).
 _ETA_MAX = flags.DEFINE_float('eta_max', 0.1, 'FedTKM step of the distance-scalar update (Eq. 13, 27).')
 _ETA_SCHEDULE = flags.DEFINE_string('eta_schedule', 'prior_weighted', 'FedTKM eta_t: prior_weighted (Eq. 27, '
@@ -263,6 +266,7 @@ def main(argv):
       clients_per_round=values['clients_per_round'], smoothing_weight=_LABEL_SMOOTH_W.value,
       smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value,
       scsgd_halves=_SCSGD_HALVES.value, fedem_em_iterations=_FEDEM_EM_ITERATIONS.value,
+      fedem_client_state=_FEDEM_CLIENT_STATE.value,
       fedtem_config=_fedtem_config(values['period']), fedtkm_config=_fedtkm_config(values['period']))
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
                    for mode, name in enumerate(task.domain_names)}
@@ -306,7 +310,7 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
     _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY,
     _EVAL_ROUTING, _ETA_MAX, _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING, _CENTER_DECAY, _SCSGD_HALVES,
-    _FEDEM_EM_ITERATIONS))
+    _FEDEM_EM_ITERATIONS, _FEDEM_CLIENT_STATE))
 # Flags that cannot change a run's results: output cadence and locations. A run may be resumed with other values.
 _CADENCE_FLAGS = frozenset(flag.name for flag in (
     _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR))

@@ -8,22 +8,30 @@ Client i with mixture weights pi_i [K] over components (branches) k, per-example
 
 The prediction is the mixture sum_k pi_ik softmax(g_k(w, x)).
 
-Client mixture weights (documented choice): clients keep no state between rounds. Each participating client starts
-from a uniform pi_i and runs `em_iterations` E and M steps with the broadcast weights before training (the losses
-are computed once; only pi and q iterate). In the paper's cross-device setting a client takes part a few times in a
-whole run (EMNIST/CIFAR) or at most once (Stack Overflow), so a stored pi_i would be stale by many rounds; the paper
-attributes FedEM's weak results to that staleness. This variant re-estimates instead; the suite's result for FedEM
-may therefore be better than the paper's.
+Client mixture weights (`keep_client_state`, flag `--fedem_client_state`):
+- False (default, documented choice): clients keep no state between rounds. Each participating client starts from
+  a uniform pi_i and runs `em_iterations` E and M steps with the broadcast weights before training (the losses are
+  computed once; only pi and q iterate). In the paper's cross-device setting a client takes part a few times in a
+  whole run (EMNIST/CIFAR) or at most once (Stack Overflow), so a stored pi_i would be stale by many rounds; the
+  paper attributes FedEM's weak results to that staleness. This variant re-estimates instead; the suite's result
+  for FedEM may therefore be better than the paper's.
+- True (Marfoq et al.'s algorithm): each client keeps its pi_i across rounds in the suite's client-state store
+  (`algorithms.client_state`; uniform at its first round), starts the E and M steps from it and stores the new pi_i
+  (a client left out as non-finite keeps its old one).
 
 Test clients use their labels, the privilege the paper grants FedEM: each test minibatch estimates its own pi by the
 same EM from uniform (`eval_routing='batch'`, the default), or each example uses its own posterior q
 (`'sample'`). The routed branch (for routing accuracy) is argmax pi (or argmax q).
 """
 
+import collections
+from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms import client_state
 from algorithms import client_training
 from algorithms import learning_process
 from algorithms import objectives
@@ -43,10 +51,14 @@ def per_branch_losses(logits: tf.Tensor, batch: dict) -> tf.Tensor:
                    for k in range(logits.shape[1])], axis=1)
 
 
-def expectation_maximization(losses: tf.Tensor, iterations: int) -> tuple[tf.Tensor, tf.Tensor]:
-  """(pi [K], q [N, K]) after `iterations` E and M steps from a uniform pi, for losses l [N, K]."""
+def expectation_maximization(losses: tf.Tensor, iterations: int,
+                             initial_pi: Optional[tf.Tensor] = None) -> tuple[tf.Tensor, tf.Tensor]:
+  """(pi [K], q [N, K]) after `iterations` E and M steps from `initial_pi` (default uniform), for losses l [N, K]."""
   num_branches = losses.shape[1]
-  log_pi = tf.fill([num_branches], -tf.math.log(float(num_branches)))
+  if initial_pi is None:
+    log_pi = tf.fill([num_branches], -tf.math.log(float(num_branches)))
+  else:
+    log_pi = tf.math.log(tf.maximum(initial_pi, 1e-30))
   log_q = tf.nn.log_softmax(log_pi - losses, axis=1)
   for _ in range(iterations):
     log_q = tf.nn.log_softmax(log_pi - losses, axis=1)  # E step.
@@ -76,40 +88,68 @@ def training_objective(pi: tf.Tensor):
   return objective
 
 
+def initial_client_state(num_branches: int) -> dict:
+  """A client's state at its first round when it keeps one: a uniform pi [K]."""
+  return {'pi': np.full([num_branches], 1.0 / num_branches, np.float32)}
+
+
+def build_client_round(model: tf.keras.Model, client_optimizer: tff.learning.optimizers.Optimizer,
+                       batch_fn: task_lib.BatchFn, num_branches: int, num_modes: int, em_iterations: int):
+  """The client's round as a `tf.function` (weights, dataset, initial pi or None) -> (ClientResult, metric sums,
+  the new pi): E and M steps, then training on the responsibilities."""
+
+  @tf.function
+  def run(weights, dataset, initial_pi):
+    examples, batches, batch_size = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
+    client_training.assign_weights(model, weights)
+    losses = batches.map(lambda b: per_branch_losses(model(b['x'], training=False)[multi_branch.LOGITS], b))
+    losses = losses.unbatch().batch(tf.int64.max).get_single_element()  # [N, K]
+    pi, q = expectation_maximization(losses, em_iterations, initial_pi)
+    weighted = tf.data.Dataset.from_tensor_slices(dict(examples, **{RESPONSIBILITY: q})).batch(batch_size)
+    training = client_training.local_training(model, client_optimizer, weights, weighted, training_objective(pi))
+    training = client_training.excluded_unless(training, client_training.all_finite(pi))
+    mode = routing.client_mode(examples)
+    branch = tf.argmax(pi, output_type=tf.int32)
+    sums = routing.training_sums(training, mode, branch, num_modes, num_branches)
+    if initial_pi is not None:
+      pi = tf.where(training.finite, pi, initial_pi)
+    return tff.learning.templates.ClientResult(training.update, training.num_examples), sums, pi
+
+  return run
+
+
 def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
                       client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_branches: int,
-                      num_modes: int, em_iterations: int) -> tff.learning.templates.ClientWorkProcess:
+                      num_modes: int, em_iterations: int,
+                      keep_client_state: bool = False) -> tff.learning.templates.ClientWorkProcess:
   weights_type = learning_process.model_weights_type(model_fn)
-  data_type = learning_process.client_data_type(element_spec)
 
-  @tff.tensorflow.computation(weights_type, data_type)
+  if keep_client_state:
+    data_type = client_state.client_data_type(element_spec, initial_client_state(num_branches))
+
+    @tff.tensorflow.computation(weights_type, data_type)
+    def stateful_update(weights, data):
+      run = build_client_round(model_fn(), client_optimizer, batch_fn, num_branches, num_modes, em_iterations)
+      stored = client_state.read(data['client_state'])
+      result, sums, pi = run(weights, data['dataset'], stored['pi'])
+      return result, sums, collections.OrderedDict(position=stored[client_state.POSITION], pi=pi)
+
+    return client_state.client_work(stateful_update, routing.train_metrics)
+
+  @tff.tensorflow.computation(weights_type, learning_process.client_data_type(element_spec))
   def client_update(weights, dataset):
-    model = model_fn()
-
-    @tf.function
-    def run(weights, dataset):
-      examples, batches, batch_size = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
-      client_training.assign_weights(model, weights)
-      losses = batches.map(lambda b: per_branch_losses(model(b['x'], training=False)[multi_branch.LOGITS], b))
-      losses = losses.unbatch().batch(tf.int64.max).get_single_element()  # [N, K]
-      pi, q = expectation_maximization(losses, em_iterations)
-      weighted = tf.data.Dataset.from_tensor_slices(dict(examples, **{RESPONSIBILITY: q})).batch(batch_size)
-      training = client_training.local_training(model, client_optimizer, weights, weighted,
-                                                training_objective(pi))
-      mode = routing.client_mode(examples)
-      branch = tf.argmax(pi, output_type=tf.int32)
-      sums = routing.training_sums(training, mode, branch, num_modes, num_branches)
-      return tff.learning.templates.ClientResult(training.update, training.num_examples), sums
-
-    return run(weights, dataset)
+    run = build_client_round(model_fn(), client_optimizer, batch_fn, num_branches, num_modes, em_iterations)
+    result, sums, _ = run(weights, dataset, None)
+    return result, sums
 
   return learning_process.stateless_client_work(client_update, routing.train_metrics)
 
 
 def build_process(model_fn, batch_fn, element_spec, client_learning_rate, server_learning_rate, server_adam_epsilon,
-                  num_branches, num_modes, em_iterations) -> tff.learning.templates.LearningProcess:
+                  num_branches, num_modes, em_iterations,
+                  keep_client_state: bool = False) -> tff.learning.templates.LearningProcess:
   client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
-                                  element_spec, num_branches, num_modes, em_iterations)
+                                  element_spec, num_branches, num_modes, em_iterations, keep_client_state)
   return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)
 
 

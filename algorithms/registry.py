@@ -4,7 +4,9 @@ An `Algorithm` is what the training loop needs from a method:
   process:    the `tff.learning.templates.LearningProcess` (broadcast + client work + aggregator + finalizer);
   evaluate:   learning-process state -> test metrics (`test_accuracy`, `test_<mode>_accuracy`, ...);
   shift_free: True for methods defined by training without distribution shift (No-Dist-Shift), whose clients the
-              training loop draws with the `none` shift whatever `--shift_fn` says.
+              training loop draws with the `none` shift whatever `--shift_fn` says;
+  initial_client_state: for methods that keep state on clients (`algorithms.client_state`), a client's state at
+              its first round; None for the others.
 
 `vanilla_single` and `nds_single` are Vanilla and No-Dist-Shift with a single-branch network (Appendix A.8), whatever
 `num_branches` says. Methods that choose a branch without a temporal prior report routing accuracy under the best
@@ -12,7 +14,7 @@ matching of modes to branches.
 """
 
 import dataclasses
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 import tensorflow_federated as tff
@@ -44,6 +46,7 @@ class Hyperparameters:
   eval_routing: str = 'batch'
   scsgd_halves: str = 'period'
   fedem_em_iterations: int = 5
+  fedem_client_state: bool = False
   fedtem_config: fedtem.Config = fedtem.Config()
   fedtkm_config: fedtkm.Config = fedtkm.Config()
 
@@ -52,6 +55,7 @@ class Algorithm(NamedTuple):
   process: tff.learning.templates.LearningProcess
   evaluate: Callable[[object], dict]
   shift_free: bool
+  initial_client_state: Optional[dict] = None
 
 
 def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
@@ -136,12 +140,13 @@ def _build_min_loss(task, element_spec, hparams, evaluator) -> Algorithm:
 
 def _build_fedem(task, element_spec, hparams, evaluator) -> Algorithm:
   process = fedem.build_process(*_process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
-                                hparams.fedem_em_iterations)
+                                hparams.fedem_em_iterations, hparams.fedem_client_state)
   objective = fedem.evaluation_objective(task.num_modes, hparams.num_branches, hparams.eval_routing,
                                          hparams.fedem_em_iterations)
   evaluate = _routed_evaluation(process, evaluator, objective, lambda state: (),
                                 [task.num_modes, hparams.num_branches], best_matching=True)
-  return Algorithm(process, evaluate, shift_free=False)
+  initial = fedem.initial_client_state(hparams.num_branches) if hparams.fedem_client_state else None
+  return Algorithm(process, evaluate, shift_free=False, initial_client_state=initial)
 
 
 def _build_tshot_kmeans(task, element_spec, hparams, evaluator) -> Algorithm:

@@ -22,6 +22,7 @@ whose message names the round and the quantity.
 """
 
 import asyncio
+import collections
 import csv
 import dataclasses
 import os
@@ -32,7 +33,9 @@ import numpy as np
 import tensorflow_federated as tff
 import tree
 
+from algorithms import client_state
 from algorithms import registry as algorithms
+from experiment import client_states
 from experiment import run_directory
 from periodic_shift import client_sampler
 from periodic_shift import scenario as scenario_lib
@@ -129,6 +132,13 @@ def final_metrics(rows: list[dict[str, float]], window_rounds: int) -> dict[str,
   return result
 
 
+def _checkpointed(state, store: Optional[client_states.ClientStateStore]):
+  """What a checkpoint holds: the learning-process state, with the client-state store when there is one."""
+  if store is None:
+    return state
+  return collections.OrderedDict(process=state, client_states=store.snapshot())
+
+
 def mixture_accuracy(metrics: dict, domain_names, weights: np.ndarray) -> float:
   """sum_k w_k acc_k over the per-domain test accuracies `test_<name>_accuracy`."""
   return float(sum(w * metrics[f'test_{name}_accuracy'] for w, name in zip(weights, domain_names)))
@@ -143,9 +153,14 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
   """
   checkpoints = run_directory.Checkpoints(output_dir)
   state = algorithm.process.set_model_weights(algorithm.process.initialize(), initial_weights)
-  restored, last_round = checkpoints.load_latest(state)
+  store = None
+  if algorithm.initial_client_state is not None:
+    store = client_states.ClientStateStore(algorithm.initial_client_state)
+  restored, last_round = checkpoints.load_latest(_checkpointed(state, store))
   if restored is not None:
-    state = restored
+    state = restored if store is None else restored['process']
+    if store is not None:
+      store.restore(restored['client_states'])
     print(f'Resuming after round {last_round} from {os.path.join(output_dir, run_directory.CHECKPOINTS)}',
           flush=True)
   run_directory.truncate_metrics(output_dir, last_round)
@@ -158,17 +173,25 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
     datasets = [task.plan_dataset(client, config.client_spec,
                                   client_sampler.derived_seed(config.seed, round_num, index))
                 for index, client in enumerate(plan.clients)]
+    client_ids = [client.client_id for client in plan.clients]
+    if store is not None:
+      datasets = [collections.OrderedDict(dataset=dataset, client_state=state_dataset)
+                  for dataset, state_dataset in zip(datasets, store.datasets(client_ids))]
     output = algorithm.process.next(state, datasets)
     fault = numeric_fault(algorithm.process, output, len(datasets))
     if fault is not None:
       if saved_round < round_num - 1:
-        checkpoints.save(state, round_num - 1)
+        checkpoints.save(_checkpointed(state, store), round_num - 1)
       kept = (f'its checkpoint and metrics.csv rows up to round {round_num - 1} are kept' if round_num > 1 else
               'no round had completed')
       raise NumericFault(f'round {round_num}: {fault}; the run stopped and {kept} in {output_dir}.')
     state = output.state
+    measurements = dict(output.metrics['client_work'])
+    collected = measurements.pop(client_state.CLIENT_STATES, None)
+    if store is not None:
+      store.update(client_ids, collected)
     row = scenario.round_metrics(round_num, plan)
-    row.update({key: float(np.asarray(value)) for key, value in output.metrics['client_work'].items()})
+    row.update({key: float(np.asarray(value)) for key, value in measurements.items()})
     if round_num % config.rounds_per_eval == 0 or round_num == config.total_rounds:
       row.update(algorithm.evaluate(state))
       weights = scenario.test_weights(round_num)
@@ -177,7 +200,7 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
     row['round_seconds'] = time.monotonic() - round_started
     outputs.release(row, round_num)
     if round_num % config.rounds_per_checkpoint == 0 or round_num == config.total_rounds:
-      checkpoints.save(state, round_num)
+      checkpoints.save(_checkpointed(state, store), round_num)
       saved_round = round_num
     rounds_done += 1
     print(_progress_line(round_num, config.total_rounds, row, rounds_done / (time.monotonic() - started)),

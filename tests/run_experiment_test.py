@@ -61,7 +61,7 @@ class BadInputTest(parameterized.TestCase):
     self.assertFalse(os.path.exists(os.path.join(output_dir, 'bad', 'metrics.csv')))
 
 
-class EndToEndTest(absltest.TestCase):
+class EndToEndTest(parameterized.TestCase):
 
   def test_learns_and_writes_outputs(self):
     root = self.create_tempdir().full_path
@@ -139,10 +139,14 @@ class EndToEndTest(absltest.TestCase):
     self.assertGreater(float(rows[-1]['routing_accuracy']), 0.9)
     self.assertNotEqual(float(rows[-1]['alpha_2']), 1.0)  # Eq. 13 moved the distance scalar.
 
-  def test_interrupted_run_resumes_to_the_same_metrics(self):
+  @parameterized.named_parameters(
+      ('vanilla', []),
+      # FedEM keeping every client's mixture weights in the client-state store, which the checkpoints hold.
+      ('fedem_with_client_state', ['--algorithm=fedem', '--fedem_client_state']))
+  def test_interrupted_run_resumes_to_the_same_metrics(self, method_args):
     root = self.create_tempdir().full_path
     # 40 rounds: the interruption after round 5 must land well before the run would end by itself.
-    args = _SMALL_RUN + ['--total_rounds=40', '--rounds_per_checkpoint=3', f'--root_output_dir={root}']
+    args = _SMALL_RUN + method_args + ['--total_rounds=40', '--rounds_per_checkpoint=3', f'--root_output_dir={root}']
     uninterrupted = _run(args + ['--experiment_name=straight'])
     self.assertEqual(uninterrupted.returncode, 0, uninterrupted.stderr)
 

@@ -1,0 +1,106 @@
+"""Client work for methods that keep state on their clients (FedEM's mixture weights; later FedGMM, ShiftEx).
+
+A method's per-client state is a structure of float32 arrays, the same shape for every client (e.g. pi [K]). The
+training loop keeps it in one store (`experiment.client_states`), keyed by client id and checkpointed with the run.
+TFF's templates accept only sequences as client data, so each participating client receives its state as a
+one-element dataset beside its training data:
+
+  client data   OrderedDict(dataset=<the client's batches>, client_state=<one element {'position', **state}>)
+
+where `position` is the client's index in the round's list. The updated states return through the client work's
+measurements: `client_states` = {'position': [m], **state fields [m, ...]}, gathered with `federated_aggregate`
+and a concatenating accumulator. That is a per-client value at the server, which the simulation needs to hand it
+back to the store (a deployment would keep it on the client); no method may read it, and the training loop
+removes it from the metrics it writes.
+"""
+
+import collections
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import learning_process
+
+POSITION = 'position'
+CLIENT_STATES = 'client_states'
+
+
+def element(state: dict, position: int) -> collections.OrderedDict:
+  """The client-state element of the client at `position` (numpy)."""
+  return collections.OrderedDict([(POSITION, np.int32(position))] +
+                                 [(key, np.asarray(value, np.float32)) for key, value in state.items()])
+
+
+def client_data_type(element_spec, initial_state: dict) -> tff.StructWithPythonType:
+  """The TFF type of a stateful client's data: its batches and its one-element state dataset."""
+  state_spec = collections.OrderedDict([(POSITION, tf.TensorSpec([], tf.int32))] + [
+      (key, tf.TensorSpec(np.shape(value), tf.float32)) for key, value in initial_state.items()])
+  return tff.StructWithPythonType(
+      [('dataset', learning_process.client_data_type(element_spec)),
+       ('client_state', tff.SequenceType(tff.types.tensorflow_to_type(state_spec)))], collections.OrderedDict)
+
+
+def read(state_dataset: tf.data.Dataset) -> dict:
+  """The client's state element from its one-element dataset (inside the client's `tf.function`)."""
+  return state_dataset.get_single_element()
+
+
+def _collector(element_type: tff.Type):
+  """federated_aggregate pieces that stack the clients' state elements into {key: [m, ...]}."""
+  stacked_type = tff.StructWithPythonType(
+      [(key, tff.TensorType(value.dtype, [None] + list(value.shape))) for key, value in tff.structure.iter_elements(
+          element_type)], collections.OrderedDict)
+
+  @tff.tensorflow.computation
+  def zero():
+    return collections.OrderedDict((key, tf.zeros([0] + list(value.shape), value.dtype))
+                                   for key, value in tff.structure.iter_elements(element_type))
+
+  @tff.tensorflow.computation(stacked_type, element_type)
+  def accumulate(stacked, value):
+    return collections.OrderedDict((key, tf.concat([stacked[key], value[key][tf.newaxis]], axis=0))
+                                   for key in stacked)
+
+  @tff.tensorflow.computation(stacked_type, stacked_type)
+  def merge(a, b):
+    return collections.OrderedDict((key, tf.concat([a[key], b[key]], axis=0)) for key in a)
+
+  @tff.tensorflow.computation(stacked_type)
+  def report(stacked):
+    return stacked
+
+  return zero, accumulate, merge, report
+
+
+def client_work(client_update: tff.Computation,
+                metrics_fn: Callable[[dict], dict]) -> tff.learning.templates.ClientWorkProcess:
+  """The client work of a method with client state and no server state of its own.
+
+  `client_update` is a TFF computation (weights, client data of `client_data_type`) -> (ClientResult, metric sums,
+  updated state element with its `position`). The sums are aggregated with `federated_sum` and finalized by
+  `metrics_fn` (TF) at the server; the updated states are gathered into the `client_states` measurement, beside
+  the metrics.
+  """
+  weights_type, data_type = client_update.type_signature.parameter
+  _, sums_type, element_type = client_update.type_signature.result
+  zero, accumulate, merge, report = _collector(element_type)
+
+  @tff.tensorflow.computation(sums_type, report.type_signature.result)
+  def finalize(sums, states):
+    return collections.OrderedDict(metrics_fn(sums), **{CLIENT_STATES: states})
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value((), tff.SERVER)
+
+  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, client_data):
+    result, sums, states = tff.federated_map(client_update, (weights, client_data))
+    collected = tff.federated_aggregate(states, zero(), accumulate, merge, report)
+    measurements = tff.federated_map(finalize, (tff.federated_sum(sums), collected))
+    return tff.templates.MeasuredProcessOutput(state, result, measurements)
+
+  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)

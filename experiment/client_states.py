@@ -1,0 +1,60 @@
+"""The client-state store: every client's state for methods that keep one, keyed by client id.
+
+A client's state (a structure of float32 arrays, the method's `initial_client_state`) is created at the client's
+first round with the initial value, handed to the client computation as a one-element dataset
+(`algorithms.client_state`), and replaced by the value the round returns. The store is saved in every checkpoint
+(`snapshot` / `restore`: the ids and one stacked array per field), so a resumed run continues from exactly the
+states of the checkpointed round.
+"""
+
+import collections
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from algorithms import client_state
+
+IDS = 'ids'
+
+
+class ClientStateStore:
+  """Per-client state, created on first use with `initial`."""
+
+  def __init__(self, initial: dict):
+    self._initial = {key: np.asarray(value, np.float32) for key, value in initial.items()}
+    self._states: dict[str, dict] = {}
+
+  def __len__(self) -> int:
+    return len(self._states)
+
+  def get(self, client_id: str) -> dict:
+    return self._states.get(client_id, self._initial)
+
+  def datasets(self, client_ids: Sequence[str]) -> list[tf.data.Dataset]:
+    """The one-element state dataset of each client, with its position in the round."""
+    return [tf.data.Dataset.from_tensors(client_state.element(self.get(client_id), position))
+            for position, client_id in enumerate(client_ids)]
+
+  def update(self, client_ids: Sequence[str], collected: dict) -> None:
+    """Stores the states a round returned: `collected` = {'position': [m], field: [m, ...]}."""
+    for row, position in enumerate(np.asarray(collected[client_state.POSITION])):
+      self._states[client_ids[int(position)]] = {key: np.asarray(collected[key][row], np.float32)
+                                                 for key in self._initial}
+
+  def snapshot(self) -> collections.OrderedDict:
+    """{'ids': [n] bytes, field: [n, ...]} in id order (empty arrays for an empty store)."""
+    ids = sorted(self._states)
+    snapshot = collections.OrderedDict([(IDS, np.array([i.encode() for i in ids], dtype=np.bytes_))])
+    for key, value in self._initial.items():
+      snapshot[key] = (np.stack([self._states[i][key] for i in ids]) if ids else
+                       np.zeros((0,) + value.shape, np.float32))
+    return snapshot
+
+  def restore(self, snapshot: Optional[dict]) -> None:
+    """Replaces the states with a `snapshot`'s."""
+    self._states = {}
+    ids = [] if snapshot is None else np.asarray(snapshot[IDS]).reshape(-1)
+    for row, client_id in enumerate(ids):
+      client_id = client_id.decode() if isinstance(client_id, bytes) else str(client_id)
+      self._states[client_id] = {key: np.asarray(snapshot[key][row], np.float32) for key in self._initial}

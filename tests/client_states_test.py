@@ -1,0 +1,110 @@
+"""Tests the client-state store and FedEM's kept mixture weights: numpy EM from the stored pi, positions, resume."""
+
+import collections
+
+import numpy as np
+from scipy import special
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import client_state
+from algorithms import fedem
+from algorithms import learning_process
+from experiment import client_states
+from experiment import run_directory
+from models import multi_branch
+from tasks import task as task_lib
+from utils import execution_context
+
+
+def _model_fn():
+  extractor = tf.keras.Sequential([tf.keras.Input(shape=(3,)), tf.keras.layers.Dense(4, activation='tanh')])
+  return multi_branch.build_multi_branch_model(extractor, 2, branch_units=3)
+
+
+def _client(seed, size):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(size, 3)).astype(np.float32)
+  y = rng.integers(0, 3, size).astype(np.int32)
+  raw = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(x=x, y=y))
+  return x, y, task_lib.preprocess_client(raw, 0, tff.simulation.baselines.ClientSpec(1, 4), shuffle_seed=seed)
+
+
+def _numpy_em(model, x, y, pi, iterations):
+  """Marfoq et al.'s E and M steps from `pi`, written out with scipy."""
+  logits = model(x)['logits'].numpy()  # [N, K, C]
+  losses = -(special.log_softmax(logits, axis=-1)[np.arange(len(y)), :, y])  # [N, K]
+  log_pi = np.log(pi)
+  for _ in range(iterations):
+    log_q = special.log_softmax(log_pi - losses, axis=1)
+    log_pi = special.logsumexp(log_q, axis=0) - np.log(len(y))
+  return np.exp(log_pi)
+
+
+class ClientStateStoreTest(tf.test.TestCase):
+
+  def test_new_clients_get_the_initial_state_and_updates_follow_positions(self):
+    store = client_states.ClientStateStore({'pi': [0.5, 0.5]})
+    self.assertAllClose(store.get('a')['pi'], [0.5, 0.5])
+    # The round's states come back in any order; `position` says whose each is.
+    store.update(['a', 'b', 'c'], {'position': np.array([2, 0]), 'pi': np.array([[0.1, 0.9], [0.7, 0.3]])})
+    self.assertAllClose(store.get('c')['pi'], [0.1, 0.9])
+    self.assertAllClose(store.get('a')['pi'], [0.7, 0.3])
+    self.assertAllClose(store.get('b')['pi'], [0.5, 0.5])  # Not returned: unchanged.
+    self.assertLen(store, 2)
+    element = next(iter(store.datasets(['x', 'c'])[1]))
+    self.assertEqual(int(element[client_state.POSITION]), 1)
+    self.assertAllClose(element['pi'], [0.1, 0.9])
+
+  def test_snapshot_survives_a_checkpoint(self):
+    for states in ({}, {'client_7': [0.2, 0.8], 'client_1': [0.6, 0.4]}):
+      store = client_states.ClientStateStore({'pi': [0.5, 0.5]})
+      ids = list(states)
+      if ids:
+        store.update(ids, {'position': np.arange(len(ids)), 'pi': np.array(list(states.values()))})
+      checkpoints = run_directory.Checkpoints(self.create_tempdir().full_path)
+      checkpoints.save({'process': np.zeros(2, np.float32), 'client_states': store.snapshot()}, 4)
+      empty = client_states.ClientStateStore({'pi': [0.5, 0.5]})
+      loaded, _ = checkpoints.load_latest({'process': np.zeros(2, np.float32), 'client_states': empty.snapshot()})
+      restored = client_states.ClientStateStore({'pi': [0.5, 0.5]})
+      restored.restore(loaded['client_states'])
+      self.assertLen(restored, len(states))
+      for client_id, pi in states.items():
+        self.assertAllClose(restored.get(client_id)['pi'], pi)
+
+
+class FedEmClientStateTest(tf.test.TestCase):
+
+  def test_rounds_start_em_from_the_stored_weights(self):
+    clients = [_client(seed, size) for seed, size in ((0, 9), (1, 6), (2, 11))]
+    element_spec = clients[0][2].element_spec
+    # Client learning rate 0: the losses of every round come from the same broadcast model.
+    process = fedem.build_process(_model_fn, lambda batch: batch, element_spec, 0.0, 0.1, 1e-3, num_branches=2,
+                                  num_modes=1, em_iterations=2, keep_client_state=True)
+    initial = learning_process.initial_weights(_model_fn, seed=3)
+    state = process.set_model_weights(process.initialize(), initial)
+    model = _model_fn()
+    model.set_weights(list(initial.trainable))
+    store = client_states.ClientStateStore(fedem.initial_client_state(2))
+    ids = ['c0', 'c1', 'c2']
+    expected = {client_id: np.array([0.5, 0.5]) for client_id in ids}
+    for round_num in range(2):
+      data = [collections.OrderedDict(dataset=dataset, client_state=state_dataset)
+              for (_, _, dataset), state_dataset in zip(clients, store.datasets(ids))]
+      output = process.next(state, data)
+      measurements = dict(output.metrics['client_work'])
+      store.update(ids, measurements.pop(client_state.CLIENT_STATES))
+      for client_id, (x, y, _) in zip(ids, clients):
+        expected[client_id] = _numpy_em(model, x, y, expected[client_id], iterations=2)
+        self.assertAllClose(store.get(client_id)['pi'], expected[client_id], atol=1e-5,
+                            msg=f'round {round_num}, {client_id}')
+      self.assertIn('train_loss', measurements)
+    # Two rounds of 2 iterations from the stored pi are 4 iterations from uniform, unlike 2 from uniform.
+    x, y, _ = clients[0]
+    self.assertAllClose(expected['c0'], _numpy_em(model, x, y, np.array([0.5, 0.5]), iterations=4), atol=1e-5)
+    self.assertNotAllClose(expected['c0'], _numpy_em(model, x, y, np.array([0.5, 0.5]), iterations=2))
+
+
+if __name__ == '__main__':
+  execution_context.install()
+  tf.test.main()
