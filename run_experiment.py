@@ -66,6 +66,16 @@ _DRIFT_START = flags.DEFINE_float('drift_start', 0.25, 'concept_drift: earliest 
 _DRIFT_END = flags.DEFINE_float('drift_end', 0.5, 'concept_drift: latest change point, fraction of the run.')
 _DRIFT_LENGTH = flags.DEFINE_integer('drift_length', 16, 'concept_drift: rounds an incremental drift takes.')
 _CONCEPT_PERIOD = flags.DEFINE_integer('concept_period', 32, 'concept_drift: rounds each recurring concept lasts.')
+_WINDOW_ROUNDS = flags.DEFINE_integer('window_rounds', 32, 'windowed: rounds per window.')
+_WINDOWING = flags.DEFINE_string('windowing', 'tumbling', 'windowed: tumbling or sliding (overlapping) windows.')
+_WINDOW_OVERLAP = flags.DEFINE_integer('window_overlap', 8, 'windowed, sliding: rounds over which a moved client '
+                                       'holds both regimes.')
+_CORRUPTIONS = flags.DEFINE_list('corruptions', list(scenario_lib.Config.corruptions), 'windowed: corruption '
+                                 'families the windows draw from (blur, haze, jitter: image tasks only).')
+_LABEL_SKEW_ALPHA = flags.DEFINE_float('label_skew_alpha', 1.0, 'windowed: Dirichlet concentration of each '
+                                       'window\'s label weights; 0 = no label shift.')
+_SWITCH_FRACTION = flags.DEFINE_float('switch_fraction', 0.5, 'windowed: share of clients moving to the new regime '
+                                      'at each window boundary.')
 _EVOLVING_BASE = flags.DEFINE_integer('evolving_base', 0, 'evolving_domains: the base population rotated (0: the '
                                       'day mode, EMNIST digits).')
 _SHIFT_FN = flags.DEFINE_string('shift_fn', 'linear', f'q(t): one of {", ".join(day_probability.SHIFT_FUNCTIONS)}.')
@@ -173,6 +183,9 @@ def _scenario_config(values: dict) -> scenario_lib.Config:
       target_extra_rotation=_TARGET_EXTRA_ROTATION.value, evolving_base=_EVOLVING_BASE.value,
       drift_type=_DRIFT_TYPE.value, num_concepts=_NUM_CONCEPTS.value, drift_start=_DRIFT_START.value,
       drift_end=_DRIFT_END.value, drift_length=_DRIFT_LENGTH.value, concept_period=_CONCEPT_PERIOD.value,
+      window_rounds=_WINDOW_ROUNDS.value, windowing=_WINDOWING.value, window_overlap=_WINDOW_OVERLAP.value,
+      corruptions=tuple(_CORRUPTIONS.value), label_skew_alpha=_LABEL_SKEW_ALPHA.value,
+      switch_fraction=_SWITCH_FRACTION.value,
       num_clients=_NUM_CLIENTS.value or (20 if _SCENARIO.value == 'evolving_domains' else 80))
 
 
@@ -245,13 +258,16 @@ def main(argv):
   populations = task.mode_client_ids()
   try:
     scenario = scenario_lib.build(_scenario_config(values), populations, task.client_sizes,
-                                  values['clients_per_round'], _SEED.value, shift_free)
+                                  values['clients_per_round'], _SEED.value, shift_free, task.num_classes)
     run_directory.prepare(output_dir, config, _OVERWRITE.value)
   except ValueError as error:
     _fail(str(error))
   scenario_domains = scenario.domains(task.mode_names, task.num_classes)
   if scenario_domains is not None:
-    task = task.with_domains(scenario_domains)
+    try:
+      task = task.with_domains(scenario_domains)
+    except ValueError as error:
+      _fail(str(error))
 
   client_spec = tff.simulation.baselines.ClientSpec(
       num_epochs=_CLIENT_EPOCHS.value, batch_size=values['client_batch_size'],
@@ -305,7 +321,8 @@ def main(argv):
 _FLAG_NAMES = frozenset(flag.name for flag in (
     _TASK, _ALGORITHM, _SCENARIO, _MIXTURE_SCHEDULE, _NUM_CYCLES, _MIXTURE_TEST, _NUM_CLIENTS, _NUM_DOMAINS,
     _ROTATION_STEP, _TARGET_EXTRA_ROTATION, _EVOLVING_BASE, _DRIFT_TYPE, _NUM_CONCEPTS, _DRIFT_START, _DRIFT_END,
-    _DRIFT_LENGTH, _CONCEPT_PERIOD, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
+    _DRIFT_LENGTH, _CONCEPT_PERIOD, _WINDOW_ROUNDS, _WINDOWING, _WINDOW_OVERLAP, _CORRUPTIONS, _LABEL_SKEW_ALPHA,
+    _SWITCH_FRACTION, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
     _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
     _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
     _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY,

@@ -16,6 +16,20 @@ evaluation (TensorFlow ops, traced once), after the task's `batch_fn`:
   synthetic: `input_range=None`) x' = -x.
 - P_d: a permutation of the labels (None: identity).
 
+Corruptions (seed 003's covariate shift, CIFAR-10-C and FEMNIST-style; `corruption`, `severity` 1-5), applied
+before the steps above; r = hi - lo (1 for standardized inputs), images and vectors unless marked:
+  noise       x + N(0, (sigma_s r)^2) per value, sigma = .04 .06 .08 .09 .10 (CIFAR-10-C's Gaussian noise), drawn
+              with a seed keyed by the batch's values (fresh noise per batch, reproducible for the same batch);
+  blur        (images) a Gaussian blur, sigma = .4 .6 .7 .8 1.0 pixels (5 x 5 kernel, edges mirrored);
+  brightness  x + delta_s r, delta = .05 .1 .15 .2 .3;
+  contrast    m + c_s (x - m), m the example's mean, c = .75 .5 .4 .3 .15;
+  haze        (images; fog-like) (1 - a_s) x + a_s hi, a = .1 .2 .3 .4 .5 (standardized: hi = the example's max);
+  rotation    by 5 10 15 20 30 degrees (the rotation above);
+  scale       a zoom about the centre by 1.05 1.1 1.15 1.2 1.3 (images), or x times that factor (vectors);
+  jitter      (images) per-channel gains 1 + j_s u_c with u_c in [-1, 1] fixed per domain, j = .05 .1 .15 .2 .3.
+These are parametric stand-ins for the published corruption suites (which cannot be downloaded here); the severity
+tables follow CIFAR-10-C where it has the family.
+
 A scenario whose domains are all plain bases needs no transform, and `DomainTransform.is_identity` lets the task
 skip it, so such runs trace exactly the graphs they traced before domains existed.
 """
@@ -28,6 +42,20 @@ import numpy as np
 import tensorflow as tf
 
 
+CORRUPTIONS = ('noise', 'blur', 'brightness', 'contrast', 'haze', 'rotation', 'scale', 'jitter')
+IMAGE_ONLY_CORRUPTIONS = frozenset({'blur', 'haze', 'jitter'})
+_SEVERITIES = {
+    'noise': (0.04, 0.06, 0.08, 0.09, 0.10),
+    'blur': (0.4, 0.6, 0.7, 0.8, 1.0),
+    'brightness': (0.05, 0.1, 0.15, 0.2, 0.3),
+    'contrast': (0.75, 0.5, 0.4, 0.3, 0.15),
+    'haze': (0.1, 0.2, 0.3, 0.4, 0.5),
+    'rotation': (5.0, 10.0, 15.0, 20.0, 30.0),
+    'scale': (1.05, 1.1, 1.15, 1.2, 1.3),
+    'jitter': (0.05, 0.1, 0.15, 0.2, 0.3),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Domain:
   """One domain: examples of base population `base`, transformed."""
@@ -37,11 +65,23 @@ class Domain:
   flip: bool = False
   invert: bool = False
   label_permutation: Optional[tuple[int, ...]] = None
+  corruption: Optional[str] = None
+  severity: int = 0
+
+  def __post_init__(self):
+    if self.corruption is not None and (self.corruption not in CORRUPTIONS or not 1 <= self.severity <= 5):
+      raise ValueError(f'corruption must be one of {", ".join(CORRUPTIONS)} with severity 1-5; got '
+                       f'{self.corruption!r}, {self.severity}.')
 
   @property
   def is_plain(self) -> bool:
     return (self.rotation_degrees == 0.0 and not self.flip and not self.invert and
-            self.label_permutation is None)
+            self.label_permutation is None and self.corruption is None)
+
+  @property
+  def corruption_value(self) -> float:
+    """The family's parameter at this severity (0 without a corruption)."""
+    return _SEVERITIES[self.corruption][self.severity - 1] if self.corruption else 0.0
 
 
 def plain_domains(base_names: Sequence[str]) -> tuple[Domain, ...]:
@@ -77,7 +117,12 @@ class DomainTransform:
     self._num_classes = num_classes
     self._input_range = input_range
     self._plane_seed = plane_seed
-    self._angles = np.array([math.radians(d.rotation_degrees) for d in domains], np.float32)
+    self._angles = np.array([math.radians(d.rotation_degrees + (d.corruption_value if d.corruption == 'rotation'
+                                                                 else 0.0)) for d in domains], np.float32)
+    self._families = {family: np.array([d.corruption_value if d.corruption == family else 0.0 for d in domains],
+                                       np.float32)
+                      for family in CORRUPTIONS if family != 'rotation' and any(d.corruption == family
+                                                                                for d in domains)}
     self._flips = np.array([d.flip for d in domains])
     self._inverts = np.array([d.invert for d in domains])
     permutations = [list(d.label_permutation or range(num_classes)) for d in domains]
@@ -94,7 +139,7 @@ class DomainTransform:
     if self.is_identity:
       return batch
     domain_ids = tf.cast(domain_ids, tf.int32)
-    x = tf.convert_to_tensor(batch['x'])
+    x = self._corrupt(tf.convert_to_tensor(batch['x']), domain_ids)
     angles = tf.gather(self._angles, domain_ids)
     flips = tf.gather(self._flips, domain_ids)
     if x.shape.rank == 4:
@@ -107,6 +152,51 @@ class DomainTransform:
     result['x'] = tf.where(inverts, reflected, x)
     result['y'] = tf.gather_nd(self._permutations, tf.stack([domain_ids, tf.cast(batch['y'], tf.int32)], axis=-1))
     return result
+
+  def _corrupt(self, x: tf.Tensor, domain_ids: tf.Tensor) -> tf.Tensor:
+    """Each example's corruption (rotation is applied with the domain's own rotation)."""
+    is_image = x.shape.rank == 4
+    lo, hi = self._input_range if self._input_range else (None, None)
+    spread = (hi - lo) if self._input_range else 1.0
+    axes = list(range(1, x.shape.rank))
+    for family, values in self._families.items():
+      if family in IMAGE_ONLY_CORRUPTIONS and not is_image:
+        raise ValueError(f'the {family} corruption is defined for images, not vectors [B, D].')
+      value = tf.gather(values, domain_ids)
+      selected = tf.reshape(value > 0.0, [-1] + [1] * (x.shape.rank - 1))
+      value = tf.reshape(value, [-1] + [1] * (x.shape.rank - 1))
+      if family == 'noise':
+        key = tf.cast(tf.reduce_sum(tf.abs(x)) * 1000.0, tf.int64)
+        corrupted = x + value * spread * tf.random.stateless_normal(tf.shape(x), seed=tf.stack([key, 7]))
+      elif family == 'blur':
+        corrupted = _gaussian_blur(x, value)
+      elif family == 'brightness':
+        corrupted = x + value * spread
+      elif family == 'contrast':
+        mean = tf.reduce_mean(x, axis=axes, keepdims=True)
+        corrupted = mean + value * (x - mean)
+      elif family == 'haze':
+        top = hi if self._input_range else tf.reduce_max(x, axis=axes, keepdims=True)
+        corrupted = (1.0 - value) * x + value * top
+      elif family == 'scale':
+        corrupted = self._zoom(x, value) if is_image else x * value
+      else:  # jitter
+        directions = np.random.default_rng(self._plane_seed + 1).uniform(-1.0, 1.0, size=int(x.shape[-1]))
+        corrupted = x * (1.0 + value * directions.astype(np.float32))
+      x = tf.where(selected, corrupted, x)
+    return x
+
+  def _zoom(self, x: tf.Tensor, factors: tf.Tensor) -> tf.Tensor:
+    """Images zoomed in about their centre by `factors` [B, 1, 1, 1] (1 keeps an image as it is)."""
+    height, width = int(x.shape[1]), int(x.shape[2])
+    inverse = 1.0 / tf.reshape(factors, [-1])
+    cx, cy = (width - 1) / 2.0, (height - 1) / 2.0
+    zeros = tf.zeros_like(inverse)
+    transforms = tf.stack([inverse, zeros, cx * (1.0 - inverse), zeros, inverse, cy * (1.0 - inverse), zeros, zeros],
+                          axis=1)
+    fill = self._input_range[0] if self._input_range else 0.0
+    return tf.raw_ops.ImageProjectiveTransformV3(images=x, transforms=transforms, output_shape=[height, width],
+                                                 fill_value=fill, interpolation='BILINEAR', fill_mode='CONSTANT')
 
   def _transform_images(self, x: tf.Tensor, angles: tf.Tensor, flips: tf.Tensor) -> tf.Tensor:
     height, width = int(x.shape[1]), int(x.shape[2])
@@ -123,3 +213,16 @@ class DomainTransform:
     a = tf.where(flips, -a, a)
     cos, sin = tf.cos(angles), tf.sin(angles)
     return rest + (cos * a - sin * b)[:, None] * u + (sin * a + cos * b)[:, None] * v
+
+
+def _gaussian_blur(x: tf.Tensor, sigmas: tf.Tensor) -> tf.Tensor:
+  """Each image [B, H, W, C] blurred by a 5 x 5 Gaussian of its sigma [B, 1, 1, 1], edges mirrored; separable,
+  per example (callers keep the uncorrupted examples)."""
+  offsets = tf.range(-2.0, 3.0)
+  sigma = tf.maximum(tf.reshape(sigmas, [-1, 1]), 1e-3)
+  kernel = tf.exp(-0.5 * (offsets[tf.newaxis] / sigma) ** 2)
+  kernel = kernel / tf.reduce_sum(kernel, axis=1, keepdims=True)  # [B, 5]
+  padded = tf.pad(x, [[0, 0], [2, 2], [2, 2], [0, 0]], mode='SYMMETRIC')
+  height, width = int(x.shape[1]), int(x.shape[2])
+  rows = sum(kernel[:, i, None, None, None] * padded[:, i:i + height] for i in range(5))
+  return sum(kernel[:, j, None, None, None] * rows[:, :, j:j + width] for j in range(5))

@@ -19,6 +19,8 @@ Scenarios here:
   by m * Delta degrees; clients hold all M source domains every round; domain M + 1 is the test set.
 - `ConceptDriftScenario` (beyond the seeds, as FedDrift and FedCCFA benchmark it): concepts are label
   permutations; every client changes concept at its own change point, suddenly, incrementally or recurringly.
+- `WindowedScenario` (seed 003, ShiftEx, digest section 3): windows of rounds; at every window boundary half of
+  the clients move to a new regime, a corruption of some severity (covariate shift) and a Dirichlet label skew.
 """
 
 import abc
@@ -31,8 +33,9 @@ from periodic_shift import client_sampler
 from periodic_shift import day_probability
 from periodic_shift import domains as domains_lib
 
-SCENARIOS = ('periodic', 'mixture_drift', 'evolving_domains', 'concept_drift')
+SCENARIOS = ('periodic', 'mixture_drift', 'evolving_domains', 'concept_drift', 'windowed')
 DRIFT_TYPES = ('sudden', 'incremental', 'recurring')
+WINDOWINGS = ('tumbling', 'sliding')
 MIXTURE_SCHEDULES = ('linear', 'cosine', 'none')
 MIXTURE_TESTS = ('current', 'balanced')
 
@@ -46,7 +49,9 @@ class Config:
   evolving_domains: num_domains (M + 1), rotation_step (Delta), target_extra_rotation, num_clients, evolving_base
                   (seed 001);
   concept_drift:  drift_type, num_concepts, drift_start / drift_end (fractions of total_rounds between which the
-                  clients' change points fall), drift_length (incremental), concept_period (recurring).
+                  clients' change points fall), drift_length (incremental), concept_period (recurring);
+  windowed:       window_rounds, windowing (tumbling or sliding), window_overlap (sliding), corruptions (the
+                  families windows draw from), label_skew_alpha (0: no label shift), switch_fraction (seed 003).
   """
   name: str = 'periodic'
   shift_fn: str = 'linear'
@@ -67,6 +72,12 @@ class Config:
   drift_end: float = 0.5
   drift_length: int = 16
   concept_period: int = 32
+  window_rounds: int = 32
+  windowing: str = 'tumbling'
+  window_overlap: int = 8
+  corruptions: tuple[str, ...] = ('noise', 'brightness', 'contrast', 'rotation', 'scale')
+  label_skew_alpha: float = 1.0
+  switch_fraction: float = 0.5
 
   def validate(self) -> None:
     """Raises ValueError (one line, naming the flag) for settings that no population can make valid."""
@@ -80,6 +91,20 @@ class Config:
     if self.name == 'evolving_domains':
       if self.num_domains < 2:
         raise ValueError(f'num_domains must be >= 2 (sources and the target); got {self.num_domains}.')
+      return
+    if self.name == 'windowed':
+      if self.window_rounds < 1 or self.windowing not in WINDOWINGS:
+        raise ValueError(f'window_rounds must be >= 1 and windowing one of {", ".join(WINDOWINGS)}; got '
+                         f'{self.window_rounds}, {self.windowing!r}.')
+      if self.windowing == 'sliding' and not 0 <= self.window_overlap < self.window_rounds:
+        raise ValueError(f'window_overlap must be in [0, window_rounds); got {self.window_overlap}.')
+      unknown = set(self.corruptions) - set(domains_lib.CORRUPTIONS)
+      if not self.corruptions or unknown:
+        raise ValueError(f'corruptions must be some of {", ".join(domains_lib.CORRUPTIONS)}; got '
+                         f'{",".join(self.corruptions)}.')
+      if self.label_skew_alpha < 0 or not 0 < self.switch_fraction <= 1:
+        raise ValueError(f'label_skew_alpha must be >= 0 and switch_fraction in (0, 1]; got '
+                         f'{self.label_skew_alpha:g}, {self.switch_fraction:g}.')
       return
     if self.name == 'concept_drift':
       if self.drift_type not in DRIFT_TYPES:
@@ -103,8 +128,9 @@ class Config:
 
 
 def build(config: Config, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
-          clients_per_round: int, seed: int, shift_free: bool = False) -> 'Scenario':
-  """The scenario of `config` over the task's base populations; `shift_free` removes the shift (No-Dist-Shift).
+          clients_per_round: int, seed: int, shift_free: bool = False, num_classes: int = 2) -> 'Scenario':
+  """The scenario of `config` over the task's base populations (with `num_classes` labels); `shift_free` removes
+  the shift (No-Dist-Shift).
 
   Raises ValueError when the populations cannot provide what the settings ask (message names the flag).
   """
@@ -119,6 +145,9 @@ def build(config: Config, base_client_ids: Sequence[Sequence[str]], base_client_
     except ValueError as error:
       raise ValueError(f'--{error}') from error
     return PeriodicScenario(sampler)
+  if config.name == 'windowed':
+    return WindowedScenario(base_client_ids, base_client_sizes, clients_per_round, config, seed, num_classes,
+                            shift_free)
   if config.name == 'concept_drift':
     return ConceptDriftScenario(base_client_ids, base_client_sizes, clients_per_round, config, seed, shift_free)
   if config.name == 'evolving_domains':
@@ -133,12 +162,13 @@ def build(config: Config, base_client_ids: Sequence[Sequence[str]], base_client_
 @dataclasses.dataclass(frozen=True)
 class Part:
   """`num_examples` examples (None: all) of domain `domain` from client `source_id` of its base population,
-  after skipping `skip` of them. The source's examples are taken in one seeded random order per (round, client),
+  after skipping `skip` of them, optionally thinned by label. The source's examples are taken in one seeded random order per (round, client),
   so parts of the same source with disjoint [skip, skip + num_examples) ranges hold disjoint examples."""
   domain: int
   source_id: str
   num_examples: Optional[int] = None
   skip: int = 0
+  label_weights: Optional[tuple[float, ...]] = None  # Keep an example of label y with probability w[y] / max w.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -454,3 +484,112 @@ class ConceptDriftScenario(Scenario):
         size = self._sizes[part.domain // concepts][part.source_id]
         counts[part.domain % concepts] += size if part.num_examples is None else part.num_examples
     return {f'concept_share_{j}': float(n) for j, n in enumerate(counts / max(counts.sum(), 1.0))}
+
+
+class WindowedScenario(Scenario):
+  """Seed 003's windows: the run is cut into windows W0, W1, ... of `window_rounds` rounds.
+
+  Regimes: regime 0 (W0, the bootstrap window) is the clean data. Window w >= 1 brings regime w: a corruption family
+  drawn from `corruptions` with a severity drawn from 1-5 (covariate shift, `periodic_shift.domains`) and label
+  weights drawn from Dir(label_skew_alpha 1) over the classes (label shift: a client in the regime keeps an example
+  of label y with probability w_y / max w; alpha 0 turns label shift off). Regimes are drawn from the run's seed.
+
+  Clients: every client of every base population; each round draws `clients_per_round` of them uniformly without
+  replacement (the seed selects 20% of its pool per round: set the flag to that). At each window boundary exactly
+  floor(switch_fraction N) clients, drawn anew, move to the new regime and the others keep theirs ("50% of the
+  participating clients keep their previous distribution and the other 50% receive a new one"; here over the whole
+  population, so the split is exact). `tumbling`: a client's data are wholly in its regime. `sliding`: for the
+  first `window_overlap` rounds of a window a client that just moved holds both regimes, the new one's share
+  growing (t - start + 1) / (overlap + 1), split binomially into disjoint parts of its data (overlapping windows).
+
+  Domains: (base b, regime r), index b R + r, named `<base>_w<r>` (+ the corruption); test sets are the bases' test
+  data corrupted by the regime (no label skew). `window` and `new_regime_share` (the share of the round's examples
+  in the newest regime) go to metrics.csv, whose window boundaries `experiment.shift_metrics` cuts at.
+  `shift_free` (No-Dist-Shift): every client stays in regime 0.
+  """
+
+  def __init__(self, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
+               clients_per_round: int, config: Config, seed: int, num_classes: int, shift_free: bool = False):
+    self._clients = [(base, client_id) for base, ids in enumerate(base_client_ids) for client_id in ids]
+    if not 1 <= clients_per_round <= len(self._clients):
+      raise ValueError(f'--clients_per_round must be between 1 and the population ({len(self._clients)}); got '
+                       f'{clients_per_round}.')
+    self._sizes = base_client_sizes
+    self._num_bases = len(base_client_ids)
+    self._clients_per_round = clients_per_round
+    self._config = config
+    self._seed = seed
+    self._num_regimes = 1 if shift_free else max(1, -(-config.total_rounds // config.window_rounds))
+    rng = np.random.default_rng([seed, 9])
+    self.regimes = [(None, 0)] + [(str(rng.choice(config.corruptions)), int(rng.integers(1, 6)))
+                                  for _ in range(self._num_regimes - 1)]
+    count = len(self._clients)
+    self.assignments = np.zeros((self._num_regimes, count), np.int64)  # Regime of each client in each window.
+    for window in range(1, self._num_regimes):
+      self.assignments[window] = self.assignments[window - 1]
+      movers = rng.choice(count, size=int(np.floor(config.switch_fraction * count)), replace=False)
+      self.assignments[window, movers] = window
+    skew = np.random.default_rng([seed, 10])
+    self._label_weights = [None] + [
+        tuple(float(w) for w in skew.dirichlet(np.full(num_classes, config.label_skew_alpha)))
+        if config.label_skew_alpha > 0 else None for _ in range(self._num_regimes - 1)]
+
+  @property
+  def num_domains(self) -> int:
+    return self._num_bases * self._num_regimes
+
+  def domains(self, base_names: Sequence[str], num_classes: int) -> tuple[domains_lib.Domain, ...]:
+    del num_classes  # Unused.
+    return tuple(domains_lib.Domain(f'{base_names[b]}_w{r}' + (f'_{family}{severity}' if family else ''), b,
+                                    corruption=family, severity=severity)
+                 for b in range(self._num_bases) for r, (family, severity) in enumerate(self.regimes))
+
+  def window(self, round_num: int) -> int:
+    return min((round_num - 1) // self._config.window_rounds, self._num_regimes - 1)
+
+  def label_weights(self, regime: int) -> Optional[tuple[float, ...]]:
+    """The regime's label weights w (None: no skew)."""
+    return self._label_weights[regime]
+
+  def _regime_shares(self, client_index: int, round_num: int) -> tuple[int, int, float]:
+    """(old regime, new regime, share of the new) of a client's data in the round."""
+    window = self.window(round_num)
+    current = int(self.assignments[window, client_index])
+    previous = int(self.assignments[window - 1, client_index]) if window > 0 else current
+    since = round_num - 1 - window * self._config.window_rounds
+    if self._config.windowing == 'sliding' and current != previous and since < self._config.window_overlap:
+      return previous, current, (since + 1) / (self._config.window_overlap + 1)
+    return current, current, 0.0
+
+  def round_plan(self, round_num: int) -> RoundPlan:
+    chosen = np.random.default_rng([self._seed, 11, round_num]).choice(len(self._clients), self._clients_per_round,
+                                                                       replace=False)
+    clients = []
+    for position, index in enumerate(chosen):
+      base, client_id = self._clients[index]
+      old, new, share = self._regime_shares(index, round_num)
+      domain = lambda regime: base * self._num_regimes + regime  # pylint: disable=cell-var-from-loop
+      if share == 0.0:
+        parts = (Part(domain(old), client_id, label_weights=self.label_weights(old)),)
+      else:
+        size = self._sizes[base][client_id]
+        moved = int(np.random.default_rng([self._seed, 12, round_num, position]).binomial(size, share))
+        parts = tuple(part for part in (
+            Part(domain(old), client_id, size - moved, label_weights=self.label_weights(old)),
+            Part(domain(new), client_id, moved, skip=size - moved, label_weights=self.label_weights(new)))
+                      if part.num_examples)
+      clients.append(ClientPlan(f'{base}/{client_id}', parts))
+    return RoundPlan(tuple(clients))
+
+  def round_metrics(self, round_num: int, plan: RoundPlan) -> dict[str, float]:
+    """`window`; `new_regime_share`: the share of the round's planned examples (before label thinning) in the
+    newest regime."""
+    window = self.window(round_num)
+    total = newest = 0.0
+    for client in plan.clients:
+      for part in client.parts:
+        size = self._sizes[part.domain // self._num_regimes][part.source_id]
+        n = size if part.num_examples is None else part.num_examples
+        total += n
+        newest += n if part.domain % self._num_regimes == window and window > 0 else 0
+    return {'window': float(window), 'new_regime_share': newest / max(total, 1.0)}

@@ -112,4 +112,4 @@ def create_task(cache_dir: str, seed: int = 0) -> task_lib.Task:
       test_data=[tf.data.Dataset.from_tensor_slices(_cifar10_element(test_images, test_labels)),
                  night_test.create_tf_dataset_from_all_clients().cache()],
       test_sizes=[len(test_labels), sum(tff_files.client_counts(cifar100_path, 'test').values())],
-      batch_fn=batch_fn, model_fn=resnet_gn.create_model, num_classes=resnet_gn.NUM_CLASSES)
+      batch_fn=batch_fn, model_fn=resnet_gn.create_model, num_classes=resnet_gn.NUM_CLASSES, raw_label_key='label')

@@ -70,4 +70,5 @@ def create_task(cache_dir: str, seed: int = 0) -> task_lib.Task:
     test_sizes.append(sum(counts[mode] for counts in test_counts.values()))
   return task_lib.Task(name='emnist', train_data=train_data, client_sizes=client_sizes, test_data=test_data,
                        test_sizes=test_sizes, batch_fn=batch_fn, model_fn=emnist_cnn.create_model,
-                       num_classes=emnist_cnn.NUM_CLASSES, input_range=(0.0, 1.0))
+                       num_classes=emnist_cnn.NUM_CLASSES, input_range=(0.0, 1.0),
+                       raw_label_key='label')

@@ -30,6 +30,7 @@ import functools
 import zlib
 from typing import Callable, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -61,6 +62,7 @@ class Task:
     input_range: (lo, hi) of the model inputs `x`, or None for standardized inputs (what intensity inversion of a
       domain reflects about).
     domains: The domains examples are labelled with; None: one untransformed domain per mode.
+    raw_label_key: The label's key in raw elements (what a part's `label_weights` select on).
   """
   name: str
   train_data: Sequence[tff.simulation.datasets.ClientData]
@@ -73,6 +75,7 @@ class Task:
   mode_names: Sequence[str] = ('day', 'night')
   input_range: Optional[tuple[float, float]] = None
   domains: Optional[tuple[domains_lib.Domain, ...]] = None
+  raw_label_key: str = 'y'
 
   @property
   def domain_list(self) -> tuple[domains_lib.Domain, ...]:
@@ -89,6 +92,13 @@ class Task:
 
   def with_domains(self, domains: Sequence[domains_lib.Domain]) -> 'Task':
     """This task with examples labelled by `domains` and transformed by them in `model_batches`."""
+    image_only = {d.corruption for d in domains} & domains_lib.IMAGE_ONLY_CORRUPTIONS
+    if image_only:
+      with tf.Graph().as_default():
+        rank = len(self.model_fn(1).input_shape)
+      if rank != 4:
+        raise ValueError(f'the {", ".join(sorted(image_only))} corruption is defined for images; {self.name} has '
+                         'vector inputs.')
     transform = domains_lib.DomainTransform(domains, self.num_classes, self.input_range)
     batch_fn = self.batch_fn if transform.is_identity else DomainBatchFn(self.batch_fn, transform)
     return dataclasses.replace(self, domains=tuple(domains), batch_fn=batch_fn)
@@ -114,7 +124,7 @@ class Task:
   def plan_dataset(self, plan: scenario_lib.ClientPlan, client_spec: tff.simulation.baselines.ClientSpec,
                    shuffle_seed: int) -> tf.data.Dataset:
     """One client's training batches `(raw_batch, domain)` for its plan in a round, before `model_batches`."""
-    if len(plan.parts) == 1 and plan.parts[0].num_examples is None:
+    if len(plan.parts) == 1 and plan.parts[0].num_examples is None and plan.parts[0].label_weights is None:
       part = plan.parts[0]
       return self.client_dataset(part.domain, part.source_id, client_spec, shuffle_seed)
     parts = []
@@ -127,8 +137,19 @@ class Task:
       source = source.skip(part.skip)
       if part.num_examples is not None:
         source = source.take(part.num_examples)
+      if part.label_weights is not None:
+        source = self._label_skewed(source, part.label_weights, client_sampler.derived_seed(shuffle_seed, source_key))
       parts.append(_with_mode(source, part.domain))
     return _preprocess_labelled(functools.reduce(tf.data.Dataset.concatenate, parts), client_spec, shuffle_seed)
+
+  def _label_skewed(self, source: tf.data.Dataset, label_weights, seed: int) -> tf.data.Dataset:
+    """Keeps each example with probability w[y] / max w (a seeded draw per example): the labels' shares move from
+    the source's p(y) to p(y) w[y] / sum p w."""
+    keep = tf.constant(np.asarray(label_weights, np.float32) / max(label_weights))
+    draws = tf.data.Dataset.random(seed=seed).map(lambda draw: tf.cast(draw % 1000003, tf.float32) / 1000003.0)
+    kept = tf.data.Dataset.zip((source, draws)).filter(
+        lambda element, u: u < tf.gather(keep, tf.cast(element[self.raw_label_key], tf.int32)))
+    return kept.map(lambda element, u: element)
 
   def test_dataset(self, mode: Optional[int], batch_size: int) -> tf.data.Dataset:
     """Test batches `OrderedDict(x, y, mode)` of one domain (its base's test data, transformed)."""

@@ -74,6 +74,55 @@ class DomainTransformTest(tf.test.TestCase):
       domains.DomainTransform([domains.Domain('bad', 0, label_permutation=(0, 0, 1))], 3)
 
 
+class CorruptionTest(tf.test.TestCase):
+
+  def _corrupt(self, family, severity, x, input_range=(0.0, 1.0)):
+    domain_list = [domains.Domain('clean', 0), domains.Domain('c', 0, corruption=family, severity=severity)]
+    clean, _ = _apply(domain_list, x, np.zeros(len(x), np.int32), np.zeros(len(x), np.int32),
+                      input_range=input_range)
+    self.assertAllClose(clean, x, atol=1e-6)  # The clean domain is untouched in the same batch.
+    corrupted, _ = _apply(domain_list, x, np.zeros(len(x), np.int32), np.ones(len(x), np.int32),
+                          input_range=input_range)
+    return corrupted
+
+  def test_pointwise_families_match_numpy(self):
+    x = np.random.default_rng(3).uniform(size=(2, 6, 6, 1)).astype(np.float32)
+    self.assertAllClose(self._corrupt('brightness', 3, x), x + 0.15)
+    mean = x.mean(axis=(1, 2, 3), keepdims=True)
+    self.assertAllClose(self._corrupt('contrast', 5, x), mean + 0.15 * (x - mean), atol=1e-6)
+    self.assertAllClose(self._corrupt('haze', 2, x), 0.8 * x + 0.2 * 1.0, atol=1e-6)
+    vectors = np.random.default_rng(4).normal(size=(3, 8)).astype(np.float32)
+    self.assertAllClose(self._corrupt('scale', 4, vectors, input_range=None), 1.2 * vectors, atol=1e-6)
+
+  def test_noise_has_the_severity_standard_deviation(self):
+    x = np.full((4, 32, 32, 1), 0.5, np.float32)
+    noise = self._corrupt('noise', 5, x) - x
+    self.assertBetween(float(noise.std()), 0.10 * 0.97, 0.10 * 1.03)  # 4096 draws: s.e. of the s.d. ~1.1%.
+    self.assertAllClose(noise, self._corrupt('noise', 5, x) - x)  # The same batch gets the same noise.
+
+  def test_blur_and_zoom_match_scipy(self):
+    image = np.random.default_rng(5).uniform(size=(1, 16, 16, 1)).astype(np.float32)
+    blurred = self._corrupt('blur', 5, image)[0, :, :, 0]
+    expected = ndimage.gaussian_filter(image[0, :, :, 0], sigma=1.0, mode='reflect', truncate=2.0)
+    self.assertAllClose(blurred, expected, atol=1e-5)
+    zoomed = self._corrupt('scale', 5, image)[0, :, :, 0]
+    centre = 7.5
+    expected = ndimage.affine_transform(image[0, :, :, 0], np.eye(2) / 1.3, offset=centre - centre / 1.3, order=1,
+                                        cval=0.0)
+    self.assertAllClose(zoomed, expected, atol=1e-5)
+
+  def test_image_only_families_are_refused_on_vector_tasks(self):
+    with self.assertRaisesRegex(ValueError, 'corruption must be one of'):
+      domains.Domain('bad', 0, corruption='snow', severity=1)
+    data = tff.simulation.datasets.TestClientData({'c0': collections.OrderedDict(
+        x=np.zeros((2, 4), np.float32), y=np.zeros(2, np.int32))})
+    model_fn = lambda k: tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(2)])
+    task = task_lib.Task(name='vectors', train_data=[data], client_sizes=[{'c0': 2}], test_data=[], test_sizes=[],
+                         batch_fn=lambda b: b, model_fn=model_fn, num_classes=2, mode_names=('a',))
+    with self.assertRaisesRegex(ValueError, 'the blur corruption is defined for images; vectors has'):
+      task.with_domains([domains.Domain('a', 0), domains.Domain('b', 0, corruption='blur', severity=1)])
+
+
 class TaskDomainsTest(tf.test.TestCase):
 
   def test_task_with_domains_labels_and_transforms_examples(self):

@@ -57,7 +57,8 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
       ('emnist', 'evolving_domains', ['--num_domains=3', '--num_clients=2']),
       ('cifar', 'mixture_drift', ['--num_clients=2', '--num_cycles=0.5']),
       ('emnist', 'concept_drift', ['--drift_type=incremental', '--drift_start=0', '--drift_end=0.5',
-                                   '--drift_length=2']))
+                                   '--drift_length=2']),
+      ('emnist', 'windowed', ['--window_rounds=1', '--corruptions=blur,haze,jitter', '--label_skew_alpha=0.5']))
   def test_scenarios_on_image_tasks(self, task, scenario, settings):
     root = self.create_tempdir().full_path
     result = _run([f'--task={task}', f'--scenario={scenario}', f'--cache_dir={self.cache_dir}', '--total_rounds=2',

@@ -244,7 +244,7 @@ class ScenarioTest(parameterized.TestCase):
         self.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
 
   @parameterized.product(
-      scenario=['mixture_drift', 'evolving_domains', 'concept_drift'],
+      scenario=['mixture_drift', 'evolving_domains', 'concept_drift', 'windowed'],
       algorithm=['vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',
                  'fedtem', 'fedtkm'])
   def test_every_method_runs_on_every_scenario(self, scenario, algorithm):
@@ -255,6 +255,8 @@ class ScenarioTest(parameterized.TestCase):
         'evolving_domains': ['--num_domains=4', '--num_clients=6'],
         # Every client changes concept at round 2 (of 2), recurring every round.
         'concept_drift': ['--drift_type=recurring', '--drift_start=1', '--drift_end=1', '--concept_period=1'],
+        # Windows of one round: round 2 is window 1, where half of the clients hold the new regime.
+        'windowed': ['--window_rounds=1', '--windowing=sliding', '--window_overlap=0'],
     }[scenario]
     result = _run(['--task=synthetic', f'--scenario={scenario}', f'--algorithm={algorithm}', '--clients_per_round=3',
                    '--total_rounds=2', '--period=2', '--rounds_per_eval=2', '--eval_batch_size=500',
@@ -271,6 +273,9 @@ class ScenarioTest(parameterized.TestCase):
       # The target, rotated by 3 x 15 degrees, is the last domain; test_mixture_accuracy is its accuracy.
       target = 'test_day_rot0_accuracy' if shift_free else 'test_day_rot45_accuracy'
       self.assertEqual(rows[1]['test_mixture_accuracy'], rows[1][target])
+    elif scenario == 'windowed':
+      self.assertEqual([float(row['window']) for row in rows], [0.0, 0.0 if shift_free else 1.0])
+      self.assertBetween(float(rows[1]['new_regime_share']), 0.0, 1.0)
     else:
       self.assertEqual(float(rows[0]['concept_share_0']), 1.0)  # Before every change point.
       self.assertEqual(float(rows[1]['concept_share_1']), 0.0 if shift_free else 1.0)

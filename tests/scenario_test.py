@@ -251,6 +251,77 @@ class ConceptDriftScenarioTest(absltest.TestCase):
     self.assertEqual(flat.round_metrics(90, flat.round_plan(90)), {'concept_share_0': 1.0, 'concept_share_1': 0.0})
 
 
+class WindowedScenarioTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.ids, self.sizes = _populations([[30] * 41, [20] * 60])
+
+  def _build(self, **settings):
+    config = scenario.Config(name='windowed', total_rounds=50, window_rounds=10, **settings)
+    return scenario.build(config, self.ids, self.sizes, clients_per_round=101, seed=2, num_classes=4)
+
+  def test_exactly_the_switch_fraction_moves_at_every_boundary(self):
+    windowed = self._build()
+    self.assertLen(windowed.regimes, 5)
+    self.assertEqual(windowed.regimes[0], (None, 0))
+    for family, severity in windowed.regimes[1:]:
+      self.assertIn(family, scenario.Config.corruptions)
+      self.assertBetween(severity, 1, 5)
+    for window in range(1, 5):
+      moved = windowed.assignments[window] != windowed.assignments[window - 1]
+      self.assertEqual(int(moved.sum()), 50)  # floor(0.5 x 101).
+      self.assertTrue(np.all(windowed.assignments[window][moved] == window))
+    # Tumbling: every client of round t holds its window's regime only.
+    for round_num in (1, 10, 11, 35, 50):
+      window = (round_num - 1) // 10
+      for client in windowed.round_plan(round_num).clients:
+        self.assertLen(client.parts, 1)
+    metrics = windowed.round_metrics(11, windowed.round_plan(11))
+    self.assertEqual(metrics['window'], 1.0)
+    sizes = [30] * 41 + [20] * 60
+    moved = windowed.assignments[1] == 1
+    self.assertAlmostEqual(metrics['new_regime_share'], np.dot(sizes, moved) / sum(sizes))  # All take part.
+
+  def test_sliding_windows_blend_regimes_over_the_overlap(self):
+    windowed = self._build(windowing='sliding', window_overlap=4)
+    mover = int(np.flatnonzero(windowed.assignments[1] == 1)[0])
+    stayer = int(np.flatnonzero(windowed.assignments[1] == 0)[0])
+    for offset in range(6):
+      round_num = 11 + offset
+      old, new, share = windowed._regime_shares(mover, round_num)  # pylint: disable=protected-access
+      self.assertEqual((old, new, share), (0, 1, (offset + 1) / 5) if offset < 4 else (1, 1, 0.0))
+      self.assertEqual(windowed._regime_shares(stayer, round_num), (0, 0, 0.0))  # pylint: disable=protected-access
+
+  def test_label_weights_are_dirichlet_and_thin_the_labels(self):
+    windowed = self._build(label_skew_alpha=0.5)
+    self.assertIsNone(windowed.label_weights(0))
+    weights = np.array([windowed.label_weights(r) for r in range(1, 5)])
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-6)
+    self.assertIsNone(self._build(label_skew_alpha=0.0).label_weights(2))
+    # A client of 4,000 examples with uniform labels keeps label y with probability w_y / max w.
+    labels = np.arange(4000) % 4
+    data = [tff.simulation.datasets.TestClientData({'c0': collections.OrderedDict(
+        x=np.zeros((4000, 1), np.float32), y=labels.astype(np.int32))})]
+    task = task_lib.Task(name='t', train_data=data, client_sizes=[{'c0': 4000}], test_data=[], test_sizes=[],
+                         batch_fn=lambda b: b, model_fn=None, num_classes=4, mode_names=('a',))
+    w = weights[0]
+    plan = scenario.ClientPlan('c0', (scenario.Part(0, 'c0', label_weights=tuple(w)),))
+    spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=100)
+    kept = np.concatenate([raw['y'] for raw, _ in task.plan_dataset(plan, spec, 5).as_numpy_iterator()])
+    for label in range(4):
+      p = w[label] / w.max()
+      count = int(np.sum(kept == label))
+      self.assertLess(abs(count - 1000 * p), 4 * np.sqrt(1000 * p * (1 - p)) + 1e-9, f'label {label}')
+
+  def test_no_shift_stays_in_the_clean_regime(self):
+    config = scenario.Config(name='windowed', total_rounds=50, window_rounds=10)
+    flat = scenario.build(config, self.ids, self.sizes, clients_per_round=101, seed=2, shift_free=True,
+                          num_classes=4)
+    self.assertEqual(flat.num_domains, 2)
+    self.assertEqual(flat.round_metrics(45, flat.round_plan(45)), {'window': 0.0, 'new_regime_share': 0.0})
+
+
 class PlanDatasetTest(tf.test.TestCase):
 
   def test_parts_of_one_source_split_it_disjointly(self):
