@@ -26,6 +26,7 @@ from absl import app
 from absl import flags
 
 from experiment import run_directory
+from utils import execution_context
 
 _KILLS = flags.DEFINE_integer('kills', 20, 'SIGKILLs per method before the run may finish.')
 _ALGORITHMS = flags.DEFINE_list('algorithms', ['vanilla', 'fedtem', 'fedtkm'], 'Methods to test.')
@@ -51,21 +52,6 @@ def _environment() -> dict:
 def _rows(path: str) -> list[dict]:
   with open(path) as f:
     return list(csv.DictReader(f))
-
-
-def _worker_pids(parent_pid: int) -> set[int]:
-  """The TFF worker processes whose parent is `parent_pid`."""
-  pids = set()
-  for entry in filter(str.isdigit, os.listdir('/proc')):
-    try:
-      with open(f'/proc/{entry}/stat') as f:
-        parent = int(f.read().rsplit(')', 1)[1].split()[1])
-      with open(f'/proc/{entry}/cmdline', 'rb') as f:
-        if parent == parent_pid and b'worker_binary' in f.read():
-          pids.add(int(entry))
-    except OSError:
-      pass
-  return pids
 
 
 def _alive(pid: int) -> bool:
@@ -121,7 +107,7 @@ def _kill_once(algorithm: str, root: str, name: str, moment: str,
   else:
     time.sleep(rng.uniform(0.0, 3.0))
   killed = child.poll() is None
-  workers = _worker_pids(child.pid)
+  workers = execution_context.worker_pids(child.pid)
   child.kill()
   child.wait()
   child.stdout.close()

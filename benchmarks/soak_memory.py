@@ -19,6 +19,8 @@ import tempfile
 from absl import app
 from absl import flags
 
+from utils import execution_context
+
 _ALGORITHMS = flags.DEFINE_list('algorithms', ['vanilla', 'fedtem'], 'Methods to soak.')
 _TOTAL_ROUNDS = flags.DEFINE_integer('total_rounds', 2000, 'Rounds of each run.')
 _SAMPLE_EVERY = flags.DEFINE_integer('sample_every', 50, 'Rounds between memory samples.')
@@ -37,19 +39,6 @@ def _rss_mb(pid: int) -> float:
   return float('nan')
 
 
-def _worker_pid(parent_pid: int) -> int:
-  for entry in filter(str.isdigit, os.listdir('/proc')):
-    try:
-      with open(f'/proc/{entry}/stat') as f:
-        parent = int(f.read().rsplit(')', 1)[1].split()[1])
-      with open(f'/proc/{entry}/cmdline', 'rb') as f:
-        if parent == parent_pid and b'worker_binary' in f.read():
-          return int(entry)
-    except OSError:
-      continue
-  raise RuntimeError('no TFF worker found')
-
-
 def _soak(algorithm: str, root: str) -> list[tuple[int, float, float]]:
   """[(round, driver MB, worker MB)] every `--sample_every` rounds."""
   command = [sys.executable, _BINARY, '--task=synthetic', f'--algorithm={algorithm}',
@@ -63,7 +52,7 @@ def _soak(algorithm: str, root: str) -> list[tuple[int, float, float]]:
       continue
     round_num = int(line.split()[1].split('/')[0])
     if round_num % _SAMPLE_EVERY.value == 0:
-      samples.append((round_num, _rss_mb(child.pid), _rss_mb(_worker_pid(child.pid))))
+      samples.append((round_num, _rss_mb(child.pid), _rss_mb(execution_context.worker_pids(child.pid)[0])))
   if child.wait() != 0:
     raise RuntimeError(f'{algorithm} run failed')
   return samples

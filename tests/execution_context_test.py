@@ -109,40 +109,27 @@ class ExecutionContextTest(absltest.TestCase):
       child.stdout.close()
       child.stderr.close()
 
-  def test_no_worker_remains_after_sigterm(self):
-    child, pids = self._start_child('install', 'wait')
-    child.send_signal(signal.SIGTERM)
-    self.assertEqual(child.wait(timeout=60), 128 + signal.SIGTERM)
+  def _signal_and_check(self, mode: str, signum: int, status: int, workers_end: bool):
+    child, pids = self._start_child(mode, 'wait')
+    child.send_signal(signum)
+    self.assertEqual(child.wait(timeout=60), status)
     try:
-      self.assertTrue(_wait_until_gone(pids))
+      self.assertEqual(_wait_until_gone(pids, timeout_seconds=10.0 if workers_end else 2.0), workers_end)
     finally:
       self._kill(pids)
       child.stdout.close()
       child.stderr.close()
+
+  def test_no_worker_remains_after_sigterm(self):
+    self._signal_and_check('install', signal.SIGTERM, 128 + signal.SIGTERM, workers_end=True)
 
   def test_no_worker_remains_after_sigkill(self):
     # SIGKILL runs no cleanup in the child: the worker's parent-death signal ends it.
-    child, pids = self._start_child('install', 'wait')
-    child.kill()
-    self.assertEqual(child.wait(timeout=60), -signal.SIGKILL)
-    try:
-      self.assertTrue(_wait_until_gone(pids))
-    finally:
-      self._kill(pids)
-      child.stdout.close()
-      child.stderr.close()
+    self._signal_and_check('install', signal.SIGKILL, -signal.SIGKILL, workers_end=True)
 
   def test_worker_outlives_a_sigkilled_python_without_install(self):
     # The control of the test above.
-    child, pids = self._start_child('plain', 'wait')
-    child.kill()
-    child.wait(timeout=60)
-    try:
-      self.assertFalse(_wait_until_gone(pids, timeout_seconds=2.0))
-    finally:
-      self._kill(pids)
-      child.stdout.close()
-      child.stderr.close()
+    self._signal_and_check('plain', signal.SIGKILL, -signal.SIGKILL, workers_end=False)
 
 
 if __name__ == '__main__':
