@@ -38,16 +38,15 @@ from algorithms import scsgd
 from experiment import run_directory
 from experiment import training_loop
 from models import multi_branch
-from periodic_shift import client_sampler
 from periodic_shift import day_probability
-from periodic_shift import scenario as scenario_lib
+from periodic_shift import scenarios
 from tasks import registry as tasks
 from utils import execution_context
 
 _TASK = flags.DEFINE_string('task', 'synthetic', f'One of {", ".join(tasks.TASKS)}.')
 _ALGORITHM = flags.DEFINE_string('algorithm', 'vanilla', f'One of {", ".join(algorithms.ALGORITHMS)}.')
-_SCENARIO = flags.DEFINE_string('scenario', 'periodic', f'Shift scenario: one of {", ".join(scenario_lib.SCENARIOS)} '
-                                '(see periodic_shift/scenario.py).')
+_SCENARIO = flags.DEFINE_string('scenario', 'periodic', f'Shift scenario: one of {", ".join(scenarios.SCENARIOS)} '
+                                '(see periodic_shift/scenarios.py).')
 _MIXTURE_SCHEDULE = flags.DEFINE_string('mixture_schedule', 'linear', 'mixture_drift: shape of the domain-share '
                                         'cycles, linear or cosine (seed 000).')
 _NUM_CYCLES = flags.DEFINE_float('num_cycles', 3.0, 'mixture_drift: cycles of the domain shares over the run.')
@@ -70,7 +69,7 @@ _WINDOW_ROUNDS = flags.DEFINE_integer('window_rounds', 32, 'windowed: rounds per
 _WINDOWING = flags.DEFINE_string('windowing', 'tumbling', 'windowed: tumbling or sliding (overlapping) windows.')
 _WINDOW_OVERLAP = flags.DEFINE_integer('window_overlap', 8, 'windowed, sliding: rounds over which a moved client '
                                        'holds both regimes.')
-_CORRUPTIONS = flags.DEFINE_list('corruptions', list(scenario_lib.Config.corruptions), 'windowed: corruption '
+_CORRUPTIONS = flags.DEFINE_list('corruptions', list(scenarios.Config.corruptions), 'windowed: corruption '
                                  'families the windows draw from (blur, haze, jitter: image tasks only).')
 _LABEL_SKEW_ALPHA = flags.DEFINE_float('label_skew_alpha', 1.0, 'windowed: Dirichlet concentration of each '
                                        'window\'s label weights; 0 = no label shift.')
@@ -175,8 +174,8 @@ def _hyperparameters() -> dict:
   return values
 
 
-def _scenario_config(values: dict) -> scenario_lib.Config:
-  return scenario_lib.Config(
+def _scenario_config(values: dict) -> scenarios.Config:
+  return scenarios.Config(
       name=_SCENARIO.value, shift_fn=_SHIFT_FN.value, shift_p=_SHIFT_P.value, period=values['period'],
       total_rounds=values['total_rounds'], mixture_schedule=_MIXTURE_SCHEDULE.value, num_cycles=_NUM_CYCLES.value,
       mixture_test=_MIXTURE_TEST.value, num_domains=_NUM_DOMAINS.value, rotation_step=_ROTATION_STEP.value,
@@ -257,7 +256,7 @@ def main(argv):
   shift_fn = 'none' if shift_free else _SHIFT_FN.value
   populations = task.mode_client_ids()
   try:
-    scenario = scenario_lib.build(_scenario_config(values), populations, task.client_sizes,
+    scenario = scenarios.build(_scenario_config(values), populations, task.client_sizes,
                                   values['clients_per_round'], _SEED.value, shift_free, task.num_classes)
     run_directory.prepare(output_dir, config, _OVERWRITE.value)
   except ValueError as error:

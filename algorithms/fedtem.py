@@ -324,8 +324,9 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
     return collections.OrderedDict(count=r * statistics['count'],
                                    feature_sum=r[:, tf.newaxis] * statistics['feature_sum'],
                                    squared_deviation_sum=r[:, tf.newaxis] * statistics['squared_deviation_sum'],
-                                   assignment=routing.client_confusion(statistics['mode'], tf.argmax(r, output_type=tf.int32),
-                                                                       num_modes, num_branches) * tf.reduce_sum(r))
+                                   assignment=routing.client_confusion(
+                                       statistics['mode'], tf.argmax(r, output_type=tf.int32), num_modes,
+                                       num_branches) * tf.reduce_sum(r))
 
   assignment_type = client_phase_two.type_signature.result
 
@@ -337,7 +338,8 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
         train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=not use_prior),
-        prior=prior if use_prior else tf.constant(np.nan, tf.float32), assigned_mode_one_share=totals['count'][0] / tf.maximum(tf.reduce_sum(totals['count']), 1.0),
+        prior=prior if use_prior else tf.constant(np.nan, tf.float32),
+        assigned_mode_one_share=totals['count'][0] / tf.maximum(tf.reduce_sum(totals['count']), 1.0),
         assignment_accuracy=routing.routing_accuracy(totals['assignment'], best_matching=not use_prior))
     return mixture, metrics
 

@@ -9,8 +9,8 @@ is being written (its staging directory appears), a quarter as soon as metrics.c
 At each kill the script records what was in flight (a checkpoint staged, a metrics row without its newline).
 
 Passes when, for every method, the final metrics.csv equals the uninterrupted run's cell for cell except
-`round_seconds`, and no TFF worker process of a killed run is alive a second after the kill. Prints one line per method and exits 1 on a
-failure. Not part of the test suite (minutes per method).
+`round_seconds`, and no TFF worker process of a killed run is alive a second after the kill. Prints one line per
+method and exits 1 on a failure. Not part of the test suite (minutes per method).
 """
 
 import csv

@@ -1,7 +1,6 @@
 """Tests the baselines' pieces against numpy and constructed cases: the certainty criterion, SCSGD's schedule,
 IFCA's branch choice, FedEM's E and M steps, and T-shot k-means routing."""
 
-import collections
 
 import numpy as np
 from scipy import special

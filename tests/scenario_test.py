@@ -11,7 +11,9 @@ import tensorflow_federated as tff
 from periodic_shift import client_sampler
 from periodic_shift import day_probability
 from periodic_shift import domains as domains_lib
+from periodic_shift import mixture_drift
 from periodic_shift import scenario
+from periodic_shift import scenarios
 from tasks import task as task_lib
 
 
@@ -25,8 +27,8 @@ class PeriodicScenarioTest(absltest.TestCase):
 
   def test_plan_is_the_round_sampler_sample(self):
     ids, sizes = _populations([[5] * 30, [5] * 40])
-    config = scenario.Config(name='periodic', shift_fn='linear', shift_p=2.0, period=8)
-    periodic = scenario.build(config, ids, sizes, clients_per_round=6, seed=3)
+    config = scenarios.Config(name='periodic', shift_fn='linear', shift_p=2.0, period=8)
+    periodic = scenarios.build(config, ids, sizes, clients_per_round=6, seed=3)
     q = day_probability.build_day_probability_fn('linear', 8, 2.0, 30 / 70)
     sampler = client_sampler.RoundSampler(ids, 6, client_sampler.day_night_probabilities(q), 3)
     for round_num in range(1, 20):
@@ -47,19 +49,19 @@ class MixtureSharesTest(absltest.TestCase):
     cycle = 200 / 3  # A fractional cycle, as 200 rounds over 3 cycles.
     for round_num in np.linspace(0, 200, 37):
       phi = np.mod(round_num, cycle) / cycle
-      linear = scenario.mixture_shares(round_num, 2, cycle, 'linear')
-      cosine = scenario.mixture_shares(round_num, 2, cycle, 'cosine')
+      linear = mixture_drift.mixture_shares(round_num, 2, cycle, 'linear')
+      cosine = mixture_drift.mixture_shares(round_num, 2, cycle, 'cosine')
       self.assertAlmostEqual(linear[0], 1 - abs(1 - 2 * phi))  # 0 -> 1 -> 0.
       self.assertAlmostEqual(cosine[0], 0.5 * (1 - np.cos(2 * np.pi * phi)))
       self.assertAlmostEqual(linear.sum(), 1.0)
       self.assertAlmostEqual(cosine.sum(), 1.0)
-    self.assertAlmostEqual(scenario.mixture_shares(0, 2, 10, 'linear')[0], 0.0)
-    self.assertAlmostEqual(scenario.mixture_shares(5, 2, 10, 'linear')[0], 1.0)
-    np.testing.assert_allclose(scenario.mixture_shares(7, 2, 10, 'none'), [0.5, 0.5])
+    self.assertAlmostEqual(mixture_drift.mixture_shares(0, 2, 10, 'linear')[0], 0.0)
+    self.assertAlmostEqual(mixture_drift.mixture_shares(5, 2, 10, 'linear')[0], 1.0)
+    np.testing.assert_allclose(mixture_drift.mixture_shares(7, 2, 10, 'none'), [0.5, 0.5])
 
   def test_three_domains_take_turns(self):
     rounds = np.arange(30)
-    shares = np.stack([scenario.mixture_shares(t, 3, 30, 'cosine') for t in rounds])
+    shares = np.stack([mixture_drift.mixture_shares(t, 3, 30, 'cosine') for t in rounds])
     np.testing.assert_allclose(shares.sum(axis=1), 1.0)
     peaks = [int(rounds[np.argmax(shares[:, k])]) for k in range(3)]
     self.assertEqual(peaks, [15, 5, 25])  # Domain k's weight peaks where phi + k / 3 = 1 / 2.
@@ -71,11 +73,11 @@ class MixtureDriftScenarioTest(absltest.TestCase):
     super().setUp()
     rng = np.random.default_rng(0)
     self.ids, self.sizes = _populations([rng.integers(20, 80, 100).tolist(), rng.integers(20, 80, 120).tolist()])
-    self.config = scenario.Config(name='mixture_drift', total_rounds=200, num_cycles=3, mixture_schedule='linear',
+    self.config = scenarios.Config(name='mixture_drift', total_rounds=200, num_cycles=3, mixture_schedule='linear',
                                   num_clients=80)
 
   def test_domain_counts_are_binomial_around_the_schedule(self):
-    mixture = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    mixture = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
     z_scores = []
     for round_num in range(1, 201):
       plan = mixture.round_plan(round_num)
@@ -95,7 +97,7 @@ class MixtureDriftScenarioTest(absltest.TestCase):
     self.assertBetween(np.std(z_scores), 0.8, 1.2)  # Binomial, not over- or under-dispersed.
 
   def test_clients_keep_their_sources_and_budgets(self):
-    mixture = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    mixture = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
     sources = collections.defaultdict(set)
     for round_num in range(1, 60):
       plan = mixture.round_plan(round_num)
@@ -110,31 +112,31 @@ class MixtureDriftScenarioTest(absltest.TestCase):
     self.assertTrue(all(len(ids) == 1 for ids in sources.values()))  # One fixed source per client and domain.
 
   def test_same_seed_same_data_other_seed_other_data(self):
-    first = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
-    again = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
-    other = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=2)
+    first = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    again = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    other = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=2)
     self.assertEqual(first.round_plan(17), again.round_plan(17))
     self.assertNotEqual(first.round_plan(17), other.round_plan(17))
 
   def test_test_weights(self):
-    current = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    current = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
     np.testing.assert_allclose(current.test_weights(11), current.shares(11))
-    balanced = scenario.build(scenario.Config(name='mixture_drift', mixture_test='balanced'), self.ids, self.sizes,
+    balanced = scenarios.build(scenarios.Config(name='mixture_drift', mixture_test='balanced'), self.ids, self.sizes,
                               clients_per_round=10, seed=1)
     np.testing.assert_allclose(balanced.test_weights(11), [0.5, 0.5])
 
   def test_no_shift_has_constant_equal_shares(self):
-    flat = scenario.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1, shift_free=True)
+    flat = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1, shift_free=True)
     for round_num in (1, 30, 67):
       np.testing.assert_allclose(flat.shares(round_num), [0.5, 0.5])
 
   def test_bad_settings_name_the_flag(self):
-    for config, message in ((scenario.Config(name='sine'), 'scenario must be one of'),
-                            (scenario.Config(name='mixture_drift', num_cycles=200), 'num_cycles'),
-                            (scenario.Config(name='mixture_drift', mixture_schedule='step'), 'mixture_schedule'),
-                            (scenario.Config(name='mixture_drift', num_clients=101), '--num_clients')):
+    for config, message in ((scenarios.Config(name='sine'), 'scenario must be one of'),
+                            (scenarios.Config(name='mixture_drift', num_cycles=200), 'num_cycles'),
+                            (scenarios.Config(name='mixture_drift', mixture_schedule='step'), 'mixture_schedule'),
+                            (scenarios.Config(name='mixture_drift', num_clients=101), '--num_clients')):
       with self.assertRaisesRegex(ValueError, message):
-        scenario.build(config, self.ids, self.sizes, clients_per_round=10, seed=1)
+        scenarios.build(config, self.ids, self.sizes, clients_per_round=10, seed=1)
 
 
 class EvolvingDomainsScenarioTest(absltest.TestCase):
@@ -142,24 +144,24 @@ class EvolvingDomainsScenarioTest(absltest.TestCase):
   def setUp(self):
     super().setUp()
     self.ids, self.sizes = _populations([[10] * 60, [10] * 70])
-    self.config = scenario.Config(name='evolving_domains', num_domains=5, rotation_step=15.0, num_clients=12,
+    self.config = scenarios.Config(name='evolving_domains', num_domains=5, rotation_step=15.0, num_clients=12,
                                   evolving_base=1)
 
   def test_domains_rotate_by_m_delta_and_the_last_is_the_target(self):
-    evolving = scenario.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
+    evolving = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
     domain_list = evolving.domains(('day', 'night'), 10)
     self.assertEqual([d.rotation_degrees for d in domain_list], [0.0, 15.0, 30.0, 45.0, 60.0])
     self.assertEqual({d.base for d in domain_list}, {1})
     self.assertEqual(domain_list[-1].name, 'night_rot60')
     np.testing.assert_array_equal(evolving.test_weights(3), [0, 0, 0, 0, 1])
-    unexpected = scenario.build(dataclasses.replace(self.config, target_extra_rotation=20.0), self.ids, self.sizes,
+    unexpected = scenarios.build(dataclasses.replace(self.config, target_extra_rotation=20.0), self.ids, self.sizes,
                                 clients_per_round=4, seed=0)
     self.assertEqual(unexpected.domains(('day', 'night'), 10)[-1].rotation_degrees, 80.0)
-    flat = scenario.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0, shift_free=True)
+    flat = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0, shift_free=True)
     self.assertTrue(all(d.is_plain for d in flat.domains(('day', 'night'), 10)))
 
   def test_clients_hold_every_source_domain_from_disjoint_base_clients(self):
-    evolving = scenario.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
+    evolving = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
     sources = {}
     for round_num in range(1, 40):
       plan = evolving.round_plan(round_num)
@@ -171,11 +173,11 @@ class EvolvingDomainsScenarioTest(absltest.TestCase):
           self.assertEqual(sources.setdefault((client.client_id, part.domain), part.source_id), part.source_id)
       self.assertEqual(evolving.round_metrics(round_num, plan), {'source_domains': 4.0})
     self.assertLen(set(sources.values()), len(sources))  # No base client serves two (client, domain) pairs.
-    self.assertEqual(evolving.round_plan(9), scenario.build(self.config, self.ids, self.sizes, 4, 0).round_plan(9))
+    self.assertEqual(evolving.round_plan(9), scenarios.build(self.config, self.ids, self.sizes, 4, 0).round_plan(9))
 
   def test_too_few_base_clients_names_the_flags(self):
     with self.assertRaisesRegex(ValueError, '--num_clients x \\(--num_domains - 1\\) = 80 .* has 70'):
-      scenario.build(dataclasses.replace(self.config, num_clients=20), self.ids, self.sizes, 4, 0)
+      scenarios.build(dataclasses.replace(self.config, num_clients=20), self.ids, self.sizes, 4, 0)
 
 
 class ConceptDriftScenarioTest(absltest.TestCase):
@@ -185,9 +187,9 @@ class ConceptDriftScenarioTest(absltest.TestCase):
     self.ids, self.sizes = _populations([[40] * 30, [25] * 20])
 
   def _build(self, **settings):
-    config = scenario.Config(name='concept_drift', total_rounds=100, drift_start=0.2, drift_end=0.4,
+    config = scenarios.Config(name='concept_drift', total_rounds=100, drift_start=0.2, drift_end=0.4,
                              drift_length=10, concept_period=8, **settings)
-    return scenario.build(config, self.ids, self.sizes, clients_per_round=50, seed=4)
+    return scenarios.build(config, self.ids, self.sizes, clients_per_round=50, seed=4)
 
   def _concepts(self, drift, round_num):
     """client -> {concept: examples} in the round (every client takes part: m = population)."""
@@ -246,8 +248,8 @@ class ConceptDriftScenarioTest(absltest.TestCase):
     self.assertEqual([sorted(p) for p in permutations], [list(range(5))] * 2)
 
   def test_no_shift_keeps_concept_zero(self):
-    config = scenario.Config(name='concept_drift', total_rounds=100, drift_type='sudden')
-    flat = scenario.build(config, self.ids, self.sizes, clients_per_round=50, seed=4, shift_free=True)
+    config = scenarios.Config(name='concept_drift', total_rounds=100, drift_type='sudden')
+    flat = scenarios.build(config, self.ids, self.sizes, clients_per_round=50, seed=4, shift_free=True)
     self.assertEqual(flat.round_metrics(90, flat.round_plan(90)), {'concept_share_0': 1.0, 'concept_share_1': 0.0})
 
 
@@ -258,15 +260,15 @@ class WindowedScenarioTest(absltest.TestCase):
     self.ids, self.sizes = _populations([[30] * 41, [20] * 60])
 
   def _build(self, **settings):
-    config = scenario.Config(name='windowed', total_rounds=50, window_rounds=10, **settings)
-    return scenario.build(config, self.ids, self.sizes, clients_per_round=101, seed=2, num_classes=4)
+    config = scenarios.Config(name='windowed', total_rounds=50, window_rounds=10, **settings)
+    return scenarios.build(config, self.ids, self.sizes, clients_per_round=101, seed=2, num_classes=4)
 
   def test_exactly_the_switch_fraction_moves_at_every_boundary(self):
     windowed = self._build()
     self.assertLen(windowed.regimes, 5)
     self.assertEqual(windowed.regimes[0], (None, 0))
     for family, severity in windowed.regimes[1:]:
-      self.assertIn(family, scenario.Config.corruptions)
+      self.assertIn(family, scenarios.Config.corruptions)
       self.assertBetween(severity, 1, 5)
     for window in range(1, 5):
       moved = windowed.assignments[window] != windowed.assignments[window - 1]
@@ -315,8 +317,8 @@ class WindowedScenarioTest(absltest.TestCase):
       self.assertLess(abs(count - 1000 * p), 4 * np.sqrt(1000 * p * (1 - p)) + 1e-9, f'label {label}')
 
   def test_no_shift_stays_in_the_clean_regime(self):
-    config = scenario.Config(name='windowed', total_rounds=50, window_rounds=10)
-    flat = scenario.build(config, self.ids, self.sizes, clients_per_round=101, seed=2, shift_free=True,
+    config = scenarios.Config(name='windowed', total_rounds=50, window_rounds=10)
+    flat = scenarios.build(config, self.ids, self.sizes, clients_per_round=101, seed=2, shift_free=True,
                           num_classes=4)
     self.assertEqual(flat.num_domains, 2)
     self.assertEqual(flat.round_metrics(45, flat.round_plan(45)), {'window': 0.0, 'new_regime_share': 0.0})

@@ -1,0 +1,75 @@
+"""Seed 001's (FedEvolve) evolving domains as a scenario (digest section 3)."""
+
+from typing import Sequence
+
+import numpy as np
+
+from periodic_shift import domains as domains_lib
+from periodic_shift import scenario
+
+
+class EvolvingDomainsScenario(scenario.Scenario):
+  """Seed 001's evolving domains: domain m (m = 0..M) is base `base` rotated by m * Delta degrees.
+
+  Domains 0..M-1 are the sources and M the target, never trained on (the last domain is always the target); with
+  `target_extra_rotation` the target turns by M * Delta plus that many degrees (the "unexpected target evolution"
+  of the seed's Table 7). The test sets are the base's test data in every domain; `test_weights` makes
+  `test_mixture_accuracy` the target's accuracy.
+
+  Clients: `num_clients` scenario clients; client c holds every source domain, domain m's data being all the data
+  of a distinct client of the base population (a seeded permutation assigns clients c * M + m), so domains are
+  disjoint, as the seed's disjoint split of MNIST into domains. Every round draws `clients_per_round` clients
+  uniformly without replacement; each trains on all its source data. Label heterogeneity is the base clients' own
+  (the seed's Dirichlet re-partition of labels across clients is not built yet).
+
+  `shift_free` (No-Dist-Shift): the clients' data are not rotated (every domain is the base).
+  """
+
+  def __init__(self, base_client_ids: Sequence[Sequence[str]], base: int, num_domains: int, rotation_step: float,
+               target_extra_rotation: float, num_clients: int, clients_per_round: int, seed: int,
+               shift_free: bool = False):
+    if not 0 <= base < len(base_client_ids):
+      raise ValueError(f'--evolving_base must be a base population index below {len(base_client_ids)}; got {base}.')
+    num_sources = num_domains - 1
+    population = base_client_ids[base]
+    if num_clients * num_sources > len(population):
+      raise ValueError(f'--num_clients x (--num_domains - 1) = {num_clients * num_sources} needs that many clients '
+                       f'in base population {base}, which has {len(population)}.')
+    if not 1 <= clients_per_round <= num_clients:
+      raise ValueError(f'--clients_per_round must be between 1 and --num_clients ({num_clients}); got '
+                       f'{clients_per_round}.')
+    self._base = base
+    self._num_domains = num_domains
+    self._angles = [0.0 if shift_free else m * rotation_step for m in range(num_domains)]
+    if not shift_free:
+      self._angles[-1] += target_extra_rotation
+    self._clients_per_round = clients_per_round
+    self._seed = seed
+    order = np.random.default_rng([seed, 3]).permutation(len(population))
+    self._sources = [[population[order[c * num_sources + m]] for m in range(num_sources)]
+                     for c in range(num_clients)]
+
+  @property
+  def num_domains(self) -> int:
+    return self._num_domains
+
+  def domains(self, base_names: Sequence[str], num_classes: int) -> tuple[domains_lib.Domain, ...]:
+    del num_classes  # Unused.
+    return tuple(domains_lib.Domain(f'{base_names[self._base]}_rot{angle:g}', self._base, rotation_degrees=angle)
+                 for angle in self._angles)
+
+  def round_plan(self, round_num: int) -> scenario.RoundPlan:
+    chosen = np.random.default_rng([self._seed, 4, round_num]).choice(len(self._sources), self._clients_per_round,
+                                                                      replace=False)
+    return scenario.RoundPlan(tuple(scenario.ClientPlan(f'client_{c}', tuple(scenario.Part(m, source) for m, source in
+                                                          enumerate(self._sources[c])))
+                           for c in chosen))
+
+  def round_metrics(self, round_num: int, plan: scenario.RoundPlan) -> dict[str, float]:
+    """`source_domains`: the domains the round's clients hold (always all M sources)."""
+    del round_num  # Unused.
+    return {'source_domains': float(len({part.domain for client in plan.clients for part in client.parts}))}
+
+  def test_weights(self, round_num: int) -> np.ndarray:
+    del round_num  # Unused.
+    return np.eye(self._num_domains)[-1]

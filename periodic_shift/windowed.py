@@ -1,0 +1,117 @@
+"""Seed 003's (ShiftEx) windows of covariate and label shift as a scenario (digest section 3)."""
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from periodic_shift import domains as domains_lib
+from periodic_shift import scenario
+
+WINDOWINGS = ('tumbling', 'sliding')
+
+
+class WindowedScenario(scenario.Scenario):
+  """Seed 003's windows: the run is cut into windows W0, W1, ... of `window_rounds` rounds.
+
+  Regimes: regime 0 (W0, the bootstrap window) is the clean data. Window w >= 1 brings regime w: a corruption family
+  drawn from `corruptions` with a severity drawn from 1-5 (covariate shift, `periodic_shift.domains`) and label
+  weights drawn from Dir(label_skew_alpha 1) over the classes (label shift: a client in the regime keeps an example
+  of label y with probability w_y / max w; alpha 0 turns label shift off). Regimes are drawn from the run's seed.
+
+  Clients: every client of every base population; each round draws `clients_per_round` of them uniformly without
+  replacement (the seed selects 20% of its pool per round: set the flag to that). At each window boundary exactly
+  floor(switch_fraction N) clients, drawn anew, move to the new regime and the others keep theirs ("50% of the
+  participating clients keep their previous distribution and the other 50% receive a new one"; here over the whole
+  population, so the split is exact). `tumbling`: a client's data are wholly in its regime. `sliding`: for the
+  first `window_overlap` rounds of a window a client that just moved holds both regimes, the new one's share
+  growing (t - start + 1) / (overlap + 1), split binomially into disjoint parts of its data (overlapping windows).
+
+  Domains: (base b, regime r), index b R + r, named `<base>_w<r>` (+ the corruption); test sets are the bases' test
+  data corrupted by the regime (no label skew). `window` and `new_regime_share` (the share of the round's examples
+  in the newest regime) go to metrics.csv, whose window boundaries `experiment.shift_metrics` cuts at.
+  `shift_free` (No-Dist-Shift): every client stays in regime 0.
+  """
+
+  def __init__(self, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
+               clients_per_round: int, config: 'scenarios.Config', seed: int, num_classes: int,
+               shift_free: bool = False):
+    self._clients = [(base, client_id) for base, ids in enumerate(base_client_ids) for client_id in ids]
+    if not 1 <= clients_per_round <= len(self._clients):
+      raise ValueError(f'--clients_per_round must be between 1 and the population ({len(self._clients)}); got '
+                       f'{clients_per_round}.')
+    self._sizes = base_client_sizes
+    self._num_bases = len(base_client_ids)
+    self._clients_per_round = clients_per_round
+    self._config = config
+    self._seed = seed
+    self._num_regimes = 1 if shift_free else max(1, -(-config.total_rounds // config.window_rounds))
+    rng = np.random.default_rng([seed, 9])
+    self.regimes = [(None, 0)] + [(str(rng.choice(config.corruptions)), int(rng.integers(1, 6)))
+                                  for _ in range(self._num_regimes - 1)]
+    count = len(self._clients)
+    self.assignments = np.zeros((self._num_regimes, count), np.int64)  # Regime of each client in each window.
+    for window in range(1, self._num_regimes):
+      self.assignments[window] = self.assignments[window - 1]
+      movers = rng.choice(count, size=int(np.floor(config.switch_fraction * count)), replace=False)
+      self.assignments[window, movers] = window
+    skew = np.random.default_rng([seed, 10])
+    self._label_weights = [None] + [
+        tuple(float(w) for w in skew.dirichlet(np.full(num_classes, config.label_skew_alpha)))
+        if config.label_skew_alpha > 0 else None for _ in range(self._num_regimes - 1)]
+
+  @property
+  def num_domains(self) -> int:
+    return self._num_bases * self._num_regimes
+
+  def domains(self, base_names: Sequence[str], num_classes: int) -> tuple[domains_lib.Domain, ...]:
+    del num_classes  # Unused.
+    return tuple(domains_lib.Domain(f'{base_names[b]}_w{r}' + (f'_{family}{severity}' if family else ''), b,
+                                    corruption=family, severity=severity)
+                 for b in range(self._num_bases) for r, (family, severity) in enumerate(self.regimes))
+
+  def window(self, round_num: int) -> int:
+    return min((round_num - 1) // self._config.window_rounds, self._num_regimes - 1)
+
+  def label_weights(self, regime: int) -> Optional[tuple[float, ...]]:
+    """The regime's label weights w (None: no skew)."""
+    return self._label_weights[regime]
+
+  def _regime_shares(self, client_index: int, round_num: int) -> tuple[int, int, float]:
+    """(old regime, new regime, share of the new) of a client's data in the round."""
+    window = self.window(round_num)
+    current = int(self.assignments[window, client_index])
+    previous = int(self.assignments[window - 1, client_index]) if window > 0 else current
+    since = round_num - 1 - window * self._config.window_rounds
+    if self._config.windowing == 'sliding' and current != previous and since < self._config.window_overlap:
+      return previous, current, (since + 1) / (self._config.window_overlap + 1)
+    return current, current, 0.0
+
+  def round_plan(self, round_num: int) -> scenario.RoundPlan:
+    chosen = np.random.default_rng([self._seed, 11, round_num]).choice(len(self._clients), self._clients_per_round,
+                                                                       replace=False)
+    clients = []
+    for position, index in enumerate(chosen):
+      base, client_id = self._clients[index]
+      old, new, share = self._regime_shares(index, round_num)
+      first = base * self._num_regimes
+      if share == 0.0:
+        parts = (scenario.Part(first + old, client_id, label_weights=self.label_weights(old)),)
+      else:
+        rng = np.random.default_rng([self._seed, 12, round_num, position])
+        parts = scenario.binomial_split(client_id, self._sizes[base][client_id], share, rng, first + old,
+                                        first + new, self.label_weights(old), self.label_weights(new))
+      clients.append(scenario.ClientPlan(f'{base}/{client_id}', parts))
+    return scenario.RoundPlan(tuple(clients))
+
+  def round_metrics(self, round_num: int, plan: scenario.RoundPlan) -> dict[str, float]:
+    """`window`; `new_regime_share`: the share of the round's planned examples (before label thinning) in the
+    newest regime."""
+    window = self.window(round_num)
+    total = newest = 0.0
+    for client in plan.clients:
+      for part in client.parts:
+        size = self._sizes[part.domain // self._num_regimes][part.source_id]
+        n = size if part.num_examples is None else part.num_examples
+        total += n
+        newest += n if part.domain % self._num_regimes == window and window > 0 else 0
+    return {'window': float(window), 'new_regime_share': newest / max(total, 1.0)}
