@@ -91,9 +91,7 @@ def client_work(client_update: tff.Computation,
   def finalize(sums, states):
     return collections.OrderedDict(metrics_fn(sums), **{CLIENT_STATES: states})
 
-  @tff.federated_computation
-  def initialize():
-    return tff.federated_value((), tff.SERVER)
+  initialize = learning_process.empty_server_state()
 
   @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
                              tff.FederatedType(data_type, tff.CLIENTS))

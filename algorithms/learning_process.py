@@ -52,6 +52,16 @@ def initial_weights(model_fn: ModelFn, seed: int) -> tff.learning.models.ModelWe
   return tf.nest.map_structure(lambda v: v.numpy(), weights)
 
 
+def empty_server_state() -> tff.Computation:
+  """The `initialize` of a client work without server state: () at the server."""
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value((), tff.SERVER)
+
+  return initialize
+
+
 def stateless_client_work(client_update: tff.Computation,
                           metrics_fn: Callable[[dict], dict]) -> tff.learning.templates.ClientWorkProcess:
   """The client work of a method without server state of its own.
@@ -61,10 +71,7 @@ def stateless_client_work(client_update: tff.Computation,
   """
   weights_type, data_type = client_update.type_signature.parameter
   finalize = tff.tensorflow.computation(metrics_fn, client_update.type_signature.result[1])
-
-  @tff.federated_computation
-  def initialize():
-    return tff.federated_value((), tff.SERVER)
+  initialize = empty_server_state()
 
   @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
                              tff.FederatedType(data_type, tff.CLIENTS))

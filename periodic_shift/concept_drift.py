@@ -28,10 +28,7 @@ class ConceptDriftScenario(scenario.Scenario):
 
   def __init__(self, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
                clients_per_round: int, config: 'scenarios.Config', seed: int, shift_free: bool = False):
-    self._clients = [(base, client_id) for base, ids in enumerate(base_client_ids) for client_id in ids]
-    if not 1 <= clients_per_round <= len(self._clients):
-      raise ValueError(f'--clients_per_round must be between 1 and the population ({len(self._clients)}); got '
-                       f'{clients_per_round}.')
+    self._clients = scenario.union_population(base_client_ids, clients_per_round)
     self._sizes = base_client_sizes
     self._num_bases = len(base_client_ids)
     self._clients_per_round = clients_per_round

@@ -83,3 +83,13 @@ def binomial_split(source_id: str, size: int, share: float, rng: np.random.Gener
   parts = (Part(first_domain, source_id, size - moved, label_weights=first_weights),
            Part(second_domain, source_id, moved, skip=size - moved, label_weights=second_weights))
   return tuple(part for part in parts if part.num_examples)
+
+
+def union_population(base_client_ids: Sequence[Sequence[str]], clients_per_round: int) -> list[tuple[int, str]]:
+  """Every client of every base population as (base, client id), for scenarios drawing from their union; raises
+  ValueError (naming the flag) unless 1 <= clients_per_round <= their number."""
+  clients = [(base, client_id) for base, ids in enumerate(base_client_ids) for client_id in ids]
+  if not 1 <= clients_per_round <= len(clients):
+    raise ValueError(f'--clients_per_round must be between 1 and the population ({len(clients)}); got '
+                     f'{clients_per_round}.')
+  return clients
