@@ -14,9 +14,11 @@ model built. A round with non-finite values ends it with one line and exit statu
 keeping the last good checkpoint and the rows before that round.
 """
 
+import dataclasses
 import os
 import sys
 import time
+from typing import Optional
 
 # TensorFlow's C++ INFO and WARNING logs (here and in TFF's worker process, which inherits the environment) drown
 # the progress lines; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
@@ -36,6 +38,7 @@ from algorithms import learning_process
 from algorithms import registry as algorithms
 from algorithms import scsgd
 from experiment import run_directory
+from experiment import shift_metrics
 from experiment import training_loop
 from models import multi_branch
 from periodic_shift import day_probability
@@ -226,6 +229,16 @@ def _run_config(values: dict) -> dict:
   return config
 
 
+def _window_metrics(scenario, rows: list[dict]) -> Optional[list[dict]]:
+  """Per window, drop / rounds to 95% recovery / max of the test accuracy (seed 003), for windowed scenarios."""
+  starts = scenario.window_starts()
+  if starts is None:
+    return None
+  evaluated = [row for row in rows if 'test_accuracy' in row]
+  return [dataclasses.asdict(window) for window in shift_metrics.window_metrics(
+      [int(row['round']) for row in evaluated], [row['test_accuracy'] for row in evaluated], starts)]
+
+
 NUMERIC_FAULT_STATUS = 3
 
 
@@ -303,13 +316,15 @@ def main(argv):
     _fail(str(error))
   except training_loop.NumericFault as fault:
     _fail(str(fault), NUMERIC_FAULT_STATUS)
-  final = training_loop.final_metrics(training_loop.read_metrics(output_dir), window_rounds=values['period'])
+  rows = training_loop.read_metrics(output_dir)
+  final = training_loop.final_metrics(rows, window_rounds=values['period'])
   summary = {
       'flags': {name: flags.FLAGS[name].value for name in flags.FLAGS if name in _FLAG_NAMES},
       'resolved_hyperparameters': dict(values, shift_fn=shift_fn),
       'population': task.population_summary(),
       'parameters': parameters,
       'final_metrics': final,
+      'window_metrics': _window_metrics(scenario, rows),
       'seconds_this_invocation': time.monotonic() - started,
   }
   run_directory.write_json(os.path.join(output_dir, 'summary.json'), summary)

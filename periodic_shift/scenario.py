@@ -73,6 +73,10 @@ class Scenario(abc.ABC):
     del round_num  # Unused.
     return None
 
+  def window_starts(self) -> Optional[list[int]]:
+    """The first round of every window, for scenarios that shift at window boundaries; else None."""
+    return None
+
 
 def binomial_split(source_id: str, size: int, share: float, rng: np.random.Generator, first_domain: int,
                    second_domain: int, first_weights: Optional[tuple[float, ...]] = None,

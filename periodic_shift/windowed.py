@@ -66,6 +66,9 @@ class WindowedScenario(scenario.Scenario):
                                     corruption=family, severity=severity)
                  for b in range(self._num_bases) for r, (family, severity) in enumerate(self.regimes))
 
+  def window_starts(self) -> list[int]:
+    return [1 + window * self._config.window_rounds for window in range(self._num_regimes)]
+
   def window(self, round_num: int) -> int:
     return min((round_num - 1) // self._config.window_rounds, self._num_regimes - 1)
 

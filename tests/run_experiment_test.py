@@ -276,6 +276,11 @@ class ScenarioTest(parameterized.TestCase):
     elif scenario == 'windowed':
       self.assertEqual([float(row['window']) for row in rows], [0.0, 0.0 if shift_free else 1.0])
       self.assertBetween(float(rows[1]['new_regime_share']), 0.0, 1.0)
+      with open(os.path.join(root, 's', 'summary.json')) as f:
+        windows = json.load(f)['window_metrics']
+      # Evaluated at round 2 only: window 2 (round 2) has its max there and no pre-shift evaluation in window 1.
+      self.assertEqual([w['window'] for w in windows], [2] if not shift_free else [1])
+      self.assertEqual(windows[0]['max_accuracy'], float(rows[1]['test_accuracy']))
     else:
       self.assertEqual(float(rows[0]['concept_share_0']), 1.0)  # Before every change point.
       self.assertEqual(float(rows[1]['concept_share_1']), 0.0 if shift_free else 1.0)
