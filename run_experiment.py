@@ -55,9 +55,9 @@ _MIXTURE_SCHEDULE = flags.DEFINE_string('mixture_schedule', 'linear', 'mixture_d
 _NUM_CYCLES = flags.DEFINE_float('num_cycles', 3.0, 'mixture_drift: cycles of the domain shares over the run.')
 _MIXTURE_TEST = flags.DEFINE_string('mixture_test', 'current', 'mixture_drift: test_mixture_accuracy weighs the '
                                     'domains by the round\'s shares (current) or equally (balanced).')
-_NUM_CLIENTS = flags.DEFINE_integer('num_clients', None, 'mixture_drift and evolving_domains: clients, each holding '
-                                    'data of every domain. Default: 80 (mixture_drift, seed 000), 20 '
-                                    '(evolving_domains, seed 001).')
+_NUM_CLIENTS = flags.DEFINE_integer('num_clients', None, 'mixture_drift, evolving_domains and dirichlet_mixture: '
+                                    'clients, each holding data of every domain. Default: 80 (mixture_drift, seed '
+                                    '000), 20 (evolving_domains, seed 001), all (dirichlet_mixture).')
 _NUM_DOMAINS = flags.DEFINE_integer('num_domains', 12, 'evolving_domains: M + 1 domains, the last the target.')
 _ROTATION_STEP = flags.DEFINE_float('rotation_step', 15.0, 'evolving_domains: Delta, degrees between domains.')
 _TARGET_EXTRA_ROTATION = flags.DEFINE_float('target_extra_rotation', 0.0, 'evolving_domains: degrees the target '
@@ -78,6 +78,14 @@ _LABEL_SKEW_ALPHA = flags.DEFINE_float('label_skew_alpha', 1.0, 'windowed: Diric
                                        'window\'s label weights; 0 = no label shift.')
 _SWITCH_FRACTION = flags.DEFINE_float('switch_fraction', 0.5, 'windowed: share of clients moving to the new regime '
                                       'at each window boundary.')
+_DIRICHLET_COMPONENTS = flags.DEFINE_string(
+    'dirichlet_components', None, 'dirichlet_mixture: the components, transformed (base 0 and base 0 under rot90 + '
+    'flip + invert + a label permutation, seed 004\'s real data) or bases (the task\'s bases, its synthetic data). '
+    'Default: the task\'s (bases for gaussian_mixture and gaussian_toy_1d, else transformed).')
+_COMPONENT_ALPHA = flags.DEFINE_float('component_alpha', 0.4, 'dirichlet_mixture: alpha of each client\'s '
+                                      'Dir(alpha) mixture weights over the components.')
+_UNSEEN_FRACTION = flags.DEFINE_float('unseen_fraction', 0.0, 'dirichlet_mixture: share of clients held out of '
+                                      'training (seed 004 Table 5: 0.2); their data split 50/50 adaptation/test.')
 _EVOLVING_BASE = flags.DEFINE_integer('evolving_base', 0, 'evolving_domains: the base population rotated (0: the '
                                       'day mode, EMNIST digits).')
 _SHIFT_FN = flags.DEFINE_string('shift_fn', 'linear', f'q(t): one of {", ".join(day_probability.SHIFT_FUNCTIONS)}.')
@@ -154,7 +162,7 @@ def _hyperparameters() -> dict:
   defaults = tasks.defaults(_TASK.value)
   values = {flag.name: _resolved(flag, defaults) for flag in (
       _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_BATCH_SIZE, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON,
-      _MAX_ELEMENTS)}
+      _MAX_ELEMENTS, _DIRICHLET_COMPONENTS)}
   _scenario_config(values).validate()
   for flag in _POSITIVE_INTEGERS + _POSITIVE_FLOATS:
     value = values.get(flag.name, flag.value)
@@ -188,7 +196,9 @@ def _scenario_config(values: dict) -> scenarios.Config:
       window_rounds=_WINDOW_ROUNDS.value, windowing=_WINDOWING.value, window_overlap=_WINDOW_OVERLAP.value,
       corruptions=tuple(_CORRUPTIONS.value), label_skew_alpha=_LABEL_SKEW_ALPHA.value,
       switch_fraction=_SWITCH_FRACTION.value,
-      num_clients=_NUM_CLIENTS.value or (20 if _SCENARIO.value == 'evolving_domains' else 80))
+      dirichlet_components=values['dirichlet_components'] or 'transformed', component_alpha=_COMPONENT_ALPHA.value,
+      unseen_fraction=_UNSEEN_FRACTION.value,
+      num_clients=_NUM_CLIENTS.value or {'evolving_domains': 20, 'dirichlet_mixture': None}.get(_SCENARIO.value, 80))
 
 
 def _fedtem_config(period: int) -> fedtem.Config:
@@ -229,14 +239,21 @@ def _run_config(values: dict) -> dict:
   return config
 
 
-def _window_metrics(scenario, rows: list[dict]) -> Optional[list[dict]]:
-  """Per window, drop / rounds to 95% recovery / max of the test accuracy (seed 003), for windowed scenarios."""
+def _shift_summary(scenario, domain_names, rows: list[dict]) -> dict:
+  """Per window, drop / rounds to 95% recovery / max of the test accuracy (seed 003) for windowed scenarios, and
+  the forgetting of each recurring concept for concept-drift scenarios (`experiment.shift_metrics`)."""
+  summary = {}
   starts = scenario.window_starts()
-  if starts is None:
-    return None
-  evaluated = [row for row in rows if 'test_accuracy' in row]
-  return [dataclasses.asdict(window) for window in shift_metrics.window_metrics(
-      [int(row['round']) for row in evaluated], [row['test_accuracy'] for row in evaluated], starts)]
+  if starts is not None:
+    evaluated = [row for row in rows if 'test_accuracy' in row]
+    summary['window_metrics'] = [dataclasses.asdict(window) for window in shift_metrics.window_metrics(
+        [int(row['round']) for row in evaluated], [row['test_accuracy'] for row in evaluated], starts)]
+  concepts = scenario.concept_domains()
+  if concepts is not None:
+    columns = [[f'test_{domain_names[d]}_accuracy' for d in domains] for domains in concepts]
+    summary['forgetting'] = {f'concept_{j}': value
+                             for j, value in shift_metrics.concept_forgetting(rows, columns).items()}
+  return summary
 
 
 NUMERIC_FAULT_STATUS = 3
@@ -298,7 +315,9 @@ def main(argv):
       fedtem_config=_fedtem_config(values['period']), fedtkm_config=_fedtkm_config(values['period']))
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
                    for mode, name in enumerate(task.domain_names)}
-  evaluator = evaluation.Evaluator(model_fn(), test_datasets)
+  held_out = {name: task.held_out_dataset(plans, _EVAL_BATCH_SIZE.value)
+              for name, plans in scenario.evaluation_plans().items()}
+  evaluator = evaluation.Evaluator(model_fn(), test_datasets, held_out)
   algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator)
 
   parameters = multi_branch.parameter_counts(model_fn())
@@ -324,7 +343,7 @@ def main(argv):
       'population': task.population_summary(),
       'parameters': parameters,
       'final_metrics': final,
-      'window_metrics': _window_metrics(scenario, rows),
+      **_shift_summary(scenario, task.domain_names, rows),
       'seconds_this_invocation': time.monotonic() - started,
   }
   run_directory.write_json(os.path.join(output_dir, 'summary.json'), summary)
@@ -336,7 +355,7 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _TASK, _ALGORITHM, _SCENARIO, _MIXTURE_SCHEDULE, _NUM_CYCLES, _MIXTURE_TEST, _NUM_CLIENTS, _NUM_DOMAINS,
     _ROTATION_STEP, _TARGET_EXTRA_ROTATION, _EVOLVING_BASE, _DRIFT_TYPE, _NUM_CONCEPTS, _DRIFT_START, _DRIFT_END,
     _DRIFT_LENGTH, _CONCEPT_PERIOD, _WINDOW_ROUNDS, _WINDOWING, _WINDOW_OVERLAP, _CORRUPTIONS, _LABEL_SKEW_ALPHA,
-    _SWITCH_FRACTION, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
+    _SWITCH_FRACTION, _DIRICHLET_COMPONENTS, _COMPONENT_ALPHA, _UNSEEN_FRACTION, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
     _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
     _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
     _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY,

@@ -4,9 +4,14 @@ Test data is centralized (as in the paper), so evaluation runs in plain TensorFl
 the per-batch `objective` that turns model outputs into predictions (Vanilla: the mean of the branches; clustering
 methods: the branch their clustering model selects). Accuracy over all modes pools the per-mode sums, so it is
 the accuracy on the union test set.
+
+Scenarios with per-client held-out data (`periodic_shift.scenario.Scenario.evaluation_plans`, e.g. seed 004's
+test split of every client) add datasets whose batches each hold one client's examples; their metrics
+(`<name>_accuracy`, `<name>_loss`, e.g. `personalized_accuracy`) are example-weighted over all clients and are
+not pooled into the union test set.
 """
 
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -21,11 +26,14 @@ Objective = Callable[[dict, dict], objectives.BatchResult]
 class Evaluator:
   """Evaluates model weights on a task's per-mode test sets."""
 
-  def __init__(self, model: tf.keras.Model, test_datasets: dict[str, tf.data.Dataset]):
-    """`test_datasets`: mode name -> batched test dataset (`tasks.task.Task.test_dataset`)."""
+  def __init__(self, model: tf.keras.Model, test_datasets: dict[str, tf.data.Dataset],
+               held_out_datasets: Optional[dict[str, tf.data.Dataset]] = None):
+    """`test_datasets`: mode name -> batched test dataset (`tasks.task.Task.test_dataset`); `held_out_datasets`:
+    name -> batches of clients' own held-out data (`tasks.task.Task.held_out_dataset`)."""
     self._model = model
     self._weights = tff.learning.models.ModelWeights.from_model(model)
     self._test_datasets = test_datasets
+    self._held_out_datasets = held_out_datasets or {}
     self._evaluate_sums = tf.function(self._sums)
 
   def _sums(self, dataset: tf.data.Dataset, objective: Objective, routing_shape, objective_args) -> dict:
@@ -53,6 +61,9 @@ class Evaluator:
       metrics.update(_finalize(sums, prefix=f'test_{name}_'))
       total = sums if total is None else {key: total[key] + sums[key] for key in sums}
     metrics.update(_finalize(total, prefix='test_'))
+    for name, dataset in self._held_out_datasets.items():
+      sums = self._evaluate_sums(dataset, objective, routing_shape, tuple(objective_args))
+      metrics.update(_finalize({key: np.asarray(value) for key, value in sums.items()}, prefix=f'{name}_'))
     if routing_shape is not None:
       metrics['test_routing'] = total['routing']
     return metrics

@@ -241,6 +241,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
         train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=not use_prior),
+        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
         assignment_accuracy=routing.routing_accuracy(sums['assignment'], best_matching=not use_prior),
         prior=prior if use_prior else tf.constant(np.nan, tf.float32), q_bar=q_bar, alpha_2=scales[1])
     return collections.OrderedDict(centers=centers, scales=scales, mass=mass), prior, metrics

@@ -77,6 +77,7 @@ def _routed_evaluation(process, evaluator: evaluation.Evaluator, objective, obje
                                  objective_args=objective_args_fn(state.client_work))
     confusion = metrics.pop('test_routing').astype(np.float32)
     metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=best_matching))
+    metrics['routing_ari'] = float(routing.adjusted_rand_index(confusion))
     return metrics
 
   return evaluate

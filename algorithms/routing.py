@@ -3,8 +3,9 @@
 - `client_examples`: a client's batches read once, as one batch for the inference passes of the clustering model
   and as the same batches for training.
 - `routed_result`: the metrics of a test batch whose examples were routed to given branches;
-- `client_confusion` / `routing_accuracy`: simulation-only metrics, counts [modes, branches] of clients (or test
-  examples) by true mode and chosen branch, and the share routed to their mode's branch.
+- `client_confusion` / `routing_accuracy` / `adjusted_rand_index`: simulation-only metrics, counts [modes, branches]
+  of clients (or test examples) by true mode and chosen branch, the share routed to their mode's branch, and the
+  chance-corrected agreement of the two partitions (0 for routing independent of the mode, 1 for a perfect one).
 """
 
 import collections
@@ -76,7 +77,8 @@ def batch_branches(batch: dict, branch: tf.Tensor) -> tf.Tensor:
 def train_metrics(sums: dict) -> collections.OrderedDict:
   """Train loss/accuracy plus `train_routing_accuracy` (best matching) from summed metrics with `routing`."""
   return collections.OrderedDict(client_training.finalize_train_metrics(sums),
-                                 train_routing_accuracy=routing_accuracy(sums['routing'], best_matching=True))
+                                 train_routing_accuracy=routing_accuracy(sums['routing'], best_matching=True),
+                                 train_routing_ari=adjusted_rand_index(sums['routing']))
 
 
 def routing_accuracy(confusion: tf.Tensor, best_matching: bool) -> tf.Tensor:
@@ -97,3 +99,29 @@ def routing_accuracy(confusion: tf.Tensor, best_matching: bool) -> tf.Tensor:
     matchings = np.stack([np.eye(num_modes, dtype=np.float32)[list(p)].T
                           for p in itertools.permutations(range(num_modes), num_branches)])
   return tf.reduce_max(tf.reduce_sum(confusion[tf.newaxis] * matchings, axis=[1, 2])) / total
+
+
+def _pairs(counts: tf.Tensor) -> tf.Tensor:
+  """sum of C(n, 2) over `counts`."""
+  return tf.reduce_sum(counts * (counts - 1.0)) / 2.0
+
+
+def adjusted_rand_index(confusion: tf.Tensor) -> tf.Tensor:
+  """Adjusted Rand index (Hubert and Arabie, 1985) of true modes vs chosen branches from the contingency table
+  `confusion` [modes, branches]:
+
+    ARI = (sum_ij C(n_ij, 2) - E) / ((sum_i C(a_i, 2) + sum_j C(b_j, 2)) / 2 - E),
+    E = sum_i C(a_i, 2) sum_j C(b_j, 2) / C(n, 2),
+
+  a, b the row and column sums. Invariant to relabelling branches, so no matching is needed; 0 in expectation for
+  routing independent of the mode (everything on one branch scores 0). 1 when the denominator vanishes (both
+  partitions trivial), as scikit-learn defines it.
+  """
+  confusion = tf.cast(confusion, tf.float64)
+  index = _pairs(confusion)
+  rows, columns = _pairs(tf.reduce_sum(confusion, axis=1)), _pairs(tf.reduce_sum(confusion, axis=0))
+  expected = tf.math.divide_no_nan(rows * columns, _pairs(tf.reduce_sum(confusion)))
+  denominator = (rows + columns) / 2.0 - expected
+  ari = tf.where(tf.equal(denominator, 0.0), tf.constant(1.0, tf.float64),
+                 tf.math.divide_no_nan(index - expected, denominator))
+  return tf.cast(ari, tf.float32)

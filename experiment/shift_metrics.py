@@ -16,7 +16,9 @@ Window 1 has no pre-shift accuracy: only its max.
 Forgetting on recurring concepts (beyond the seeds, as FedDrift and FedCCFA measure it): for a concept trained in an
 earlier phase and seen again later, forgetting = the best accuracy on that concept's test data while it was last
 trained minus its accuracy when it comes back (at the first evaluated round of its return), i.e. what was lost in
-between.
+between. From a run's metrics.csv rows (`concept_forgetting`), the concept trained at an evaluation is the one with
+the largest `concept_share_<j>` of the round, and a concept's accuracy is the mean of its domains' test accuracies
+(one domain per base population).
 """
 
 import dataclasses
@@ -94,3 +96,18 @@ def forgetting(concept_schedule: Sequence[int], accuracies: dict[int, Sequence[f
     best = max(accuracies[concept][last_first:last_last + 1])
     lost.setdefault(concept, []).append(best - accuracies[concept][first])
   return {concept: sum(values) / len(values) for concept, values in lost.items()}
+
+
+def concept_forgetting(rows: Sequence[dict], concept_columns: Sequence[Sequence[str]]) -> dict[int, float]:
+  """`forgetting` from metrics.csv rows of a concept-drift run.
+
+  Args:
+    rows: metrics.csv rows (dicts); those with `test_accuracy` are the evaluations.
+    concept_columns: Per concept j, the test-accuracy columns of its domains.
+  """
+  evaluated = [row for row in rows if 'test_accuracy' in row]
+  schedule = [max(range(len(concept_columns)), key=lambda j, row=row: row[f'concept_share_{j}'])
+              for row in evaluated]
+  accuracies = {j: [sum(row[column] for column in columns) / len(columns) for row in evaluated]
+                for j, columns in enumerate(concept_columns)}
+  return forgetting(schedule, accuracies)

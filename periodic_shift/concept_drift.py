@@ -43,6 +43,11 @@ class ConceptDriftScenario(scenario.Scenario):
   def num_domains(self) -> int:
     return self._num_bases * self._config.num_concepts
 
+  def concept_domains(self) -> list[list[int]]:
+    """Concept j's domains: (b, j) for every base b."""
+    concepts = self._config.num_concepts
+    return [[b * concepts + j for b in range(self._num_bases)] for j in range(concepts)]
+
   def change_point(self, client_index: int) -> int:
     return int(self._change_points[client_index])
 

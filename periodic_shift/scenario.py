@@ -26,12 +26,14 @@ class Part:
   """`num_examples` examples (None: all) of domain `domain` from client `source_id` of its base population,
   after skipping `skip` of them, optionally thinned by label. The source's examples are taken in one seeded random
   order per (round, client), so parts of the same source with disjoint [skip, skip + num_examples) ranges hold
-  disjoint examples."""
+  disjoint examples; with `order_seed` the order is that seed's in every round, so ranges are fixed splits of the
+  source (train / validation / test)."""
   domain: int
   source_id: str
   num_examples: Optional[int] = None
   skip: int = 0
   label_weights: Optional[tuple[float, ...]] = None  # Keep an example of label y with probability w[y] / max w.
+  order_seed: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +73,15 @@ class Scenario(abc.ABC):
   def test_weights(self, round_num: int) -> Optional[np.ndarray]:
     """Weights [K] of the per-domain test accuracies in the round's test accuracy, or None (the union test set)."""
     del round_num  # Unused.
+    return None
+
+  def evaluation_plans(self) -> dict[str, tuple[ClientPlan, ...]]:
+    """Per-client held-out data by name (e.g. `personalized`: every client's own test split), each client's data
+    evaluated in batches of its own; empty when the scenario has only the task's centralized test sets."""
+    return {}
+
+  def concept_domains(self) -> Optional[list[list[int]]]:
+    """Per concept, the domains holding it, for scenarios whose concepts can recur (forgetting); else None."""
     return None
 
   def window_starts(self) -> Optional[list[int]]:

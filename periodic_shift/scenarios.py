@@ -12,14 +12,18 @@
   (`periodic_shift.concept_drift`).
 - `windowed` (seed 003, ShiftEx, digest section 3): windows of rounds; at every window boundary a share of the
   clients move to a new regime, a corruption of some severity and a Dirichlet label skew (`periodic_shift.windowed`).
+- `dirichlet_mixture` (seed 004, FedGMM, digest section 3.2): every client a fixed Dir(alpha) mixture of components
+  (a base and its transformed copy, or the task's bases), 60/20/20 splits per client, optional unseen clients
+  (`periodic_shift.dirichlet_mixture`).
 """
 
 import dataclasses
-from typing import Sequence
+from typing import Optional, Sequence
 
 from periodic_shift import client_sampler
 from periodic_shift import concept_drift
 from periodic_shift import day_probability
+from periodic_shift import dirichlet_mixture
 from periodic_shift import domains as domains_lib
 from periodic_shift import evolving_domains
 from periodic_shift import mixture_drift
@@ -27,7 +31,7 @@ from periodic_shift import periodic
 from periodic_shift import scenario
 from periodic_shift import windowed
 
-SCENARIOS = ('periodic', 'mixture_drift', 'evolving_domains', 'concept_drift', 'windowed')
+SCENARIOS = ('periodic', 'mixture_drift', 'evolving_domains', 'concept_drift', 'windowed', 'dirichlet_mixture')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +45,8 @@ class Config:
   concept_drift:  drift_type, num_concepts, drift_start / drift_end (fractions of total_rounds between which the
                   clients' change points fall), drift_length (incremental), concept_period (recurring);
   windowed:       window_rounds, windowing (tumbling or sliding), window_overlap (sliding), corruptions (the
-                  families windows draw from), label_skew_alpha (0: no label shift), switch_fraction (seed 003).
+                  families windows draw from), label_skew_alpha (0: no label shift), switch_fraction (seed 003);
+  dirichlet_mixture: dirichlet_components, component_alpha, unseen_fraction, num_clients (None: all) (seed 004).
   """
   name: str = 'periodic'
   shift_fn: str = 'linear'
@@ -51,7 +56,7 @@ class Config:
   mixture_schedule: str = 'linear'
   num_cycles: float = 3.0
   mixture_test: str = 'current'
-  num_clients: int = 80
+  num_clients: Optional[int] = 80
   num_domains: int = 12
   rotation_step: float = 15.0
   target_extra_rotation: float = 0.0
@@ -68,6 +73,9 @@ class Config:
   corruptions: tuple[str, ...] = ('noise', 'brightness', 'contrast', 'rotation', 'scale')
   label_skew_alpha: float = 1.0
   switch_fraction: float = 0.5
+  dirichlet_components: str = 'transformed'
+  component_alpha: float = 0.4
+  unseen_fraction: float = 0.0
 
   def validate(self) -> None:
     """Raises ValueError (one line, naming the flag) for settings that no population can make valid."""
@@ -76,8 +84,16 @@ class Config:
     if self.name == 'periodic':
       day_probability.validate(self.shift_fn, self.period, self.shift_p)
       return
-    if self.num_clients < 1:
+    if self.num_clients is not None and self.num_clients < 1:
       raise ValueError(f'num_clients must be >= 1; got {self.num_clients}.')
+    if self.name == 'dirichlet_mixture':
+      if self.dirichlet_components not in dirichlet_mixture.COMPONENTS:
+        raise ValueError(f'dirichlet_components must be one of {", ".join(dirichlet_mixture.COMPONENTS)}; got '
+                         f'{self.dirichlet_components!r}.')
+      if not self.component_alpha > 0 or not 0 <= self.unseen_fraction < 1:
+        raise ValueError(f'component_alpha must be > 0 and unseen_fraction in [0, 1); got '
+                         f'{self.component_alpha:g}, {self.unseen_fraction:g}.')
+      return
     if self.name == 'evolving_domains':
       if self.num_domains < 2:
         raise ValueError(f'num_domains must be >= 2 (sources and the target); got {self.num_domains}.')
@@ -137,6 +153,10 @@ def build(config: Config, base_client_ids: Sequence[Sequence[str]], base_client_
     except ValueError as error:
       raise ValueError(f'--{error}') from error
     return periodic.PeriodicScenario(sampler)
+  if config.name == 'dirichlet_mixture':
+    return dirichlet_mixture.DirichletMixtureScenario(
+        base_client_ids, base_client_sizes, clients_per_round, config.dirichlet_components, config.component_alpha,
+        config.unseen_fraction, seed, config.num_clients, shift_free)
   if config.name == 'windowed':
     return windowed.WindowedScenario(base_client_ids, base_client_sizes, clients_per_round, config, seed, num_classes,
                             shift_free)

@@ -4,6 +4,7 @@ from typing import Callable, NamedTuple
 
 from tasks import cifar
 from tasks import emnist
+from tasks import gaussian_mixture
 from tasks import stackoverflow
 from tasks import synthetic
 from tasks import task as task_lib
@@ -19,6 +20,11 @@ _TASKS = {
     'emnist': _Entry(emnist.create_task, emnist.DEFAULTS),
     'cifar': _Entry(cifar.create_task, cifar.DEFAULTS),
     'stackoverflow': _Entry(stackoverflow.create_task, stackoverflow.DEFAULTS),
+    'gaussian_mixture': _Entry(lambda cache_dir, seed: gaussian_mixture.create_task(seed=seed),
+                               gaussian_mixture.DEFAULTS),
+    'gaussian_toy_1d': _Entry(
+        lambda cache_dir, seed: gaussian_mixture.create_task(seed, gaussian_mixture.TOY_1D, 'gaussian_toy_1d'),
+        dict(gaussian_mixture.DEFAULTS, clients_per_round=10, client_batch_size=32, total_rounds=100)),
 }
 TASKS = tuple(_TASKS)
 

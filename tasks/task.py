@@ -127,20 +127,33 @@ class Task:
     if len(plan.parts) == 1 and plan.parts[0].num_examples is None and plan.parts[0].label_weights is None:
       part = plan.parts[0]
       return self.client_dataset(part.domain, part.source_id, client_spec, shuffle_seed)
+    return _preprocess_labelled(self._plan_examples(plan, shuffle_seed), client_spec, shuffle_seed)
+
+  def _plan_examples(self, plan: scenario_lib.ClientPlan, shuffle_seed: int) -> tf.data.Dataset:
+    """A plan's examples `(raw_element, domain)`, its parts concatenated in order."""
     parts = []
     for part in plan.parts:
       base = self.domain_list[part.domain].base
       source = self.train_data[base].create_tf_dataset_for_client(part.source_id)
       source_key = zlib.crc32(part.source_id.encode())  # One order per source: parts can split it disjointly.
-      source = source.shuffle(_SHUFFLE_BUFFER, seed=client_sampler.derived_seed(shuffle_seed, base, source_key),
+      order_seed = shuffle_seed if part.order_seed is None else part.order_seed
+      source = source.shuffle(_SHUFFLE_BUFFER, seed=client_sampler.derived_seed(order_seed, base, source_key),
                               reshuffle_each_iteration=False)  # The same subset in every epoch of the round.
       source = source.skip(part.skip)
       if part.num_examples is not None:
         source = source.take(part.num_examples)
       if part.label_weights is not None:
-        source = self._label_skewed(source, part.label_weights, client_sampler.derived_seed(shuffle_seed, source_key))
+        source = self._label_skewed(source, part.label_weights, client_sampler.derived_seed(order_seed, source_key))
       parts.append(_with_mode(source, part.domain))
-    return _preprocess_labelled(functools.reduce(tf.data.Dataset.concatenate, parts), client_spec, shuffle_seed)
+    return functools.reduce(tf.data.Dataset.concatenate, parts)
+
+  def held_out_dataset(self, plans: Sequence[scenario_lib.ClientPlan], batch_size: int) -> tf.data.Dataset:
+    """Test batches `OrderedDict(x, y, mode)` of every client's held-out `plans` (fixed splits, `Part.order_seed`),
+    each batch holding examples of one client only, clients one after another."""
+    batched = [self._plan_examples(plan, shuffle_seed=0).batch(batch_size) for plan in plans]
+    while len(batched) > 1:  # A balanced tree of concatenations keeps the dataset graph shallow.
+      batched = [functools.reduce(tf.data.Dataset.concatenate, batched[i:i + 2]) for i in range(0, len(batched), 2)]
+    return model_batches(batched[0], self.batch_fn).prefetch(tf.data.AUTOTUNE)
 
   def _label_skewed(self, source: tf.data.Dataset, label_weights, seed: int) -> tf.data.Dataset:
     """Keeps each example with probability w[y] / max w (a seeded draw per example): the labels' shares move from

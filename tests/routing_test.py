@@ -1,6 +1,8 @@
-"""Tests the pieces the clustering methods share: reading a client once, routing counts and accuracy."""
+"""Tests the pieces the clustering methods share: reading a client once, routing counts, accuracy and
+adjusted Rand index."""
 
 import numpy as np
+from sklearn import metrics
 import tensorflow as tf
 
 from algorithms import routing
@@ -32,6 +34,23 @@ class RoutingTest(tf.test.TestCase):
     three = np.array([[1.0, 2.0, 7.0], [6.0, 3.0, 1.0]], np.float32)
     self.assertAllClose(routing.routing_accuracy(three, best_matching=True), 13 / 20)
     self.assertAllClose(routing.routing_accuracy(three, best_matching=False), 4 / 20)
+
+  def test_adjusted_rand_index_matches_scikit_learn(self):
+    rng = np.random.default_rng(0)
+    for shape in ((2, 2), (2, 3), (3, 2), (4, 4)):
+      for _ in range(5):
+        confusion = rng.integers(0, 12, size=shape)
+        modes = np.repeat(np.repeat(np.arange(shape[0]), shape[1]), confusion.ravel())
+        branches = np.repeat(np.tile(np.arange(shape[1]), shape[0]), confusion.ravel())
+        self.assertAllClose(routing.adjusted_rand_index(confusion.astype(np.float32)),
+                            metrics.adjusted_rand_score(modes, branches), atol=1e-6)
+
+  def test_adjusted_rand_index_does_not_flatter(self):
+    # Everything on one branch: the best-matching accuracy is 0.5, the agreement is none.
+    one_branch = np.array([[10.0, 0.0], [10.0, 0.0]], np.float32)
+    self.assertAllClose(routing.routing_accuracy(one_branch, best_matching=True), 0.5)
+    self.assertAllClose(routing.adjusted_rand_index(one_branch), 0.0)
+    self.assertAllClose(routing.adjusted_rand_index(np.array([[0.0, 7.0], [5.0, 0.0]], np.float32)), 1.0)
 
 
 

@@ -90,6 +90,19 @@ class EndToEndTest(parameterized.TestCase):
     self.assertIn('rounds/s', result.stdout)
     self.assertIn(output_dir, result.stdout)
 
+  def test_learns_on_seed_004_dirichlet_mixtures(self):
+    root = self.create_tempdir().full_path
+    result = _run(['--task=gaussian_mixture', '--scenario=dirichlet_mixture', '--num_clients=60',
+                   '--clients_per_round=10', '--total_rounds=15', '--rounds_per_eval=15',
+                   f'--root_output_dir={root}', '--experiment_name=gm'])
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    last = _rows(os.path.join(root, 'gm'))[-1]
+    # The task's default components are its three Gaussians; binary labels, chance 0.5. One linear model cannot
+    # fit the three hyperplanes at once (about 0.72 here), which is what seed 004's mixtures are for.
+    self.assertAlmostEqual(sum(float(last[f'domain_share_{m}']) for m in range(3)), 1.0)
+    self.assertBetween(float(last['personalized_accuracy']), 0.65, 0.85)
+    self.assertBetween(float(last['test_component3_accuracy']), 0.6, 0.85)
+
   def test_fedtem_reports_routing_and_prior(self):
     root = self.create_tempdir().full_path
     result = _run(_SMALL_RUN + ['--algorithm=fedtem', '--prior=soft', '--total_rounds=4',
@@ -244,7 +257,7 @@ class ScenarioTest(parameterized.TestCase):
         self.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
 
   @parameterized.product(
-      scenario=['mixture_drift', 'evolving_domains', 'concept_drift', 'windowed'],
+      scenario=['mixture_drift', 'evolving_domains', 'concept_drift', 'windowed', 'dirichlet_mixture'],
       algorithm=['vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',
                  'fedtem', 'fedtkm'])
   def test_every_method_runs_on_every_scenario(self, scenario, algorithm):
@@ -257,6 +270,8 @@ class ScenarioTest(parameterized.TestCase):
         'concept_drift': ['--drift_type=recurring', '--drift_start=1', '--drift_end=1', '--concept_period=1'],
         # Windows of one round: round 2 is window 1, where half of the clients hold the new regime.
         'windowed': ['--window_rounds=1', '--windowing=sliding', '--window_overlap=0'],
+        # 12 day clients, 3 of them unseen.
+        'dirichlet_mixture': ['--num_clients=12', '--unseen_fraction=0.25'],
     }[scenario]
     result = _run(['--task=synthetic', f'--scenario={scenario}', f'--algorithm={algorithm}', '--clients_per_round=3',
                    '--total_rounds=2', '--period=2', '--rounds_per_eval=2', '--eval_batch_size=500',
@@ -281,10 +296,17 @@ class ScenarioTest(parameterized.TestCase):
       # Evaluated at round 2 only: window 2 (round 2) has its max there and no pre-shift evaluation in window 1.
       self.assertEqual([w['window'] for w in windows], [2] if not shift_free else [1])
       self.assertEqual(windows[0]['max_accuracy'], float(rows[1]['test_accuracy']))
+    elif scenario == 'dirichlet_mixture':
+      # Two components (the day base and its transformed copy); accuracy on the clients' own and unseen data.
+      self.assertAlmostEqual(float(rows[1]['domain_share_0']) + float(rows[1]['domain_share_1']), 1.0)
+      for column in ('personalized_accuracy', 'unseen_accuracy', 'test_day_T_accuracy'):
+        self.assertBetween(float(rows[1][column]), 0.0, 1.0)
     else:
       self.assertEqual(float(rows[0]['concept_share_0']), 1.0)  # Before every change point.
       self.assertEqual(float(rows[1]['concept_share_1']), 0.0 if shift_free else 1.0)
       self.assertBetween(float(rows[1]['test_night_c1_accuracy']), 0.0, 1.0)
+      with open(os.path.join(root, 's', 'summary.json')) as f:
+        self.assertEqual(json.load(f)['forgetting'], {})  # One evaluation: no concept has come back yet.
 
 
 class BaselinesTest(parameterized.TestCase):

@@ -5,11 +5,13 @@ import dataclasses
 
 from absl.testing import absltest
 import numpy as np
+from scipy import stats
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from periodic_shift import client_sampler
 from periodic_shift import day_probability
+from periodic_shift import dirichlet_mixture
 from periodic_shift import domains as domains_lib
 from periodic_shift import mixture_drift
 from periodic_shift import scenario
@@ -322,6 +324,106 @@ class WindowedScenarioTest(absltest.TestCase):
                           num_classes=4)
     self.assertEqual(flat.num_domains, 2)
     self.assertEqual(flat.round_metrics(45, flat.round_plan(45)), {'window': 0.0, 'new_regime_share': 0.0})
+
+
+class DirichletMixtureScenarioTest(tf.test.TestCase):
+
+  def _build(self, ids, sizes, **settings):
+    config = scenarios.Config(name='dirichlet_mixture', num_clients=None, **settings)
+    return scenarios.build(config, ids, sizes, clients_per_round=4, seed=5, num_classes=10)
+
+  def test_mixture_weights_recover_the_dirichlet_concentration(self):
+    ids, sizes = _populations([[100] * 3000])
+    mixtures = self._build(ids, sizes, component_alpha=0.4).mixture_weights  # M = 2: base and transformed.
+    self.assertEqual(mixtures.shape, (3000, 2))
+    # The first weight of Dir(0.4, 0.4) is Beta(0.4, 0.4); its moments give alpha back.
+    self.assertGreater(stats.kstest(mixtures[:, 0], stats.beta(0.4, 0.4).cdf).pvalue, 1e-3)
+    mean, var = mixtures[:, 0].mean(), mixtures[:, 0].var()
+    self.assertAlmostEqual((mean * (1 - mean) / var - 1) / 2, 0.4, delta=0.04)
+    ids3, sizes3 = _populations([[50] * 2000] * 3)
+    three = self._build(ids3, sizes3, dirichlet_components='bases', component_alpha=2.0).mixture_weights
+    self.assertEqual(three.shape, (2000, 3))
+    self.assertGreater(stats.kstest(three[:, 2], stats.beta(2.0, 4.0).cdf).pvalue, 1e-3)
+
+  def test_component_counts_are_multinomial_and_splits_60_20_20(self):
+    ids, sizes = _populations([[1000] * 400])
+    mixture = self._build(ids, sizes, unseen_fraction=0.25)
+    counts = mixture.component_counts
+    self.assertAllEqual(counts.sum(axis=1), np.full(400, 1000))
+    # n_c1 ~ Binomial(1000, pi_c1): standardized residuals are ~ N(0, 1).
+    pi = mixture.mixture_weights[:, 0]
+    z = (counts[:, 0] - 1000 * pi) / np.sqrt(np.maximum(1000 * pi * (1 - pi), 1e-9))
+    self.assertLess(abs(z[pi * (1 - pi) > 0.01].mean()), 0.2)
+    self.assertBetween(z[pi * (1 - pi) > 0.01].std(), 0.85, 1.15)
+    self.assertLen(mixture.unseen_clients, 100)
+    self.assertEmpty(set(mixture.unseen_clients) & set(mixture.training_clients))
+    plans = {split: {p.client_id: p for p in mixture.split_plans(split)} for split in dirichlet_mixture.SPLITS}
+    for c in mixture.training_clients[:50]:
+      for m, n in enumerate(counts[c]):
+        taken = [sum(part.num_examples for part in plans[split][f'client_{c}'].parts if part.domain == m)
+                 for split in dirichlet_mixture.SPLITS]
+        self.assertEqual(sum(taken), n)
+        self.assertAllClose(taken, [0.6 * n, 0.2 * n, 0.2 * n], atol=2.0)  # Floors; the rest to test.
+    for round_num in range(1, 30):  # Every round trains on the clients' fixed train splits, never unseen ones.
+      for client in mixture.round_plan(round_num).clients:
+        self.assertEqual(client, plans['train'][client.client_id])
+    unseen_test = mixture.evaluation_plans()['unseen']
+    self.assertLen(unseen_test, 100)
+    adapted = sum(part.num_examples for plan in mixture.adaptation_plans() for part in plan.parts)
+    self.assertAlmostEqual(adapted / 100000, 0.5, delta=0.002)
+
+  def test_splits_are_disjoint_complete_and_round_independent(self):
+    data = [tff.simulation.datasets.TestClientData({f'b0_{i}': collections.OrderedDict(
+        x=np.zeros([40, 4], np.float32), y=np.zeros([40], np.int32), id=np.arange(40) + 100 * i)
+        for i in range(6)})]
+    task = task_lib.Task(name='t', train_data=data, client_sizes=[{f'b0_{i}': 40 for i in range(6)}], test_data=[],
+                         test_sizes=[], batch_fn=lambda b: b, model_fn=None, num_classes=3, mode_names=('a',))
+    ids, sizes = [sorted(data[0].client_ids)], [{f'b0_{i}': 40 for i in range(6)}]
+    mixture = self._build(ids, sizes)
+    task = task.with_domains(mixture.domains(['a'], 3))
+    spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=7)
+
+    def train_examples(client_id, shuffle_seed):
+      plan = next(p for p in mixture.split_plans('train') if p.client_id == client_id)
+      return sorted((int(raw['id']), int(domain))
+                    for raw, domain in task.plan_dataset(plan, spec, shuffle_seed).unbatch().as_numpy_iterator())
+
+    def held_out_examples(split, client_id):
+      plan = next(p for p in mixture.split_plans(split) if p.client_id == client_id)
+      return sorted((int(e['id']), int(e['mode'])) for e in task.held_out_dataset([plan], 7).unbatch()
+                    .as_numpy_iterator())
+
+    for c in range(6):
+      client_id = f'client_{c}'
+      train = train_examples(client_id, shuffle_seed=1)
+      self.assertEqual(train, train_examples(client_id, shuffle_seed=9))  # Another round, the same split.
+      examples = train + held_out_examples('validation', client_id) + held_out_examples('test', client_id)
+      self.assertEqual(sorted(i for i, _ in examples), list(np.arange(40) + 100 * c))  # Disjoint and complete.
+      domains = [d for _, d in examples]
+      self.assertEqual([domains.count(m) for m in (0, 1)], list(mixture.component_counts[c]))
+    for batch in task.held_out_dataset(mixture.split_plans('test'), 3).as_numpy_iterator():
+      self.assertLen(set(batch['id'] // 100), 1)  # Every batch holds one client's examples.
+
+  def test_transformed_component_is_rot90_flip_invert_with_a_permutation(self):
+    ids, sizes = _populations([[10] * 8])
+    base, transformed = self._build(ids, sizes).domains(['digits'], 10)
+    self.assertTrue(base.is_plain)
+    self.assertEqual((transformed.base, transformed.rotation_degrees, transformed.flip, transformed.invert),
+                     (0, 90.0, True, True))
+    self.assertEqual(sorted(transformed.label_permutation), list(range(10)))
+    self.assertNotEqual(transformed.label_permutation, tuple(range(10)))
+
+  def test_no_shift_mixes_equally_and_bad_settings_name_the_flag(self):
+    ids, sizes = _populations([[100] * 50])
+    config = scenarios.Config(name='dirichlet_mixture', num_clients=None)
+    flat = scenarios.build(config, ids, sizes, clients_per_round=4, seed=5, shift_free=True)
+    self.assertAllClose(flat.mixture_weights, np.full((50, 2), 0.5))
+    with self.assertRaisesRegex(ValueError, 'component_alpha must be > 0'):
+      scenarios.Config(name='dirichlet_mixture', component_alpha=0.0).validate()
+    with self.assertRaisesRegex(ValueError, 'dirichlet_components must be one of'):
+      scenarios.Config(name='dirichlet_mixture', dirichlet_components='both').validate()
+    with self.assertRaisesRegex(ValueError, '--clients_per_round must be between 1 and the training clients'):
+      scenarios.build(config, ids, sizes, clients_per_round=60, seed=5)
 
 
 class PlanDatasetTest(tf.test.TestCase):

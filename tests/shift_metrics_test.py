@@ -60,6 +60,19 @@ class ForgettingTest(absltest.TestCase):
     # A returns twice: 0.9 - 0.7 = 0.2, then 0.7 - 0.4 = 0.3 (its best in its last phase was 0.7).
     self.assertEqual({k: round(v, 6) for k, v in shift_metrics.forgetting(schedule, accuracies).items()}, {0: 0.25})
 
+  def test_from_metrics_rows(self):
+    # Two bases x two concepts; the trained concept follows the larger share; unevaluated rows are skipped.
+    rows = [{'round': 1, 'concept_share_0': 1.0, 'concept_share_1': 0.0},
+            {'round': 2, 'concept_share_0': 0.9, 'concept_share_1': 0.1, 'test_accuracy': 0.0,
+             'a_c0': 0.8, 'b_c0': 0.6, 'a_c1': 0.1, 'b_c1': 0.1},
+            {'round': 4, 'concept_share_0': 0.2, 'concept_share_1': 0.8, 'test_accuracy': 0.0,
+             'a_c0': 0.3, 'b_c0': 0.1, 'a_c1': 0.9, 'b_c1': 0.7},
+            {'round': 6, 'concept_share_0': 0.7, 'concept_share_1': 0.3, 'test_accuracy': 0.0,
+             'a_c0': 0.5, 'b_c0': 0.3, 'a_c1': 0.2, 'b_c1': 0.2}]
+    # Concept 0: best 0.7 (mean of 0.8 and 0.6) while trained, 0.4 when it returns.
+    forgetting = shift_metrics.concept_forgetting(rows, [['a_c0', 'b_c0'], ['a_c1', 'b_c1']])
+    self.assertEqual({k: round(v, 6) for k, v in forgetting.items()}, {0: 0.3})
+
 
 if __name__ == '__main__':
   absltest.main()

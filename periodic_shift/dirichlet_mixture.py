@@ -1,0 +1,155 @@
+"""Seed 004's (FedGMM) heterogeneity as a scenario: every client a Dirichlet mixture of components, fixed
+train / validation / test splits per client, and unseen clients (digest sections 3.2 and 3.4).
+
+Components (`components`):
+- `transformed` (the paper's real-data construction, Section 4.1): component 1 is base population 0 as it is,
+  component 2 the same base under T = 90-degree rotation + horizontal flip + intensity inversion with one fixed
+  random label permutation P_A (`domains.Domain`): D^ = D_1 u {(T(x), P_A(y)) | (x, y) in D_2}. The scenario's
+  clients are base 0's clients.
+- `bases`: the task's base populations are the components (the paper's synthetic data and Figure 1's toy, the
+  `gaussian_mixture` and `gaussian_toy_1d` tasks); scenario client c is paired with the c-th client (by sorted id)
+  of every base.
+
+Mixtures: client c has pi_c ~ Dir(alpha 1_M) (alpha = `alpha`, 0.4 in the paper) and budget N_c (its source
+client's size; with `bases`, the smallest of its paired sources); its examples' components are
+(n_c1, ..., n_cM) ~ Multinomial(N_c, pi_c), i.e. z_i ~ pi_c per example. Where the paper's real-data recipe instead
+transforms a random half of the dataset and deals the labels out with Dir(0.4) (FedEM's label partition), this
+reading, the issue's, gives each client its own mixture over components directly, the quantity FedGMM estimates;
+label heterogeneity is the base clients' own. Drawn once from (seed, c): the data do not change over rounds.
+
+Splits (Section 4.1: "train 60% / validation 20% / test 20%" of every client's data): each component part of a
+client is cut in that order, in one fixed order of its source's examples (`scenario.Part.order_seed`), so the
+splits keep the client's mixture and never overlap. Unseen clients (Section 4.6, Table 5; `unseen_fraction`, 0.2
+in the paper): a seeded subset of the clients never trains; their data are cut 50% adaptation / 50% test.
+
+Rounds draw `clients_per_round` of the training clients uniformly without replacement. Evaluation plans:
+`personalized` (every training client's own test split, the paper's "average accuracy of all clients",
+example-weighted) and, with unseen clients, `unseen` (their test splits; `adaptation_plans` gives their adaptation
+splits to methods that adapt, such as FedGMM). The validation splits are in `split_plans('validation')`.
+`shift_free` (No-Dist-Shift): pi_c = 1/M for every client.
+"""
+
+from typing import Sequence
+
+import numpy as np
+
+from periodic_shift import domains as domains_lib
+from periodic_shift import scenario
+
+COMPONENTS = ('transformed', 'bases')
+SPLITS = ('train', 'validation', 'test')
+SPLIT_FRACTIONS = (0.6, 0.2, 0.2)  # Seed 004, Section 4.1.
+UNSEEN_SPLITS = ('adaptation', 'test')
+UNSEEN_FRACTIONS = (0.5, 0.5)  # Seed 004, Section 4.6.
+
+
+def split_counts(n: int, fractions: Sequence[float]) -> list[int]:
+  """n examples cut by `fractions` (rounded down, the remainder to the last split)."""
+  counts = [int(np.floor(n * f)) for f in fractions[:-1]]
+  return counts + [n - sum(counts)]
+
+
+def transformed_domains(base_name: str, num_classes: int, seed: int) -> tuple[domains_lib.Domain, ...]:
+  """Base 0, and base 0 under T (rot90 + flip + invert) with a seeded label permutation P_A (seed 004, Sec. 4.1)."""
+  permutation = tuple(int(i) for i in np.random.default_rng([seed, 42]).permutation(num_classes))
+  return (domains_lib.Domain(base_name, 0),
+          domains_lib.Domain(f'{base_name}_T', 0, rotation_degrees=90.0, flip=True, invert=True,
+                             label_permutation=permutation))
+
+
+class DirichletMixtureScenario(scenario.Scenario):
+  """Seed 004's Dirichlet mixtures of components (module docstring)."""
+
+  def __init__(self, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
+               clients_per_round: int, components: str, alpha: float, unseen_fraction: float, seed: int,
+               num_clients=None, shift_free: bool = False):
+    self._components = components
+    self._seed = seed
+    self._num_components = 2 if components == 'transformed' else len(base_client_ids)
+    if components == 'transformed':
+      sources = [[client_id] * 2 for client_id in base_client_ids[0]]
+      budgets = [base_client_sizes[0][client_id] for client_id in base_client_ids[0]]
+    else:
+      sources = [list(ids) for ids in zip(*base_client_ids)]
+      budgets = [min(sizes[i] for sizes, i in zip(base_client_sizes, ids)) for ids in sources]
+    if num_clients is not None:
+      if not 1 <= num_clients <= len(sources):
+        raise ValueError(f'--num_clients must be between 1 and the clients the components share ({len(sources)}); '
+                         f'got {num_clients}.')
+      kept = np.sort(np.random.default_rng([seed, 43]).permutation(len(sources))[:num_clients])
+      sources, budgets = [sources[i] for i in kept], [budgets[i] for i in kept]
+    self._sources = sources
+    self.mixture_weights = np.stack([
+        np.full(self._num_components, 1.0 / self._num_components) if shift_free else
+        np.random.default_rng([seed, 45, c]).dirichlet(np.full(self._num_components, alpha))
+        for c in range(len(sources))])
+    self.component_counts = np.stack([np.random.default_rng([seed, 46, c]).multinomial(budget, weights)
+                                      for c, (budget, weights) in enumerate(zip(budgets, self.mixture_weights))])
+    num_unseen = int(round(unseen_fraction * len(sources)))
+    unseen = set(np.random.default_rng([seed, 44]).permutation(len(sources))[:num_unseen].tolist())
+    self._unseen = sorted(unseen)
+    self._training = [c for c in range(len(sources))  # Clients too small to have training examples are left out.
+                      if c not in unseen and self._plan(c, 0, SPLIT_FRACTIONS).parts]
+    if not 1 <= clients_per_round <= len(self._training):
+      raise ValueError(f'--clients_per_round must be between 1 and the training clients ({len(self._training)}); '
+                       f'got {clients_per_round}.')
+    self._clients_per_round = clients_per_round
+
+  @property
+  def num_domains(self) -> int:
+    return self._num_components
+
+  @property
+  def training_clients(self) -> list[int]:
+    return list(self._training)
+
+  @property
+  def unseen_clients(self) -> list[int]:
+    return list(self._unseen)
+
+  def domains(self, base_names: Sequence[str], num_classes: int):
+    if self._components == 'transformed':
+      return transformed_domains(base_names[0], num_classes, self._seed)
+    return None
+
+  def _plan(self, c: int, split: int, fractions: Sequence[float]) -> scenario.ClientPlan:
+    """Client c's part `split` of its data cut by `fractions`, component by component."""
+    parts, offset = [], 0
+    for m, n in enumerate(self.component_counts[c]):
+      counts = split_counts(int(n), fractions)
+      if counts[split]:
+        parts.append(scenario.Part(m, self._sources[c][m], counts[split], skip=offset + sum(counts[:split]),
+                                   order_seed=self._seed))
+      if self._components == 'transformed':
+        offset += int(n)  # The components share the source: each takes the next range of its one order.
+    return scenario.ClientPlan(f'client_{c}', tuple(parts))
+
+  def split_plans(self, split: str) -> tuple[scenario.ClientPlan, ...]:
+    """Every training client's `split` (train, validation or test), clients with an empty split left out."""
+    plans = (self._plan(c, SPLITS.index(split), SPLIT_FRACTIONS) for c in self._training)
+    return tuple(plan for plan in plans if plan.parts)
+
+  def adaptation_plans(self) -> tuple[scenario.ClientPlan, ...]:
+    """The unseen clients' adaptation halves."""
+    return tuple(self._plan(c, 0, UNSEEN_FRACTIONS) for c in self._unseen)
+
+  def evaluation_plans(self) -> dict[str, tuple[scenario.ClientPlan, ...]]:
+    plans = {'personalized': self.split_plans('test')}
+    if self._unseen:
+      unseen = (self._plan(c, 1, UNSEEN_FRACTIONS) for c in self._unseen)
+      plans['unseen'] = tuple(plan for plan in unseen if plan.parts)
+    return plans
+
+  def round_plan(self, round_num: int) -> scenario.RoundPlan:
+    rng = np.random.default_rng([self._seed, 47, round_num])
+    chosen = rng.choice(self._training, size=self._clients_per_round, replace=False)
+    return scenario.RoundPlan(tuple(self._plan(int(c), 0, SPLIT_FRACTIONS) for c in chosen))
+
+  def round_metrics(self, round_num: int, plan: scenario.RoundPlan) -> dict[str, float]:
+    """`domain_share_<m>`: the share of component m in the round's training examples."""
+    del round_num  # Unused.
+    counts = np.zeros(self._num_components)
+    for client in plan.clients:
+      for part in client.parts:
+        counts[part.domain] += part.num_examples
+    return {f'domain_share_{m}': float(n) for m, n in enumerate(counts / max(counts.sum(), 1.0))}
