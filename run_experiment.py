@@ -86,6 +86,9 @@ _COMPONENT_ALPHA = flags.DEFINE_float('component_alpha', 0.4, 'dirichlet_mixture
                                       'Dir(alpha) mixture weights over the components.')
 _UNSEEN_FRACTION = flags.DEFINE_float('unseen_fraction', 0.0, 'dirichlet_mixture: share of clients held out of '
                                       'training (seed 004 Table 5: 0.2); their data split 50/50 adaptation/test.')
+_DIRICHLET_ALPHA = flags.DEFINE_float('dirichlet_alpha', float('inf'), 'evolving_domains: each client\'s class '
+                                      'weights ~ Dir(alpha) thin its sources\' labels (seed 001: inf, 1.0, 0.1); '
+                                      'inf = no label skew.')
 _EVOLVING_BASE = flags.DEFINE_integer('evolving_base', 0, 'evolving_domains: the base population rotated (0: the '
                                       'day mode, EMNIST digits).')
 _SHIFT_FN = flags.DEFINE_string('shift_fn', 'linear', f'q(t): one of {", ".join(day_probability.SHIFT_FUNCTIONS)}.')
@@ -191,6 +194,7 @@ def _scenario_config(values: dict) -> scenarios.Config:
       total_rounds=values['total_rounds'], mixture_schedule=_MIXTURE_SCHEDULE.value, num_cycles=_NUM_CYCLES.value,
       mixture_test=_MIXTURE_TEST.value, num_domains=_NUM_DOMAINS.value, rotation_step=_ROTATION_STEP.value,
       target_extra_rotation=_TARGET_EXTRA_ROTATION.value, evolving_base=_EVOLVING_BASE.value,
+      dirichlet_alpha=_DIRICHLET_ALPHA.value,
       drift_type=_DRIFT_TYPE.value, num_concepts=_NUM_CONCEPTS.value, drift_start=_DRIFT_START.value,
       drift_end=_DRIFT_END.value, drift_length=_DRIFT_LENGTH.value, concept_period=_CONCEPT_PERIOD.value,
       window_rounds=_WINDOW_ROUNDS.value, windowing=_WINDOWING.value, window_overlap=_WINDOW_OVERLAP.value,
@@ -353,14 +357,15 @@ def main(argv):
 
 _FLAG_NAMES = frozenset(flag.name for flag in (
     _TASK, _ALGORITHM, _SCENARIO, _MIXTURE_SCHEDULE, _NUM_CYCLES, _MIXTURE_TEST, _NUM_CLIENTS, _NUM_DOMAINS,
-    _ROTATION_STEP, _TARGET_EXTRA_ROTATION, _EVOLVING_BASE, _DRIFT_TYPE, _NUM_CONCEPTS, _DRIFT_START, _DRIFT_END,
-    _DRIFT_LENGTH, _CONCEPT_PERIOD, _WINDOW_ROUNDS, _WINDOWING, _WINDOW_OVERLAP, _CORRUPTIONS, _LABEL_SKEW_ALPHA,
-    _SWITCH_FRACTION, _DIRICHLET_COMPONENTS, _COMPONENT_ALPHA, _UNSEEN_FRACTION, _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS,
-    _CLIENT_BATCH_SIZE, _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
-    _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR,
-    _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY,
-    _EVAL_ROUTING, _ETA_MAX, _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING, _CENTER_DECAY, _SCSGD_HALVES,
-    _FEDEM_EM_ITERATIONS, _FEDEM_CLIENT_STATE))
+    _ROTATION_STEP, _TARGET_EXTRA_ROTATION, _EVOLVING_BASE, _DIRICHLET_ALPHA, _DRIFT_TYPE, _NUM_CONCEPTS,
+    _DRIFT_START, _DRIFT_END, _DRIFT_LENGTH, _CONCEPT_PERIOD, _WINDOW_ROUNDS, _WINDOWING, _WINDOW_OVERLAP,
+    _CORRUPTIONS, _LABEL_SKEW_ALPHA, _SWITCH_FRACTION, _DIRICHLET_COMPONENTS, _COMPONENT_ALPHA, _UNSEEN_FRACTION,
+    _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS, _CLIENT_BATCH_SIZE,
+    _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
+    _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR, _LABEL_SMOOTH_W,
+    _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY, _EVAL_ROUTING, _ETA_MAX,
+    _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING, _CENTER_DECAY, _SCSGD_HALVES, _FEDEM_EM_ITERATIONS,
+    _FEDEM_CLIENT_STATE))
 # Flags that cannot change a run's results: output cadence and locations. A run may be resumed with other values.
 _CADENCE_FLAGS = frozenset(flag.name for flag in (
     _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR))

@@ -19,15 +19,22 @@ class EvolvingDomainsScenario(scenario.Scenario):
   Clients: `num_clients` scenario clients; client c holds every source domain, domain m's data being all the data
   of a distinct client of the base population (a seeded permutation assigns clients c * M + m), so domains are
   disjoint, as the seed's disjoint split of MNIST into domains. Every round draws `clients_per_round` clients
-  uniformly without replacement; each trains on all its source data. Label heterogeneity is the base clients' own
-  (the seed's Dirichlet re-partition of labels across clients is not built yet).
+  uniformly without replacement; each trains on all its source data.
+
+  Label heterogeneity (`dirichlet_alpha`, the seed's "Dir", values inf, 1.0 and 0.1): client c draws class weights
+  w_c ~ Dir(alpha 1_C) once and keeps an example of label y with probability w_c[y] / max w_c in every source
+  domain (`scenario.Part.label_weights`), so its labels follow p(y) w_c[y] / sum p w_c: for sources with balanced
+  labels the client's class proportions are Dir(alpha), the per-client Dirichlet label skew of Hsu et al. (2019).
+  This thins each client's own sources rather than re-dealing a pooled domain class by class across clients (the
+  other common reading of a "Dirichlet partition"), so examples are discarded, not moved. The weights are the
+  client's for all its domains: only the rotation evolves. alpha = inf: no skew (the base clients' own labels).
 
   `shift_free` (No-Dist-Shift): the clients' data are not rotated (every domain is the base).
   """
 
   def __init__(self, base_client_ids: Sequence[Sequence[str]], base: int, num_domains: int, rotation_step: float,
                target_extra_rotation: float, num_clients: int, clients_per_round: int, seed: int,
-               shift_free: bool = False):
+               shift_free: bool = False, dirichlet_alpha: float = float('inf'), num_classes: int = 2):
     if not 0 <= base < len(base_client_ids):
       raise ValueError(f'--evolving_base must be a base population index below {len(base_client_ids)}; got {base}.')
     num_sources = num_domains - 1
@@ -48,6 +55,10 @@ class EvolvingDomainsScenario(scenario.Scenario):
     order = np.random.default_rng([seed, 3]).permutation(len(population))
     self._sources = [[population[order[c * num_sources + m]] for m in range(num_sources)]
                      for c in range(num_clients)]
+    self.label_weights = [None if np.isinf(dirichlet_alpha) else
+                          tuple(float(w) for w in np.random.default_rng([seed, 48, c]).dirichlet(
+                              np.full(num_classes, dirichlet_alpha)))
+                          for c in range(num_clients)]
 
   @property
   def num_domains(self) -> int:
@@ -61,9 +72,10 @@ class EvolvingDomainsScenario(scenario.Scenario):
   def round_plan(self, round_num: int) -> scenario.RoundPlan:
     chosen = np.random.default_rng([self._seed, 4, round_num]).choice(len(self._sources), self._clients_per_round,
                                                                       replace=False)
-    return scenario.RoundPlan(tuple(scenario.ClientPlan(f'client_{c}', tuple(scenario.Part(m, source) for m, source in
-                                                          enumerate(self._sources[c])))
-                           for c in chosen))
+    return scenario.RoundPlan(tuple(
+        scenario.ClientPlan(f'client_{c}', tuple(scenario.Part(m, source, label_weights=self.label_weights[c])
+                                                 for m, source in enumerate(self._sources[c])))
+        for c in chosen))
 
   def round_metrics(self, round_num: int, plan: scenario.RoundPlan) -> dict[str, float]:
     """`source_domains`: the domains the round's clients hold (always all M sources)."""

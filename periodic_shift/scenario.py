@@ -32,7 +32,7 @@ class Part:
   source_id: str
   num_examples: Optional[int] = None
   skip: int = 0
-  label_weights: Optional[tuple[float, ...]] = None  # Keep an example of label y with probability w[y] / max w.
+  label_weights: Optional[tuple[float, ...]] = None  # Keep label y with probability w[y] / max w (source's labels).
   order_seed: Optional[int] = None
 
 

@@ -156,13 +156,20 @@ class Task:
     return model_batches(batched[0], self.batch_fn).prefetch(tf.data.AUTOTUNE)
 
   def _label_skewed(self, source: tf.data.Dataset, label_weights, seed: int) -> tf.data.Dataset:
-    """Keeps each example with probability w[y] / max w (a seeded draw per example): the labels' shares move from
-    the source's p(y) to p(y) w[y] / sum p w."""
-    keep = tf.constant(np.asarray(label_weights, np.float32) / max(label_weights))
+    """Keeps each example with probability w[y] / max w over the labels the source holds (a seeded draw per
+    example): the labels' shares move from the source's p(y) to p(y) w[y] / sum p w, and the source's most weighted
+    label is always kept, so a non-empty source never comes out empty."""
+    weights = tf.constant(np.asarray(label_weights, np.float32))
     draws = tf.data.Dataset.random(seed=seed).map(lambda draw: tf.cast(draw % 1000003, tf.float32) / 1000003.0)
-    kept = tf.data.Dataset.zip((source, draws)).filter(
-        lambda element, u: u < tf.gather(keep, tf.cast(element[self.raw_label_key], tf.int32)))
-    return kept.map(lambda element, u: element)
+    label = lambda element: tf.cast(element[self.raw_label_key], tf.int32)
+
+    def kept(_):
+      held = source.reduce(tf.zeros_like(weights), lambda present, element: tf.maximum(
+          present, tf.one_hot(label(element), len(label_weights))))
+      keep = weights / tf.reduce_max(weights * held)
+      return tf.data.Dataset.zip((source, draws)).filter(lambda element, u: u < tf.gather(keep, label(element)))
+
+    return tf.data.Dataset.from_tensors(0).flat_map(kept).map(lambda element, u: element)
 
   def test_dataset(self, mode: Optional[int], batch_size: int) -> tf.data.Dataset:
     """Test batches `OrderedDict(x, y, mode)` of one domain (its base's test data, transformed)."""

@@ -177,6 +177,24 @@ class EvolvingDomainsScenarioTest(absltest.TestCase):
     self.assertLen(set(sources.values()), len(sources))  # No base client serves two (client, domain) pairs.
     self.assertEqual(evolving.round_plan(9), scenarios.build(self.config, self.ids, self.sizes, 4, 0).round_plan(9))
 
+  def test_dirichlet_label_weights_recover_the_concentration(self):
+    ids, sizes = _populations([[10] * 4400])
+    config = dataclasses.replace(self.config, evolving_base=0, num_domains=3, num_clients=2000, dirichlet_alpha=0.5)
+    evolving = scenarios.build(config, ids, sizes, clients_per_round=4, seed=1, num_classes=5)
+    weights = np.array(evolving.label_weights)
+    self.assertEqual(weights.shape, (2000, 5))
+    # Each class weight of Dir(0.5 1_5) is Beta(0.5, 2); its moments give alpha back.
+    self.assertGreater(stats.kstest(weights[:, 3], stats.beta(0.5, 2.0).cdf).pvalue, 1e-3)
+    mean, var = weights[:, 0].mean(), weights[:, 0].var()
+    self.assertAlmostEqual((mean * (1 - mean) / var - 1) / 5, 0.5, delta=0.05)
+    for client in evolving.round_plan(3).clients:  # The client's weights thin every one of its sources.
+      c = int(client.client_id.split('_')[1])
+      self.assertEqual({part.label_weights for part in client.parts}, {tuple(weights[c])})
+    iid = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
+    self.assertEqual({part.label_weights for c in iid.round_plan(1).clients for part in c.parts}, {None})
+    with self.assertRaisesRegex(ValueError, 'dirichlet_alpha must be > 0'):
+      dataclasses.replace(self.config, dirichlet_alpha=0.0).validate()
+
   def test_too_few_base_clients_names_the_flags(self):
     with self.assertRaisesRegex(ValueError, '--num_clients x \\(--num_domains - 1\\) = 80 .* has 70'):
       scenarios.build(dataclasses.replace(self.config, num_clients=20), self.ids, self.sizes, 4, 0)
@@ -460,6 +478,19 @@ class PlanDatasetTest(tf.test.TestCase):
     self.assertEqual(sum(domain == 0 for _, domain in elements), 10)
     again = list(task.plan_dataset(plan, spec, shuffle_seed=7).unbatch().as_numpy_iterator())
     self.assertEqual([d for _, d in elements], [d for _, d in again])
+
+  def test_label_weights_thin_relative_to_the_labels_the_source_holds(self):
+    labels = np.arange(4000, dtype=np.int32) % 2  # Labels 0 and 1 only, of three classes.
+    data = [tff.simulation.datasets.TestClientData({'c0': collections.OrderedDict(
+        x=np.zeros([4000, 1], np.float32), y=labels)})]
+    task = task_lib.Task(name='t', train_data=data, client_sizes=[{'c0': 4000}], test_data=[], test_sizes=[],
+                         batch_fn=lambda b: b, model_fn=None, num_classes=3)
+    plan = scenario.ClientPlan('c0', (scenario.Part(0, 'c0', label_weights=(0.1, 0.2, 0.7)),))
+    spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=100)
+    kept = np.concatenate([raw['y'] for raw, _ in task.plan_dataset(plan, spec, shuffle_seed=2).as_numpy_iterator()])
+    # Label 2 (the largest weight) is absent: label 1 is kept always, label 0 with probability 0.1 / 0.2.
+    self.assertEqual(np.sum(kept == 1), 2000)
+    self.assertAlmostEqual(np.sum(kept == 0), 1000, delta=4 * np.sqrt(2000 * 0.25))
 
   def test_a_client_of_one_domain_gets_the_periodic_pipeline(self):
     data = [tff.simulation.datasets.TestClientData({'c0': collections.OrderedDict(
