@@ -117,6 +117,10 @@ _OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Delete the outputs of an ear
                                 'and start afresh (otherwise a different configuration there stops the run).')
 _CACHE_DIR = flags.DEFINE_string('cache_dir', None, 'Directory holding the dataset files of emnist, cifar and '
                                  'stackoverflow (TFF\'s cache layout, see tasks/); default ~/.tff.')
+_TFDS_DATA_DIR = flags.DEFINE_string(
+    'tfds_data_dir', None, 'Directory of datasets prepared by tensorflow-datasets (task mnist; task cifar reads '
+    'CIFAR-10 from it when set), see tasks/tfds_files.py. Recorded with the run: CIFAR-10 read from it is split '
+    'into other clients.')
 # FedTEM.
 _PRIOR = flags.DEFINE_string('prior', 'linear',
                              f'Temporal prior of FedTEM/FedTKM: one of {", ".join(fedtem.PRIORS)}.')
@@ -283,7 +287,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # TFF's program managers log every file they write at INFO.
   tf.get_logger().setLevel('ERROR')
   try:
-    task = tasks.create(_TASK.value, _CACHE_DIR.value, _SEED.value)
+    task = tasks.create(_TASK.value, _CACHE_DIR.value, _SEED.value, _TFDS_DATA_DIR.value)
   except (ValueError, FileNotFoundError) as error:
     _fail(str(error))
   shift_free = algorithms.is_shift_free(_ALGORITHM.value)
@@ -362,7 +366,7 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _CORRUPTIONS, _LABEL_SKEW_ALPHA, _SWITCH_FRACTION, _DIRICHLET_COMPONENTS, _COMPONENT_ALPHA, _UNSEEN_FRACTION,
     _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS, _CLIENT_BATCH_SIZE,
     _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
-    _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _PRIOR, _LABEL_SMOOTH_W,
+    _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _TFDS_DATA_DIR, _PRIOR, _LABEL_SMOOTH_W,
     _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY, _EVAL_ROUTING, _ETA_MAX,
     _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING, _CENTER_DECAY, _SCSGD_HALVES, _FEDEM_EM_ITERATIONS,
     _FEDEM_CLIENT_STATE))

@@ -11,7 +11,8 @@ Data, read offline from `--cache_dir`:
   100 (500 clients on the full data): each client draws its class mix from Dirichlet(alpha = 1) over the ten
   classes and then its images by that mix, without replacement; a class that runs out is dropped from the
   remaining mixes (as the public code's `load_cifar10_federated`, but seeded by `--seed`). Test = `test_batch`
-  (10,000 images).
+  (10,000 images). Alternatively (`--tfds_data_dir`), CIFAR-10 comes from tensorflow-datasets' prepared `cifar10`
+  (`tasks.tfds_files`), the same images and labels in another layout.
 - preprocessing (the public code's): cast to float, center crop to 24x24 (`resize_with_crop_or_pad`), per-image
   standardization; no augmentation.
 - model: ResNet-18 with GroupNorm (`models.resnet_gn`), 512-d feature, 110-way branches.
@@ -20,13 +21,16 @@ Data, read offline from `--cache_dir`:
 import collections
 import os
 import pickle
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from models import resnet_gn
+from tasks import partition
 from tasks import task as task_lib
+from tasks import tfds_files
 from tasks import tff_files
 
 CIFAR100_FILENAME = 'cifar100.sqlite'
@@ -61,28 +65,6 @@ def read_cifar10(directory: str) -> tuple[tuple[np.ndarray, np.ndarray], tuple[n
   return train, read('test_batch')
 
 
-def dirichlet_partition(labels: np.ndarray, client_size: int, alpha: float, seed: int) -> list[np.ndarray]:
-  """Indices of len(labels) // client_size clients of `client_size` examples each, class mixes ~ Dir(alpha)."""
-  rng = np.random.default_rng(seed)
-  classes = np.unique(labels)
-  pools = [list(rng.permutation(np.flatnonzero(labels == c))) for c in classes]
-  clients = []
-  for _ in range(len(labels) // client_size):
-    mix = rng.dirichlet(np.full(len(classes), alpha))
-    chosen = []
-    while len(chosen) < client_size:
-      available = np.array([len(pool) > 0 for pool in pools])
-      weights = mix * available
-      weights = weights / weights.sum() if weights.sum() > 0 else available / available.sum()
-      counts = rng.multinomial(client_size - len(chosen), weights)
-      for pool, count in zip(pools, counts):
-        taken = min(count, len(pool))
-        chosen.extend(pool[:taken])
-        del pool[:taken]
-    clients.append(np.array(chosen))
-  return clients
-
-
 def _cifar10_element(images: np.ndarray, labels: np.ndarray) -> collections.OrderedDict:
   """CIFAR-10 examples in the structure of TFF's CIFAR-100 elements (coarse_label -1: none)."""
   return collections.OrderedDict(coarse_label=np.full(len(labels), -1, np.int64), image=images,
@@ -95,14 +77,19 @@ def batch_fn(batch: collections.OrderedDict) -> collections.OrderedDict:
                                  y=tf.cast(batch['label'], tf.int32))
 
 
-def create_task(cache_dir: str, seed: int = 0) -> task_lib.Task:
-  """The CIFAR task; `seed` draws the CIFAR-10 client split."""
+def create_task(cache_dir: str, seed: int = 0, tfds_data_dir: Optional[str] = None) -> task_lib.Task:
+  """The CIFAR task; `seed` draws the CIFAR-10 client split. With `tfds_data_dir`, CIFAR-10 is read from
+  tensorflow-datasets' prepared `cifar10` there instead of `<cache_dir>/cifar-10-batches-py`."""
   cache_dir = cache_dir or tff_files.default_cache_dir()
   cifar100_path = tff_files.require(cache_dir, CIFAR100_FILENAME, 'cifar')
-  cifar10_dir = tff_files.require(cache_dir, CIFAR10_DIRNAME, 'cifar')
-  (train_images, train_labels), (test_images, test_labels) = read_cifar10(cifar10_dir)
-  day_clients = {f'cifar10_{i:04d}': _cifar10_element(train_images[idx], train_labels[idx])
-                 for i, idx in enumerate(dirichlet_partition(train_labels, CLIENT_SIZE, DIRICHLET_ALPHA, seed))}
+  if tfds_data_dir:
+    splits = tfds_files.load('cifar10', tfds_data_dir, 'cifar')
+    (train_images, train_labels), (test_images, test_labels) = splits['train'], splits['test']
+  else:
+    (train_images, train_labels), (test_images, test_labels) = read_cifar10(
+        tff_files.require(cache_dir, CIFAR10_DIRNAME, 'cifar'))
+  day_clients = {f'cifar10_{i:04d}': _cifar10_element(train_images[idx], train_labels[idx]) for i, idx in
+                 enumerate(partition.dirichlet_partition(train_labels, CLIENT_SIZE, DIRICHLET_ALPHA, seed))}
   night_train, night_test = tff.simulation.datasets.cifar100.load_data(cache_dir=cache_dir)
   night_sizes = tff_files.client_counts(cifar100_path, 'train')
   return task_lib.Task(

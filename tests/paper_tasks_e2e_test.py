@@ -1,5 +1,5 @@
 """Two rounds of run_experiment.py on each paper task, and of every baseline on EMNIST, from small files in TFF's
-cache layout, offline."""
+cache layout and tensorflow-datasets' prepared layout, offline."""
 
 import csv
 import json
@@ -12,6 +12,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from tasks import fake_tff_files
+from tasks import fake_tfds_files
 
 _BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
 _OVERHEADS = {'emnist': '0.7', 'cifar': '0.5', 'stackoverflow': '1.6'}
@@ -29,6 +30,11 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
     super().setUpClass()
     cls.cache_dir = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
     cls.expected_populations = fake_tff_files.write_small_cache(cls.cache_dir)
+    cls.tfds_data_dir = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
+    for seed, name in enumerate(('mnist', 'fashion_mnist')):
+      fake_tfds_files.write(name, cls.tfds_data_dir, {
+          'train': fake_tfds_files.random_images((28, 28, 1), 250, 10, seed),
+          'test': fake_tfds_files.random_images((28, 28, 1), 30, 10, seed + 10)})
 
   @parameterized.parameters(('emnist', 'vanilla'), ('emnist', 'fedtem'), ('emnist', 'fedtkm'),
                             ('cifar', 'fedtkm'), ('stackoverflow', 'fedtem'), ('emnist', 'scsgd'),
@@ -58,10 +64,13 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
       ('cifar', 'mixture_drift', ['--num_clients=2', '--num_cycles=0.5']),
       ('emnist', 'concept_drift', ['--drift_type=incremental', '--drift_start=0', '--drift_end=0.5',
                                    '--drift_length=2']),
-      ('emnist', 'windowed', ['--window_rounds=1', '--corruptions=blur,haze,jitter', '--label_skew_alpha=0.5']))
+      ('emnist', 'windowed', ['--window_rounds=1', '--corruptions=blur,haze,jitter', '--label_skew_alpha=0.5']),
+      ('emnist', 'dirichlet_mixture', ['--num_clients=4', '--unseen_fraction=0.25']),
+      ('mnist', 'evolving_domains', ['--num_domains=3', '--num_clients=1', '--dirichlet_alpha=0.5']))
   def test_scenarios_on_image_tasks(self, task, scenario, settings):
     root = self.create_tempdir().full_path
     result = _run([f'--task={task}', f'--scenario={scenario}', f'--cache_dir={self.cache_dir}', '--total_rounds=2',
+                   f'--tfds_data_dir={self.tfds_data_dir}', '--clients_per_round=1' if task == 'mnist' else
                    '--clients_per_round=2', '--max_elements_per_client=20', '--rounds_per_eval=2',
                    f'--root_output_dir={root}', '--experiment_name=run', *settings])
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
@@ -69,8 +78,11 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
       rows = list(csv.DictReader(f))
     self.assertLen(rows, 2)
     self.assertBetween(float(rows[-1]['test_accuracy']), 0.0, 1.0)
-    if scenario == 'evolving_domains':  # EMNIST images rotated by 0, 15 and 30 degrees; the last is the target.
+    if scenario == 'evolving_domains':  # Images rotated by 0, 15 and 30 degrees; the last is the target.
       self.assertEqual(rows[-1]['test_mixture_accuracy'], rows[-1]['test_day_rot30_accuracy'])
+    if scenario == 'dirichlet_mixture':  # Digits, and digits rotated, flipped, inverted and relabelled.
+      for column in ('personalized_accuracy', 'unseen_accuracy', 'test_day_T_accuracy'):
+        self.assertBetween(float(rows[-1][column]), 0.0, 1.0)
 
   def test_missing_file_is_one_line_naming_it_and_the_flag(self):
     empty = self.create_tempdir().full_path

@@ -12,6 +12,7 @@ from tasks import emnist
 from tasks import stackoverflow
 from tasks import tff_files
 from tasks import fake_tff_files
+from tasks import partition
 
 _SPEC = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=4)
 
@@ -93,11 +94,11 @@ class CifarTaskTest(tf.test.TestCase):
 
   def test_client_split_is_seeded_and_without_replacement(self):
     labels = np.random.default_rng(0).integers(0, 10, 1000)
-    first = cifar.dirichlet_partition(labels, 100, 1.0, seed=5)
+    first = partition.dirichlet_partition(labels, 100, 1.0, seed=5)
     self.assertLen(first, 10)
     self.assertEqual(len(np.unique(np.concatenate(first))), 1000)  # Every image used exactly once.
-    second = cifar.dirichlet_partition(labels, 100, 1.0, seed=5)
-    other = cifar.dirichlet_partition(labels, 100, 1.0, seed=6)
+    second = partition.dirichlet_partition(labels, 100, 1.0, seed=5)
+    other = partition.dirichlet_partition(labels, 100, 1.0, seed=6)
     self.assertAllEqual(np.concatenate(first), np.concatenate(second))
     self.assertNotAllEqual(np.concatenate(first), np.concatenate(other))
     # Dirichlet(1) mixes are skewed: a typical client's most frequent class is far above a tenth.
