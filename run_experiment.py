@@ -165,6 +165,7 @@ def _resolved(flag, defaults):
 def _hyperparameters() -> dict:
   """Flag values with the task's defaults filled in; raises ValueError on a bad value."""
   tasks.validate(_TASK.value)
+  tasks.validate_scenario(_TASK.value, _SCENARIO.value)
   algorithms.validate(_ALGORITHM.value, _TASK.value, algorithms.num_branches(_ALGORITHM.value, _NUM_BRANCHES.value))
   defaults = tasks.defaults(_TASK.value)
   values = {flag.name: _resolved(flag, defaults) for flag in (

@@ -2,7 +2,9 @@
 
 from typing import Callable, NamedTuple, Optional
 
+from periodic_shift import scenarios
 from tasks import cifar
+from tasks import circle
 from tasks import emnist
 from tasks import gaussian_mixture
 from tasks import mnist
@@ -14,6 +16,13 @@ from tasks import task as task_lib
 class _Entry(NamedTuple):
   create: Callable[[Optional[str], Optional[str], int], task_lib.Task]  # (cache_dir, tfds_data_dir, seed) -> Task
   defaults: dict
+  unsupported: dict[str, str] = {}  # Scenario -> why the task cannot run it.
+
+
+_ONE_BASE = 'it has one base population; the scenario needs two or more'
+_NOT_DAY_NIGHT = 'its bases are mixture components, not a day and a night mode'
+_TEXT_ONLY = ('its inputs are word sequences and its modes questions and answers, for which the other scenarios\' '
+              'transforms and mixtures are not defined')
 
 
 _TASKS = {
@@ -22,14 +31,18 @@ _TASKS = {
     'cifar': _Entry(lambda cache_dir, tfds_data_dir, seed: cifar.create_task(cache_dir, seed, tfds_data_dir),
                     cifar.DEFAULTS),
     'stackoverflow': _Entry(lambda cache_dir, tfds_data_dir, seed: stackoverflow.create_task(cache_dir, seed),
-                            stackoverflow.DEFAULTS),
+                            stackoverflow.DEFAULTS,
+                            {name: _TEXT_ONLY for name in scenarios.SCENARIOS if name != 'periodic'}),
     'mnist': _Entry(lambda cache_dir, tfds_data_dir, seed: mnist.create_task(tfds_data_dir, seed), mnist.DEFAULTS),
     'gaussian_mixture': _Entry(lambda cache_dir, tfds_data_dir, seed: gaussian_mixture.create_task(seed=seed),
-                               gaussian_mixture.DEFAULTS),
+                               gaussian_mixture.DEFAULTS, {'periodic': _NOT_DAY_NIGHT}),
     'gaussian_toy_1d': _Entry(
         lambda cache_dir, tfds_data_dir, seed: gaussian_mixture.create_task(seed, gaussian_mixture.TOY_1D,
                                                                             'gaussian_toy_1d'),
-        dict(gaussian_mixture.DEFAULTS, clients_per_round=10, client_batch_size=32, total_rounds=100)),
+        dict(gaussian_mixture.DEFAULTS, clients_per_round=10, client_batch_size=32, total_rounds=100),
+        {'periodic': _NOT_DAY_NIGHT}),
+    'circle': _Entry(lambda cache_dir, tfds_data_dir, seed: circle.create_task(seed=seed), circle.DEFAULTS,
+                     {'periodic': _ONE_BASE, 'mixture_drift': _ONE_BASE}),
 }
 TASKS = tuple(_TASKS)
 
@@ -37,6 +50,15 @@ TASKS = tuple(_TASKS)
 def validate(name: str) -> None:
   if name not in _TASKS:
     raise ValueError(f'task must be one of {", ".join(TASKS)}; got {name!r}.')
+
+
+def validate_scenario(name: str, scenario: str) -> None:
+  """Raises ValueError (one line) when task `name` cannot run `scenario`."""
+  validate(name)
+  reason = _TASKS[name].unsupported.get(scenario)
+  if reason is not None:
+    supported = [s for s in scenarios.SCENARIOS if s not in _TASKS[name].unsupported]
+    raise ValueError(f'task {name} cannot run scenario {scenario}: {reason} (it runs {", ".join(supported)}).')
 
 
 def defaults(name: str) -> dict:
