@@ -6,6 +6,7 @@ from periodic_shift import scenarios
 from tasks import cifar
 from tasks import circle
 from tasks import emnist
+from tasks import emnist_fashion
 from tasks import gaussian_mixture
 from tasks import mnist
 from tasks import stackoverflow
@@ -20,6 +21,7 @@ class _Entry(NamedTuple):
 
 
 _ONE_BASE = 'it has one base population; the scenario needs two or more'
+_THREE_BASES = 'it has three bases; the day/night shift has two'
 _NOT_DAY_NIGHT = 'its bases are mixture components, not a day and a night mode'
 _TEXT_ONLY = ('its inputs are word sequences and its modes questions and answers, for which the other scenarios\' '
               'transforms and mixtures are not defined')
@@ -33,6 +35,7 @@ _TASKS = {
     'stackoverflow': _Entry(lambda cache_dir, tfds_data_dir, seed: stackoverflow.create_task(cache_dir, seed),
                             stackoverflow.DEFAULTS,
                             {name: _TEXT_ONLY for name in scenarios.SCENARIOS if name != 'periodic'}),
+    'emnist_fashion': _Entry(emnist_fashion.create_task, emnist_fashion.DEFAULTS, {'periodic': _THREE_BASES}),
     'mnist': _Entry(lambda cache_dir, tfds_data_dir, seed: mnist.create_task(tfds_data_dir, seed), mnist.DEFAULTS),
     'gaussian_mixture': _Entry(lambda cache_dir, tfds_data_dir, seed: gaussian_mixture.create_task(seed=seed),
                                gaussian_mixture.DEFAULTS, {'periodic': _NOT_DAY_NIGHT}),

@@ -66,12 +66,14 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
                                    '--drift_length=2']),
       ('emnist', 'windowed', ['--window_rounds=1', '--corruptions=blur,haze,jitter', '--label_skew_alpha=0.5']),
       ('emnist', 'dirichlet_mixture', ['--num_clients=4', '--unseen_fraction=0.25']),
-      ('mnist', 'evolving_domains', ['--num_domains=3', '--num_clients=1', '--dirichlet_alpha=0.5']))
+      ('mnist', 'evolving_domains', ['--num_domains=3', '--num_clients=1', '--dirichlet_alpha=0.5']),
+      ('emnist_fashion', 'mixture_drift', ['--num_clients=2', '--num_cycles=0.5']))
   def test_scenarios_on_image_tasks(self, task, scenario, settings):
     root = self.create_tempdir().full_path
+    if task in ('mnist', 'emnist_fashion'):
+      settings = [*settings, f'--tfds_data_dir={self.tfds_data_dir}']
     result = _run([f'--task={task}', f'--scenario={scenario}', f'--cache_dir={self.cache_dir}', '--total_rounds=2',
-                   f'--tfds_data_dir={self.tfds_data_dir}', '--clients_per_round=1' if task == 'mnist' else
-                   '--clients_per_round=2', '--max_elements_per_client=20', '--rounds_per_eval=2',
+                   '--clients_per_round=1' if task == 'mnist' else '--clients_per_round=2', '--max_elements_per_client=20', '--rounds_per_eval=2',
                    f'--root_output_dir={root}', '--experiment_name=run', *settings])
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     with open(os.path.join(root, 'run', 'metrics.csv')) as f:
@@ -80,6 +82,9 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
     self.assertBetween(float(rows[-1]['test_accuracy']), 0.0, 1.0)
     if scenario == 'evolving_domains':  # Images rotated by 0, 15 and 30 degrees; the last is the target.
       self.assertEqual(rows[-1]['test_mixture_accuracy'], rows[-1]['test_day_rot30_accuracy'])
+    if task == 'emnist_fashion':  # K = 3: digits, characters and Fashion-MNIST.
+      self.assertAlmostEqual(sum(float(rows[-1][f'domain_share_{k}']) for k in range(3)), 1.0)
+      self.assertBetween(float(rows[-1]['test_fashion_accuracy']), 0.0, 1.0)
     if scenario == 'dirichlet_mixture':  # Digits, and digits rotated, flipped, inverted and relabelled.
       for column in ('personalized_accuracy', 'unseen_accuracy', 'test_day_T_accuracy'):
         self.assertBetween(float(rows[-1][column]), 0.0, 1.0)
