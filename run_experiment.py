@@ -35,6 +35,7 @@ from algorithms import evaluation
 from algorithms import fedtem
 from algorithms import fedtkm
 from algorithms import learning_process
+from algorithms import method
 from algorithms import registry as algorithms
 from algorithms import scsgd
 from experiment import run_directory
@@ -153,6 +154,32 @@ _CENTER_DECAY = flags.DEFINE_float('center_decay', 0.7, 'FedTKM online k-means d
 _EVAL_SCALING = flags.DEFINE_string('eval_scaling', 'learned', 'FedTKM test distances: scaled by the learned '
                                     'alpha (Eq. 11) or none (alpha = 1).')
 
+
+
+def _define_method_flags() -> dict:
+  """One flag per field of every self-describing method's Config (`algorithms.method`), `--<method>_<field>`."""
+  defined = {}
+  for name, (config_class, _) in algorithms.METHOD_CONFIGS.items():
+    for field in dataclasses.fields(config_class):
+      define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float,
+                str: flags.DEFINE_string}[type(field.default)]
+      defined[(name, field.name)] = define(method.flag_name(name, field.name), field.default,
+                                           field.metadata['help'])
+  return defined
+
+
+_METHOD_FLAGS = _define_method_flags()
+
+
+def _method_config(name: str):
+  """The Config of method `name` from its flags, or None for the methods configured by the flags above."""
+  if name not in algorithms.METHOD_CONFIGS:
+    return None
+  config_class, _ = algorithms.METHOD_CONFIGS[name]
+  return config_class(**{field: holder.value for (method_name, field), holder in _METHOD_FLAGS.items()
+                         if method_name == name})
+
+
 _POSITIVE_INTEGERS = (_CLIENT_EPOCHS, _CLIENT_BATCH_SIZE, _TOTAL_ROUNDS, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
                       _EVAL_BATCH_SIZE, _NUM_BRANCHES)
 _POSITIVE_FLOATS = (_CLIENT_LR, _SERVER_LR, _SERVER_EPSILON)
@@ -186,6 +213,9 @@ def _hyperparameters() -> dict:
     raise ValueError(f'--fedem_em_iterations must be >= 1; got {_FEDEM_EM_ITERATIONS.value}.')
   if _EVAL_ROUTING.value not in certainty.ROUTINGS:
     raise ValueError(f'eval_routing must be one of {", ".join(certainty.ROUTINGS)}; got {_EVAL_ROUTING.value!r}.')
+  method_config = _method_config(_ALGORITHM.value)
+  if method_config is not None:
+    method_config.validate()
   if _ALGORITHM.value == 'fedtem':
     _fedtem_config(values['period']).validate(_NUM_BRANCHES.value)
   if _ALGORITHM.value == 'fedtkm':
@@ -321,13 +351,16 @@ def main(argv):
       smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value,
       scsgd_halves=_SCSGD_HALVES.value, fedem_em_iterations=_FEDEM_EM_ITERATIONS.value,
       fedem_client_state=_FEDEM_CLIENT_STATE.value,
-      fedtem_config=_fedtem_config(values['period']), fedtkm_config=_fedtkm_config(values['period']))
+      fedtem_config=_fedtem_config(values['period']), fedtkm_config=_fedtkm_config(values['period']),
+      seed=_SEED.value)
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
                    for mode, name in enumerate(task.domain_names)}
   held_out = {name: task.held_out_dataset(plans, _EVAL_BATCH_SIZE.value)
               for name, plans in scenario.evaluation_plans().items()}
   evaluator = evaluation.Evaluator(model_fn(), test_datasets, held_out)
-  algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator)
+  algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator,
+                               _method_config(_ALGORITHM.value))
+  model_fn = algorithm.model_fn or model_fn
 
   parameters = multi_branch.parameter_counts(model_fn())
   print(f'Task {task.name}: {task.population_summary()}')
@@ -370,7 +403,7 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _TFDS_DATA_DIR, _PRIOR, _LABEL_SMOOTH_W,
     _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY, _EVAL_ROUTING, _ETA_MAX,
     _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING, _CENTER_DECAY, _SCSGD_HALVES, _FEDEM_EM_ITERATIONS,
-    _FEDEM_CLIENT_STATE))
+    _FEDEM_CLIENT_STATE)) | frozenset(holder.name for holder in _METHOD_FLAGS.values())
 # Flags that cannot change a run's results: output cadence and locations. A run may be resumed with other values.
 _CADENCE_FLAGS = frozenset(flag.name for flag in (
     _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR))

@@ -74,6 +74,25 @@ def _collector(element_type: tff.Type):
   return zero, accumulate, merge, report
 
 
+def gather(states):
+  """The clients' updated state elements (CLIENTS-placed), stacked at the server as {key: [m, ...]}: the value of
+  the `client_states` measurement. Call inside a `tff.federated_computation`."""
+  zero, accumulate, merge, report = _collector(states.type_signature.member)
+  return tff.federated_aggregate(states, zero(), accumulate, merge, report)
+
+
+def with_gathered(metrics, states):
+  """Server-placed `metrics` (a struct) with the clients' gathered states added under `client_states`, for a client
+  work whose measurements the training loop reads. Call inside a `tff.federated_computation`."""
+  collected = gather(states)
+
+  @tff.tensorflow.computation(metrics.type_signature.member, collected.type_signature.member)
+  def merge(values, stacked):
+    return collections.OrderedDict(values, **{CLIENT_STATES: stacked})
+
+  return tff.federated_map(merge, (metrics, collected))
+
+
 def client_work(client_update: tff.Computation,
                 metrics_fn: Callable[[dict], dict]) -> tff.learning.templates.ClientWorkProcess:
   """The client work of a method with client state and no server state of its own.
@@ -85,7 +104,7 @@ def client_work(client_update: tff.Computation,
   """
   weights_type, data_type = client_update.type_signature.parameter
   _, sums_type, element_type = client_update.type_signature.result
-  zero, accumulate, merge, report = _collector(element_type)
+  report = _collector(element_type)[3]
 
   @tff.tensorflow.computation(sums_type, report.type_signature.result)
   def finalize(sums, states):
@@ -97,7 +116,7 @@ def client_work(client_update: tff.Computation,
                              tff.FederatedType(data_type, tff.CLIENTS))
   def next_fn(state, weights, client_data):
     result, sums, states = tff.federated_map(client_update, (weights, client_data))
-    collected = tff.federated_aggregate(states, zero(), accumulate, merge, report)
+    collected = gather(states)
     measurements = tff.federated_map(finalize, (tff.federated_sum(sums), collected))
     return tff.templates.MeasuredProcessOutput(state, result, measurements)
 

@@ -36,6 +36,10 @@ class Evaluator:
     self._held_out_datasets = held_out_datasets or {}
     self._evaluate_sums = tf.function(self._sums)
 
+  def with_model(self, model: tf.keras.Model) -> 'Evaluator':
+    """An evaluator of the same test data for another network (a method whose model is not the task's)."""
+    return Evaluator(model, self._test_datasets, self._held_out_datasets)
+
   def _sums(self, dataset: tf.data.Dataset, objective: Objective, routing_shape, objective_args) -> dict:
 
     def step(sums, batch):

@@ -11,9 +11,8 @@ Every method in the suite is a `tff.learning.templates.LearningProcess` made of 
                (FedAdam, Reddi et al., 2021).
 """
 
-from typing import Callable
+from typing import Callable, Optional
 
-import numpy as np
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -90,8 +89,11 @@ def build_fedadam_finalizer(server_learning_rate: float, server_adam_epsilon: fl
 
 
 def compose(model_fn: ModelFn, client_work: tff.learning.templates.ClientWorkProcess,
-            server_learning_rate: float, server_adam_epsilon: float) -> tff.learning.templates.LearningProcess:
-  """broadcast + `client_work` + example-weighted mean + FedAdam, as one learning process.
+            server_learning_rate: float, server_adam_epsilon: float,
+            aggregator_factory: Optional[tff.aggregators.WeightedAggregationFactory] = None,
+            ) -> tff.learning.templates.LearningProcess:
+  """broadcast + `client_work` + weighted mean (`aggregator_factory`, default the example-weighted
+  `tff.aggregators.MeanFactory`) + FedAdam, as one learning process.
 
   The initial weights of the returned process come from `model_fn`'s initializers in TF graph mode; callers that
   need a seeded initialization replace them with `process.set_model_weights(state, initial_weights(...))`.
@@ -102,8 +104,9 @@ def compose(model_fn: ModelFn, client_work: tff.learning.templates.ClientWorkPro
   def initial_model_weights_fn():
     return tff.learning.models.ModelWeights.from_model(model_fn())
 
-  update_type = client_work.next.type_signature.result.result.member.update
-  aggregator = tff.aggregators.MeanFactory().create(update_type, tff.TensorType(np.float32))
+  client_result_type = client_work.next.type_signature.result.result.member
+  aggregator = (aggregator_factory or tff.aggregators.MeanFactory()).create(client_result_type.update,
+                                                                            client_result_type.update_weight)
   return tff.learning.templates.compose_learning_process(
       initial_model_weights_fn,
       tff.learning.templates.build_broadcast_process(weights_type),

@@ -1,12 +1,7 @@
 """Methods by name: each builds a learning process and a test evaluation for a task.
 
-An `Algorithm` is what the training loop needs from a method:
-  process:    the `tff.learning.templates.LearningProcess` (broadcast + client work + aggregator + finalizer);
-  evaluate:   learning-process state -> test metrics (`test_accuracy`, `test_<mode>_accuracy`, ...);
-  shift_free: True for methods defined by training without distribution shift (No-Dist-Shift), whose clients the
-              training loop draws with the `none` shift whatever `--shift_fn` says;
-  initial_client_state: for methods that keep state on clients (`algorithms.client_state`), a client's state at
-              its first round; None for the others.
+An `Algorithm` (`algorithms.method`) is what the training loop needs from a method. The methods built before the
+registry grew have a builder here; newer ones (`METHOD_CONFIGS`) own their settings and builder in their module.
 
 `vanilla_single` and `nds_single` are Vanilla and No-Dist-Shift with a single-branch network (Appendix A.8), whatever
 `num_branches` says. Methods that choose a branch without a temporal prior report routing accuracy under the best
@@ -20,12 +15,15 @@ import numpy as np
 import tensorflow_federated as tff
 
 from algorithms import certainty
+from algorithms import cfl
 from algorithms import evaluation
 from algorithms import fedem
 from algorithms import fedtem
 from algorithms import fedtkm
+from algorithms import method
 from algorithms import min_loss
 from algorithms import objectives
+from algorithms import pfedem
 from algorithms import routing
 from algorithms import scsgd
 from algorithms import tshot_kmeans
@@ -33,29 +31,8 @@ from algorithms import vanilla
 from tasks import task as task_lib
 
 
-@dataclasses.dataclass(frozen=True)
-class Hyperparameters:
-  client_learning_rate: float
-  server_learning_rate: float
-  server_adam_epsilon: float
-  num_branches: int = 2
-  period: int = 32
-  clients_per_round: int = 10
-  smoothing_weight: float = 0.1
-  smoothing_epsilon: float = 0.5
-  eval_routing: str = 'batch'
-  scsgd_halves: str = 'period'
-  fedem_em_iterations: int = 5
-  fedem_client_state: bool = False
-  fedtem_config: fedtem.Config = fedtem.Config()
-  fedtkm_config: fedtkm.Config = fedtkm.Config()
-
-
-class Algorithm(NamedTuple):
-  process: tff.learning.templates.LearningProcess
-  evaluate: Callable[[object], dict]
-  shift_free: bool
-  initial_client_state: Optional[dict] = None
+Hyperparameters = method.Hyperparameters
+Algorithm = method.Algorithm
 
 
 def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
@@ -175,16 +152,21 @@ _BUILDERS = {
     'fedtem': _build_fedtem,
     'fedtkm': _build_fedtkm,
 }
-ALGORITHMS = tuple(_BUILDERS)
+# Methods that own their settings (`algorithms.method`): name -> (Config class, build_algorithm).
+METHOD_CONFIGS = {
+    pfedem.NAME: (pfedem.Config, pfedem.build_algorithm),
+    cfl.NAME: (cfl.Config, cfl.build_algorithm),
+}
+ALGORITHMS = tuple(_BUILDERS) + tuple(METHOD_CONFIGS)
 _SHIFT_FREE = frozenset({'nds', 'nds_single'})
 _SINGLE_BRANCH = frozenset({'vanilla_single', 'nds_single'})
-_ROUTING_METHODS = frozenset({'scsgd', 'tshot_kmeans', 'min_loss', 'fedem', 'fedtem', 'fedtkm'})
+_ROUTING_METHODS = frozenset({'scsgd', 'tshot_kmeans', 'min_loss', 'fedem', 'fedtem', 'fedtkm', pfedem.NAME, cfl.NAME})
 _TASKS_WITHOUT_RAW_SPACE = frozenset({'stackoverflow'})
 
 
 def validate(name: str, task_name: str = None, num_branches: int = 2) -> None:
   """Raises ValueError for an unknown method, or one that cannot run on the task or with the branches."""
-  if name not in _BUILDERS:
+  if name not in ALGORITHMS:
     raise ValueError(f'algorithm must be one of {", ".join(ALGORITHMS)}; got {name!r}.')
   if name == 'tshot_kmeans' and task_name in _TASKS_WITHOUT_RAW_SPACE:
     raise ValueError(f'tshot_kmeans is not defined for {task_name}: k-means on raw token ids has no meaning (the '
@@ -202,8 +184,12 @@ def num_branches(name: str, requested: int) -> int:
   return 1 if name in _SINGLE_BRANCH else requested
 
 
-def build(name: str, task: task_lib.Task, element_spec, hparams: Hyperparameters,
-          evaluator: evaluation.Evaluator) -> Algorithm:
-  """Builds the method `name` for `task`; `element_spec` is the spec of a preprocessed client batch."""
+def build(name: str, task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
+          config=None) -> Algorithm:
+  """Builds the method `name` for `task`; `element_spec` is the spec of a preprocessed client batch; `config` is
+  the method's own `Config` for the methods of `METHOD_CONFIGS` (default settings when None)."""
   validate(name)
+  if name in METHOD_CONFIGS:
+    config_class, build_algorithm = METHOD_CONFIGS[name]
+    return build_algorithm(task, element_spec, hparams, evaluator, config or config_class())
   return _BUILDERS[name](task, element_spec, hparams, evaluator)

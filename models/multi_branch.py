@@ -58,14 +58,39 @@ def build_multi_branch_model(extractor: tf.keras.Model, num_branches: int, branc
   return tf.keras.Model(inputs=inputs, outputs={FEATURES: features, LOGITS: stacked}, name=name)
 
 
+def build_multi_network_model(network_fn: Callable[[], tf.keras.Model], num_networks: int,
+                              name: str = 'multi_network') -> tf.keras.Model:
+  """K complete single-branch networks side by side, in the multi-branch model's output format.
+
+  Args:
+    network_fn: Builds one single-branch network (a `build_multi_branch_model` with one branch).
+    num_networks: K >= 1.
+    name: The Keras model name.
+
+  Returns:
+    A Keras model with outputs {'features': network 1's features [B, D], 'logits': [B, K, ...]}, network k's logits
+    at index k - 1; the networks share nothing (layers `network_1` ... `network_K`).
+  """
+  networks = [network_fn() for _ in range(num_networks)]
+  for k, network in enumerate(networks):
+    network._name = f'network_{k + 1}'  # pylint: disable=protected-access
+  inputs = tf.keras.Input(shape=networks[0].input_shape[1:], dtype=networks[0].inputs[0].dtype, name='x')
+  outputs = [network(inputs) for network in networks]
+  logits = tf.keras.layers.Lambda(lambda ls: tf.stack(ls, axis=1), name='stack_networks')(
+      [output[LOGITS][:, 0] for output in outputs])
+  return tf.keras.Model(inputs=inputs, outputs={FEATURES: outputs[0][FEATURES], LOGITS: logits}, name=name)
+
+
 def average_branch_logits(logits: tf.Tensor) -> tf.Tensor:
   """The Vanilla prediction: the mean over the branch axis of logits [B, K, ...] -> [B, ...]."""
   return tf.reduce_mean(logits, axis=1)
 
 
 def branch_parameter_count(model: tf.keras.Model) -> int:
-  """Parameters of one branch (its Dense layer)."""
-  return int(sum(tf.size(w).numpy() for w in model.get_layer('branch_1').weights))
+  """Parameters of one branch (its Dense layer), or of one network of a `build_multi_network_model`."""
+  names = {layer.name for layer in model.layers}
+  part = model.get_layer('network_1' if 'network_1' in names else 'branch_1')
+  return int(sum(tf.size(w).numpy() for w in part.weights))
 
 
 def parameter_counts(model: tf.keras.Model) -> dict[str, float]:

@@ -264,7 +264,7 @@ class ScenarioTest(parameterized.TestCase):
   @parameterized.product(
       scenario=['mixture_drift', 'evolving_domains', 'concept_drift', 'windowed', 'dirichlet_mixture'],
       algorithm=['vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',
-                 'fedtem', 'fedtkm'])
+                 'fedtem', 'fedtkm', 'pfedem', 'cfl'])
   def test_every_method_runs_on_every_scenario(self, scenario, algorithm):
     root = self.create_tempdir().full_path
     settings = {

@@ -1,0 +1,62 @@
+"""What every method provides to the suite, and how a method module declares its own settings.
+
+An `Algorithm` is what the training loop needs from a method:
+  process:    the `tff.learning.templates.LearningProcess` (broadcast + client work + aggregator + finalizer);
+  evaluate:   learning-process state -> test metrics (`test_accuracy`, `test_<mode>_accuracy`, ...);
+  shift_free: True for methods defined by training without distribution shift (No-Dist-Shift), whose clients the
+              training loop draws without the shift;
+  initial_client_state: for methods that keep state on clients (`algorithms.client_state`), a client's state at
+              its first round; None for the others;
+  model_fn:   for methods whose network is not the task's K-branch network (pFedEM's K full networks), the
+              builder of their network; None for the task's.
+
+`Hyperparameters` are the settings every method shares (learning rates, branches, the period, ...).
+
+A method module added since the registry grew (`algorithms.pfedem`, `algorithms.cfl`, ...) owns its settings: a
+frozen dataclass `Config` whose fields carry `setting(default, help)` metadata and a `validate()` raising a
+one-line ValueError, and a `build_algorithm(task, element_spec, hparams, evaluator, config)`. The binary defines
+one flag per field, named `<method>_<field>` (`method_flags`), so a new method touches neither the binary nor the
+registry beyond its one entry.
+"""
+
+import dataclasses
+from typing import Callable, NamedTuple, Optional
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparameters:
+  client_learning_rate: float
+  server_learning_rate: float
+  server_adam_epsilon: float
+  num_branches: int = 2
+  period: int = 32
+  clients_per_round: int = 10
+  smoothing_weight: float = 0.1
+  smoothing_epsilon: float = 0.5
+  eval_routing: str = 'batch'
+  scsgd_halves: str = 'period'
+  fedem_em_iterations: int = 5
+  fedem_client_state: bool = False
+  fedtem_config: object = None
+  fedtkm_config: object = None
+  seed: int = 0
+
+
+class Algorithm(NamedTuple):
+  process: tff.learning.templates.LearningProcess
+  evaluate: Callable[[object], dict]
+  shift_free: bool
+  initial_client_state: Optional[dict] = None
+  model_fn: Optional[Callable[[], tf.keras.Model]] = None
+
+
+def setting(default, help_text: str):
+  """A `Config` field with its flag's help text."""
+  return dataclasses.field(default=default, metadata={'help': help_text})
+
+
+def flag_name(method: str, field_name: str) -> str:
+  return f'{method}_{field_name}'

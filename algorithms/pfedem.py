@@ -1,0 +1,380 @@
+"""pFedEM (seed 000, "Adaptive Personalized FL for Non-IID Data with Continual Distribution Shift"): one round of
+federated EM of a diagonal GMM over features z = f(x) per round, hard partitions, K sub-models.
+
+Per round, client i with the round's data D_i (N examples), the broadcast sub-models w_k and global GMM
+theta_k = (mu_k, sigma_k^2, pi_k) (Algorithm 1, lines 3-13):
+
+  E step (Eq. 8, log space)  gamma_nk = pi_k N(z_n | mu_k, sigma_k^2) / sum_j pi_j N(z_n | mu_j, sigma_j^2)
+  M step (Eq. 9-11)          mu_ik = sum_n gamma_nk z_n / G_k,  sigma_ik^2 = sum_n gamma_nk (z_n - mu_ik)^2 / G_k,
+                             pi_ik = G_k / N,   G_k = sum_n gamma_nk
+  hard partition (l. 8-11)   c_n = argmax_k gamma_nk (the posterior before the M step), n_ik = |{n : c_n = k}|
+  local training (Eq. 4)     sub-model k on D_ik only: each example trains its partition's sub-model, with weight
+                             N / n_ik, so sub-model k follows the gradient of the mean loss over D_ik (an empty
+                             partition leaves its sub-model unchanged);
+
+and the server (Algorithm 1, lines 14-15):
+
+  models (Eq. 5)      w_k <- w_k + sum_i p_i (w_ik - w_k), p_i = N_i / sum_j N_j (this round's sizes)
+  GMM (Eq. 12-14)     mu_k = sum_i n_ik mu_ik / sum_i n_ik,  sigma_k^2 = sum_i n_ik sigma_ik^2 / sum_i n_ik,
+                      pi_k = sum_i n_ik / sum_q sum_i n_iq;
+
+computed as `federated_sum`s of n_ik mu_ik, n_ik sigma_ik^2 and n_ik (no per-client value reaches the server).
+Inference (Eq. 15): p(y | x) = sum_k pi_k softmax(h_{w_k}(x)) with the global pi.
+
+Choices (digest section 5; the literal reading is the default, each other reading a flag `--pfedem_<field>`):
+- `submodels`: `networks` (K full copies of the task's single-branch network, the paper's "K sub-models") or
+  `branches` (the K branches of the suite's multi-branch network, sharing its extractor).
+- `features`, f (item A1; no pretrained encoder is reachable offline): `shared` (the current extractor of the
+  sub-models: the shared extractor with `branches`, network 1's with `networks`), `fixed` (the task's extractor
+  frozen at its seeded initialization: random features, the same every round, so last round's GMM stays valid) or
+  `raw` (x flattened; vector tasks). Default `shared`, the one that tracked the shares best where none found the
+  modes: on the synthetic task under `mixture_drift` (linear, 3 cycles, 96 rounds, seed 0) the learned pi_1
+  correlated with the imposed share at 0.68 (`shared`), 0.16 (`fixed`) and -0.07 (`raw`), routing ARI ~0 for all
+  three; on `gaussian_mixture` (K = 3, where x itself is a mixture of Gaussians and `shared` = `raw` = x) the GMM
+  finds the components (routing ARI 0.91).
+- `inference`: `global_pi` (Eq. 15: every example mixes the sub-models with the global pi) or `posterior` (each
+  example with its own gamma_k(z) under the global GMM, the digest's item A11 alternative).
+- `client_pi` (item A3): False (Algorithm 1 line 5: every round starts from the global GMM) or True (client i keeps
+  its pi_ik of Eq. 11 across rounds in the suite's client-state store and uses it in its next E step; at its first
+  round it uses the global pi).
+- `model_weights` (item A6): `client_size` (Eq. 5's p_i) or `partition_size` (Eq. 6: sub-model k's tensors weighted
+  by n_ik, a shared extractor by N_i; `algorithms.per_tensor_mean`).
+- `variance_floor`: sigma^2 >= floor after the client M step and the server aggregation (the paper has none;
+  1e-6 only keeps log-densities finite).
+- `collapse_guard` (item A5): a component no example was assigned to in the round (sum_i n_ik = 0) keeps its mean
+  and variance and gets pi_k = 0 by Eq. 14 (`keep`; it can then never win an example again), or (`split`) is
+  re-seeded at the largest component's mean shifted by one standard deviation along a fixed random sign pattern,
+  with that component's variance, halving that component's pi between the two.
+- Initialization: mu_k ~ N(0, 0.1^2), sigma_k^2 = 1, pi_k = 1 / K, as FedTEM's GMM (the paper gives none).
+- Server update: the suite's FedAdam finalizer applies Eq. 5's mean delta, as for every method of the suite (the
+  paper applies it with step 1); local iterations J: the suite's schedule (`--client_epochs`,
+  `--client_batch_size`, `--max_elements_per_client`).
+
+Metrics: `train_routing_accuracy` / `train_routing_ari` of the hard partition against the examples' true domains,
+`learned_share_<k>` = pi_k after aggregation (the paper's Figure 4 compares it with the imposed share), and on
+evaluation `routing_accuracy` / `routing_ari` of argmax_k gamma_k(z) on the test examples.
+"""
+
+import collections
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import client_state
+from algorithms import client_training
+from algorithms import evaluation
+from algorithms import gmm
+from algorithms import learning_process
+from algorithms import method
+from algorithms import objectives
+from algorithms import per_tensor_mean
+from algorithms import routing
+from models import multi_branch
+from tasks import task as task_lib
+
+NAME = 'pfedem'
+SUBMODELS = ('networks', 'branches')
+FEATURES = ('shared', 'fixed', 'raw')
+INFERENCES = ('global_pi', 'posterior')
+MODEL_WEIGHTS = ('client_size', 'partition_size')
+COLLAPSE_GUARDS = ('keep', 'split')
+PARTITION = 'partition'
+EXAMPLE_WEIGHT = 'example_weight'
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  submodels: str = method.setting('networks', 'pFedEM sub-models: networks (K full networks, the paper) or '
+                                  'branches (of the multi-branch network).')
+  features: str = method.setting('shared', 'pFedEM GMM features f(x): shared (current extractor), fixed (frozen '
+                                 'initial extractor) or raw (flattened x).')
+  inference: str = method.setting('global_pi', 'pFedEM prediction: global_pi (Eq. 15) or posterior (each '
+                                  'example\'s gamma_k(z)).')
+  client_pi: bool = method.setting(False, 'pFedEM: clients keep their pi_ik (Eq. 11) across rounds for their next '
+                                   'E step, instead of the global pi (Alg. 1 line 5).')
+  model_weights: str = method.setting('client_size', 'pFedEM Eq. 5 weights: client_size (p_i) or partition_size '
+                                      '(n_ik per sub-model).')
+  variance_floor: float = method.setting(1e-6, 'pFedEM: floor of the GMM variances.')
+  collapse_guard: str = method.setting('keep', 'pFedEM: a component with no examples in a round keeps its '
+                                       'parameters with pi_k = 0 (keep) or is re-seeded from the largest (split).')
+
+  def validate(self) -> None:
+    for name, value, allowed in (('submodels', self.submodels, SUBMODELS), ('features', self.features, FEATURES),
+                                 ('inference', self.inference, INFERENCES),
+                                 ('model_weights', self.model_weights, MODEL_WEIGHTS),
+                                 ('collapse_guard', self.collapse_guard, COLLAPSE_GUARDS)):
+      if value not in allowed:
+        raise ValueError(f'--{method.flag_name(NAME, name)} must be one of {", ".join(allowed)}; got {value!r}.')
+    if not self.variance_floor > 0:
+      raise ValueError(f'--{method.flag_name(NAME, "variance_floor")} must be > 0; got {self.variance_floor:g}.')
+
+
+def initial_mixture(num_components: int, feature_dim: int, seed: int) -> collections.OrderedDict:
+  """mu_k ~ N(0, 0.1^2), sigma_k^2 = 1, pi uniform (float32 numpy)."""
+  rng = np.random.default_rng([seed, 60])
+  return collections.OrderedDict(
+      means=rng.normal(0.0, 0.1, size=(num_components, feature_dim)).astype(np.float32),
+      variances=np.ones((num_components, feature_dim), np.float32),
+      weights=np.full([num_components], 1.0 / num_components, np.float32))
+
+
+def e_step(features: tf.Tensor, mixture: dict, log_weights: tf.Tensor) -> tf.Tensor:
+  """log gamma [N, K] of Eq. 8 (log space) for features [N, D]."""
+  return gmm.log_responsibilities(gmm.log_gaussians(features, mixture['means'], mixture['variances']), log_weights)
+
+
+def m_step(features: tf.Tensor, log_gammas: tf.Tensor, variance_floor: float) -> dict:
+  """The client M step, Eq. 9-11: mu_ik [K, D], sigma_ik^2 [K, D], pi_ik [K] from features [N, D] and gamma."""
+  features = tf.cast(features, tf.float32)
+  gammas = tf.exp(log_gammas)
+  mass = tf.reduce_sum(gammas, axis=0)  # G_k.
+  safe = tf.maximum(mass, 1e-30)[:, tf.newaxis]
+  means = tf.matmul(gammas, features, transpose_a=True) / safe  # Eq. 9.
+  deviations = tf.square(features[:, tf.newaxis, :] - means[tf.newaxis])  # [N, K, D]
+  variances = tf.einsum('nk,nkd->kd', gammas, deviations) / safe  # Eq. 10.
+  count = tf.cast(tf.shape(features)[0], tf.float32)
+  return collections.OrderedDict(means=means, variances=tf.maximum(variances, variance_floor),
+                                 weights=mass / tf.maximum(count, 1.0))  # Eq. 11.
+
+
+def hard_partition(log_gammas: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+  """(c [N] = argmax_k gamma, n_ik [K]) (Algorithm 1, lines 8-11)."""
+  partition = tf.argmax(log_gammas, axis=-1, output_type=tf.int32)
+  return partition, tf.reduce_sum(tf.one_hot(partition, log_gammas.shape[-1]), axis=0)
+
+
+def aggregate_mixture(mixture: dict, counts: tf.Tensor, weighted_means: tf.Tensor, weighted_variances: tf.Tensor,
+                      config: Config) -> collections.OrderedDict:
+  """Eq. 12-14 from the summed n_ik [K], n_ik mu_ik [K, D] and n_ik sigma_ik^2 [K, D], with the collapse guard."""
+  present = counts > 0
+  safe = tf.maximum(counts, 1.0)[:, tf.newaxis]
+  means = tf.where(present[:, tf.newaxis], weighted_means / safe, mixture['means'])  # Eq. 12.
+  variances = tf.where(present[:, tf.newaxis], tf.maximum(weighted_variances / safe, config.variance_floor),
+                       mixture['variances'])  # Eq. 13.
+  weights = counts / tf.maximum(tf.reduce_sum(counts), 1.0)  # Eq. 14.
+  if config.collapse_guard == 'split':
+    largest = tf.argmax(counts)
+    num_components, dim = mixture['means'].shape
+    signs = tf.constant(np.where(np.random.default_rng(61).random((num_components, dim)) < 0.5, -1.0, 1.0),
+                        tf.float32)
+    reseeded = tf.gather(means, largest)[tf.newaxis] + signs * tf.sqrt(tf.gather(variances, largest))[tf.newaxis]
+    collapsed = tf.logical_not(present)
+    means = tf.where(collapsed[:, tf.newaxis], reseeded, means)
+    variances = tf.where(collapsed[:, tf.newaxis], tf.gather(variances, largest)[tf.newaxis], variances)
+    shared = tf.gather(weights, largest) / (1.0 + tf.reduce_sum(tf.cast(collapsed, tf.float32)))
+    weights = tf.where(collapsed, shared, weights)
+    weights = tf.tensor_scatter_nd_update(weights, [[largest]], [shared])
+  return collections.OrderedDict(means=means, variances=variances, weights=weights)
+
+
+def partition_objective(outputs: dict, batch: dict) -> objectives.BatchResult:
+  """Each example's loss on its partition's sub-model, weighted by batch['example_weight'] (Eq. 4)."""
+  logits = tf.gather(outputs[multi_branch.LOGITS], batch[PARTITION], axis=1, batch_dims=1)
+  result = objectives.classification_result(logits, batch)
+  labels = tf.cast(batch['y'], tf.int32)
+  loss_mask, _ = objectives.label_masks(batch)
+  per_example = objectives.per_example_mean(
+      tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits), loss_mask)
+  return result._replace(loss=tf.reduce_mean(batch[EXAMPLE_WEIGHT] * per_example))
+
+
+def mixture_prediction(outputs: dict, batch: dict, weights: tf.Tensor) -> objectives.BatchResult:
+  """Eq. 15: the metrics of log sum_k pi_k softmax(h_k(x)), pi [K] (global) or [B, K] (per example)."""
+  logits = tf.convert_to_tensor(outputs[multi_branch.LOGITS])
+  log_weights = tf.math.log(tf.maximum(weights, 1e-30))
+  log_weights = tf.reshape(log_weights, [-1, logits.shape[1]] + [1] * (logits.shape.rank - 2))
+  return objectives.classification_result(tf.reduce_logsumexp(tf.nn.log_softmax(logits) + log_weights, axis=1),
+                                          batch)
+
+
+class _Features:
+  """f(x) per `config.features`: the fixed encoder, the model's own features, or raw x. `load()` sets the fixed
+  encoder's weights (once eagerly, or at the start of a traced client round, where they are graph constants)."""
+
+  def __init__(self, kind: str, encoder_fn, encoder_weights):
+    self._kind = kind
+    self._encoder = encoder_fn() if kind == 'fixed' else None
+    self._weights = encoder_weights
+
+  def load(self) -> None:
+    if self._encoder is not None:
+      for variable, value in zip(self._encoder.weights, self._weights):
+        variable.assign(value)
+
+  def __call__(self, outputs: dict, x: tf.Tensor) -> tf.Tensor:
+    if self._kind == 'shared':
+      return outputs[multi_branch.FEATURES]
+    if self._kind == 'fixed':
+      return self._encoder(x, training=False)[multi_branch.FEATURES]
+    return tf.reshape(tf.cast(x, tf.float32), [-1, int(np.prod(x.shape[1:]))])
+
+
+def _component_of_tensor(model: tf.keras.Model, submodels: str, num_components: int) -> list[int]:
+  """For each trainable tensor (in `ModelWeights.trainable` order), the sub-model it belongs to, or -1 for a shared
+  one (the extractor of `branches`)."""
+  prefix = 'network_' if submodels == 'networks' else 'branch_'
+  owner = {}
+  for k in range(num_components):
+    for variable in model.get_layer(f'{prefix}{k + 1}').trainable_variables:
+      owner[variable.ref()] = k
+  return [owner.get(variable.ref(), -1)
+          for variable in tff.learning.models.ModelWeights.from_model(model).trainable]
+
+
+def build_client_round(model: tf.keras.Model, features_fn: _Features, optimizer, batch_fn: task_lib.BatchFn,
+                       num_components: int, num_modes: int, config: Config):
+  """The client's round as a `tf.function` (weights, mixture, dataset, client pi or None) -> (ClientResult,
+  GMM sums, metric sums, the client's new pi)."""
+  components = _component_of_tensor(model, config.submodels, num_components)
+
+  @tf.function
+  def run(weights, mixture, dataset, client_pi):
+    examples, _, batch_size = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
+    client_training.assign_weights(model, weights)
+    features_fn.load()
+    features = features_fn(model(examples['x'], training=False), examples['x'])
+    log_weights = tf.math.log(tf.maximum(mixture['weights'], 1e-30))
+    if client_pi is not None:
+      seen = tf.reduce_sum(client_pi) > 0
+      log_weights = tf.where(seen, tf.math.log(tf.maximum(client_pi, 1e-30)), log_weights)
+    log_gammas = e_step(features, mixture, log_weights)
+    local = m_step(features, log_gammas, config.variance_floor)
+    partition, counts = hard_partition(log_gammas)
+    total = tf.cast(tf.shape(partition)[0], tf.float32)
+    example_weight = total / tf.gather(counts, partition)
+    batches = tf.data.Dataset.from_tensor_slices(dict(examples, **{PARTITION: partition,
+                                                                   EXAMPLE_WEIGHT: example_weight}))
+    training = client_training.local_training(model, optimizer, weights, batches.batch(batch_size),
+                                              partition_objective)
+    statistics = collections.OrderedDict(count=counts, weighted_means=counts[:, tf.newaxis] * local['means'],
+                                         weighted_variances=counts[:, tf.newaxis] * local['variances'])
+    training = client_training.excluded_unless(training, client_training.all_finite(statistics))
+    statistics = client_training.exclude_unless(training.finite, statistics)
+    confusion = tf.matmul(tf.one_hot(examples['mode'], num_modes), tf.one_hot(partition, num_components),
+                          transpose_a=True)
+    sums = collections.OrderedDict(training.metrics, **client_training.exclude_unless(
+        training.finite, {'routing': confusion}))
+    if config.model_weights == 'client_size':
+      weight = training.num_examples
+    else:
+      finite = tf.cast(training.finite, tf.float32)
+      weight = [finite * (total if k < 0 else counts[k]) for k in components]
+    new_pi = None if client_pi is None else tf.where(training.finite, local['weights'], client_pi)
+    return tff.learning.templates.ClientResult(training.update, weight), statistics, sums, new_pi
+
+  return run
+
+
+def initial_client_state(num_components: int) -> dict:
+  """A client's state before its first round: pi = 0 (none yet; its first E step uses the global pi)."""
+  return {'pi': np.zeros([num_components], np.float32)}
+
+
+def build_client_work(model_fn, features_fn_builder, batch_fn: task_lib.BatchFn,
+                      client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_components: int,
+                      num_modes: int, feature_dim: int, config: Config,
+                      seed: int) -> tff.learning.templates.ClientWorkProcess:
+  """pFedEM's client work; its server state is the global GMM."""
+  weights_type = learning_process.model_weights_type(model_fn)
+  mixture_value = initial_mixture(num_components, feature_dim, seed)
+  mixture_type = learning_process.float32_struct_type(mixture_value)
+  if config.client_pi:
+    data_type = client_state.client_data_type(element_spec, initial_client_state(num_components))
+  else:
+    data_type = learning_process.client_data_type(element_spec)
+
+  @tff.tensorflow.computation(weights_type, mixture_type, data_type)
+  def client_round(weights, mixture, data):
+    run = build_client_round(model_fn(), features_fn_builder(), client_optimizer, batch_fn, num_components,
+                             num_modes, config)
+    if not config.client_pi:
+      result, statistics, sums, _ = run(weights, mixture, data, None)
+      return result, statistics, sums
+    stored = client_state.read(data['client_state'])
+    result, statistics, sums, pi = run(weights, mixture, data['dataset'], stored['pi'])
+    return result, statistics, sums, collections.OrderedDict(position=stored[client_state.POSITION], pi=pi)
+
+  statistics_type, sums_type = client_round.type_signature.result[1:3]
+
+  @tff.tensorflow.computation(mixture_type, statistics_type, sums_type)
+  def server_update(mixture, totals, sums):
+    new_mixture = aggregate_mixture(mixture, totals['count'], totals['weighted_means'],
+                                    totals['weighted_variances'], config)
+    metrics = collections.OrderedDict(
+        client_training.finalize_train_metrics(sums),
+        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
+        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+        **{f'learned_share_{k}': new_mixture['weights'][k] for k in range(num_components)})
+    return new_mixture, metrics
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value(mixture_value, tff.SERVER)
+
+  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, client_data):
+    outputs = tff.federated_map(client_round, (weights, tff.federated_broadcast(state), client_data))
+    result, statistics, sums = outputs[0], outputs[1], outputs[2]
+    mixture, metrics = tff.federated_map(server_update, (state, tff.federated_sum(statistics),
+                                                         tff.federated_sum(sums)))
+    if config.client_pi:
+      metrics = client_state.with_gathered(metrics, outputs[3])
+    return tff.templates.MeasuredProcessOutput(mixture, result, metrics)
+
+  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+
+
+def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+  config.validate()
+  num_components = hparams.num_branches
+  if config.submodels == 'networks':
+    model_fn = lambda: multi_branch.build_multi_network_model(lambda: task.model_fn(1), num_components)
+  else:
+    model_fn = lambda: task.model_fn(num_components)
+  encoder_fn = lambda: task.model_fn(1)
+  encoder_weights = None
+  if config.features == 'fixed':
+    tf.keras.utils.set_random_seed(hparams.seed + 1)
+    encoder_weights = encoder_fn().get_weights()
+  features_fn_builder = lambda: _Features(config.features, encoder_fn, encoder_weights)
+  with tf.Graph().as_default():
+    probe = model_fn()
+    x = tf.keras.Input(shape=probe.input_shape[1:], dtype=probe.inputs[0].dtype)
+    feature_dim = int(features_fn_builder()(probe(x), x).shape[-1])
+  client_work = build_client_work(
+      model_fn, features_fn_builder, task.batch_fn, tff.learning.optimizers.build_sgdm(hparams.client_learning_rate),
+      element_spec, num_components, task.num_modes, feature_dim, config, hparams.seed)
+  aggregator = per_tensor_mean.PerTensorWeightedMeanFactory() if config.model_weights == 'partition_size' else None
+  process = learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
+                                     hparams.server_adam_epsilon, aggregator)
+  test_features = features_fn_builder()
+  test_features.load()
+  num_modes = task.num_modes
+
+  def objective(outputs, batch, means, variances, weights):
+    features = test_features(outputs, batch['x'])
+    log_gammas = e_step(features, {'means': means, 'variances': variances}, tf.math.log(tf.maximum(weights, 1e-30)))
+    chosen = tf.argmax(log_gammas, axis=-1, output_type=tf.int32)
+    confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(chosen, num_components),
+                          transpose_a=True)
+    mixing = weights if config.inference == 'global_pi' else tf.exp(log_gammas)
+    return mixture_prediction(outputs, batch, mixing)._replace(routing=confusion)
+
+  model_evaluator = evaluator.with_model(model_fn())
+
+  def evaluate(state):
+    mixture = state.client_work
+    metrics = model_evaluator.evaluate(process.get_model_weights(state), objective,
+                                       routing_shape=[num_modes, num_components],
+                                       objective_args=(mixture['means'], mixture['variances'], mixture['weights']))
+    confusion = metrics.pop('test_routing').astype(np.float32)
+    metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=True))
+    metrics['routing_ari'] = float(routing.adjusted_rand_index(confusion))
+    return metrics
+
+  initial = initial_client_state(num_components) if config.client_pi else None
+  return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial, model_fn=model_fn)
