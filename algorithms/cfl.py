@@ -289,17 +289,8 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                           transpose_a=True)
     return objectives.classification_result(logits, batch)._replace(routing=confusion)
 
-  model_evaluator = evaluator.with_model(model_fn())
-
-  def evaluate(state):
-    metrics = model_evaluator.evaluate(process.get_model_weights(state), objective,
-                                       routing_shape=[num_modes, num_networks],
-                                       objective_args=(state.client_work['owner'],
-                                                       state.client_work['num_clusters']))
-    confusion = metrics.pop('test_routing').astype(np.float32)
-    metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=True))
-    metrics['routing_ari'] = float(routing.adjusted_rand_index(confusion))
-    return metrics
-
+  evaluate = evaluation.routed_evaluation(
+      process, evaluator.with_model(model_fn()), objective, lambda state: (state['owner'], state['num_clusters']),
+      [num_modes, num_networks], best_matching=True)
   return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial_client_state(),
                           model_fn=model_fn)

@@ -19,6 +19,7 @@ import tensorflow_federated as tff
 
 from algorithms import client_training
 from algorithms import objectives
+from algorithms import routing
 
 Objective = Callable[[dict, dict], objectives.BatchResult]
 
@@ -76,3 +77,20 @@ class Evaluator:
 def _finalize(sums: dict, prefix: str) -> dict[str, float]:
   return {f'{prefix}loss': float(sums['loss_sum']) / max(float(sums['num_examples']), 1.0),
           f'{prefix}accuracy': float(sums['num_correct']) / max(float(sums['num_predictions']), 1.0)}
+
+
+def routed_evaluation(process: tff.learning.templates.LearningProcess, evaluator: Evaluator, objective: Objective,
+                      objective_args_fn: Callable[[object], tuple], routing_shape, best_matching: bool):
+  """evaluate(state) for a method that routes test examples to branches: the evaluator's metrics plus
+  `routing_accuracy` (under the best matching of domains to branches when `best_matching`) and `routing_ari`.
+  `objective_args_fn(client work state)` gives the objective's extra arguments (its clustering model)."""
+
+  def evaluate(state):
+    metrics = evaluator.evaluate(process.get_model_weights(state), objective, routing_shape=routing_shape,
+                                 objective_args=objective_args_fn(state.client_work))
+    confusion = metrics.pop('test_routing').astype(np.float32)
+    metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=best_matching))
+    metrics['routing_ari'] = float(routing.adjusted_rand_index(confusion))
+    return metrics
+
+  return evaluate

@@ -364,17 +364,9 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
     mixing = weights if config.inference == 'global_pi' else tf.exp(log_gammas)
     return mixture_prediction(outputs, batch, mixing)._replace(routing=confusion)
 
-  model_evaluator = evaluator.with_model(model_fn())
-
-  def evaluate(state):
-    mixture = state.client_work
-    metrics = model_evaluator.evaluate(process.get_model_weights(state), objective,
-                                       routing_shape=[num_modes, num_components],
-                                       objective_args=(mixture['means'], mixture['variances'], mixture['weights']))
-    confusion = metrics.pop('test_routing').astype(np.float32)
-    metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=True))
-    metrics['routing_ari'] = float(routing.adjusted_rand_index(confusion))
-    return metrics
-
+  evaluate = evaluation.routed_evaluation(
+      process, evaluator.with_model(model_fn()), objective,
+      lambda mixture: (mixture['means'], mixture['variances'], mixture['weights']), [num_modes, num_components],
+      best_matching=True)
   initial = initial_client_state(num_components) if config.client_pi else None
   return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial, model_fn=model_fn)

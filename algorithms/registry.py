@@ -11,7 +11,6 @@ matching of modes to branches.
 import dataclasses
 from typing import Callable, NamedTuple, Optional
 
-import numpy as np
 import tensorflow_federated as tff
 
 from algorithms import certainty
@@ -24,7 +23,6 @@ from algorithms import method
 from algorithms import min_loss
 from algorithms import objectives
 from algorithms import pfedem
-from algorithms import routing
 from algorithms import scsgd
 from algorithms import tshot_kmeans
 from algorithms import vanilla
@@ -45,21 +43,6 @@ def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, 
   return Algorithm(process, evaluate, shift_free)
 
 
-def _routed_evaluation(process, evaluator: evaluation.Evaluator, objective, objective_args_fn, routing_shape,
-                       best_matching: bool):
-  """evaluate(state) for a method that routes each test batch to a branch: accuracy plus `routing_accuracy`."""
-
-  def evaluate(state):
-    metrics = evaluator.evaluate(process.get_model_weights(state), objective, routing_shape=routing_shape,
-                                 objective_args=objective_args_fn(state.client_work))
-    confusion = metrics.pop('test_routing').astype(np.float32)
-    metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=best_matching))
-    metrics['routing_ari'] = float(routing.adjusted_rand_index(confusion))
-    return metrics
-
-  return evaluate
-
-
 def _build_fedtem(task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
                   ) -> Algorithm:
   model_fn = lambda: task.model_fn(hparams.num_branches)
@@ -68,7 +51,7 @@ def _build_fedtem(task: task_lib.Task, element_spec, hparams: Hyperparameters, e
                                  hparams.server_learning_rate, hparams.server_adam_epsilon, hparams.num_branches,
                                  task.num_modes, config)
   objective = fedtem.evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing)
-  evaluate = _routed_evaluation(
+  evaluate = evaluation.routed_evaluation(
       process, evaluator, objective, lambda state: (state['mixture']['means'], state['mixture']['variances']),
       [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
   return Algorithm(process, evaluate, shift_free=False)
@@ -83,7 +66,7 @@ def _build_fedtkm(task: task_lib.Task, element_spec, hparams: Hyperparameters, e
                                  task.num_modes, config)
   objective = fedtkm.evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing,
                                           config.eval_scaling)
-  evaluate = _routed_evaluation(
+  evaluate = evaluation.routed_evaluation(
       process, evaluator, objective,
       lambda state: (state['clustering']['centers'], state['clustering']['scales']),
       [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
@@ -98,7 +81,7 @@ def _process_args(task, element_spec, hparams, num_branches=None):
 
 
 def _certainty_routed(process, task, hparams, evaluator):
-  return _routed_evaluation(process, evaluator,
+  return evaluation.routed_evaluation(process, evaluator,
                             certainty.evaluation_objective(task.num_modes, hparams.num_branches,
                                                            hparams.eval_routing),
                             lambda state: (), [task.num_modes, hparams.num_branches], best_matching=True)
@@ -121,7 +104,7 @@ def _build_fedem(task, element_spec, hparams, evaluator) -> Algorithm:
                                 hparams.fedem_em_iterations, hparams.fedem_client_state)
   objective = fedem.evaluation_objective(task.num_modes, hparams.num_branches, hparams.eval_routing,
                                          hparams.fedem_em_iterations)
-  evaluate = _routed_evaluation(process, evaluator, objective, lambda state: (),
+  evaluate = evaluation.routed_evaluation(process, evaluator, objective, lambda state: (),
                                 [task.num_modes, hparams.num_branches], best_matching=True)
   initial = fedem.initial_client_state(hparams.num_branches) if hparams.fedem_client_state else None
   return Algorithm(process, evaluate, shift_free=False, initial_client_state=initial)
@@ -131,7 +114,7 @@ def _build_tshot_kmeans(task, element_spec, hparams, evaluator) -> Algorithm:
   process = tshot_kmeans.build_process(*_process_args(task, element_spec, hparams), hparams.num_branches,
                                        task.num_modes, hparams.period, hparams.clients_per_round)
   objective = tshot_kmeans.evaluation_objective(task.num_modes, hparams.num_branches)
-  evaluate = _routed_evaluation(process, evaluator, objective, lambda state: (state['centers'],),
+  evaluate = evaluation.routed_evaluation(process, evaluator, objective, lambda state: (state['centers'],),
                                 [task.num_modes, hparams.num_branches], best_matching=True)
   return Algorithm(process, evaluate, shift_free=False)
 

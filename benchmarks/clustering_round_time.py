@@ -11,7 +11,6 @@ For each of two workloads, the synthetic task and EMNIST-shaped data (random 28x
     bazel run //benchmarks:clustering_round_time -- --rounds=20
 """
 
-import collections
 import os
 
 # Quiet TensorFlow C++ logs here and in TFF's worker process (set TF_CPP_MIN_LOG_LEVEL=0 to see them).
@@ -19,9 +18,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app
 from absl import flags
-import numpy as np
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from algorithms import fedtem
 from algorithms import fedtkm
@@ -29,7 +26,6 @@ from algorithms import learning_process
 from algorithms import objectives
 from algorithms import vanilla
 from benchmarks import timing
-from models import emnist_cnn
 from models import multi_branch
 from tasks import synthetic
 from tasks import task as task_lib
@@ -38,24 +34,6 @@ from utils import execution_context
 _ROUNDS = flags.DEFINE_integer('rounds', 20, 'Timed rounds (after 3 warm-up rounds).')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
 _CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
-
-
-def _emnist_shaped_task(seed=0, clients_per_mode=60):
-  rng = np.random.default_rng(seed)
-  train_data, sizes = [], []
-  for mode in range(2):
-    clients = {}
-    for i in range(clients_per_mode):
-      n = int(rng.integers(100, 200))
-      clients[f'{mode}_{i}'] = collections.OrderedDict(
-          x=rng.uniform(size=(n, 28, 28, 1)).astype(np.float32), y=rng.integers(0, 62, n).astype(np.int32))
-    train_data.append(tff.simulation.datasets.TestClientData(clients))
-    sizes.append({client_id: len(data['y']) for client_id, data in clients.items()})
-  test = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=np.zeros((64, 28, 28, 1), np.float32), y=np.zeros(64, np.int32)))
-  return task_lib.Task(name='emnist_shaped', train_data=train_data, client_sizes=sizes, test_data=[test, test],
-                       test_sizes=[64, 64], batch_fn=lambda batch: batch, model_fn=emnist_cnn.create_model,
-                       num_classes=62)
 
 
 def _process_seconds(process, model_fn, rounds):
@@ -109,7 +87,7 @@ def main(argv):
   execution_context.install()
   tf.get_logger().setLevel('ERROR')
   print(f'clients/round {_CLIENTS_PER_ROUND.value}, {_ROUNDS.value} timed rounds')
-  for name, task in (('synthetic', synthetic.create_task(seed=0)), ('emnist_shaped', _emnist_shaped_task())):
+  for name, task in (('synthetic', synthetic.create_task(seed=0)), ('emnist_shaped', timing.emnist_shaped_task())):
     vanilla_seconds, method_seconds, bound = _measure(task, lambda task=task: task.model_fn(2))
     print(f'{name:14s} vanilla {vanilla_seconds:.3f} s/round  bound {bound:.2f}')
     for method, seconds in method_seconds.items():

@@ -1,8 +1,15 @@
-"""Helpers shared by the benchmarks: the same sampled clients for every implementation, and timing."""
+"""Helpers shared by the benchmarks: the same sampled clients for every implementation, timing, and an
+EMNIST-shaped workload (random 28x28 images, 62 classes, clients of 100-200 examples, the paper's EMNIST CNN)."""
 
+import collections
 import time
 
+import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
+
+from models import emnist_cnn
+from tasks import task as task_lib
 
 from periodic_shift import client_sampler
 from periodic_shift import day_probability
@@ -33,3 +40,21 @@ def seconds_per_round(step, rounds):
   for datasets in rounds[WARMUP_ROUNDS:]:
     step(datasets)
   return (time.perf_counter() - started) / (len(rounds) - WARMUP_ROUNDS)
+
+
+def emnist_shaped_task(seed=0, clients_per_mode=60):
+  rng = np.random.default_rng(seed)
+  train_data, sizes = [], []
+  for mode in range(2):
+    clients = {}
+    for i in range(clients_per_mode):
+      n = int(rng.integers(100, 200))
+      clients[f'{mode}_{i}'] = collections.OrderedDict(
+          x=rng.uniform(size=(n, 28, 28, 1)).astype(np.float32), y=rng.integers(0, 62, n).astype(np.int32))
+    train_data.append(tff.simulation.datasets.TestClientData(clients))
+    sizes.append({client_id: len(data['y']) for client_id, data in clients.items()})
+  test = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+      x=np.zeros((64, 28, 28, 1), np.float32), y=np.zeros(64, np.int32)))
+  return task_lib.Task(name='emnist_shaped', train_data=train_data, client_sizes=sizes, test_data=[test, test],
+                       test_sizes=[64, 64], batch_fn=lambda batch: batch, model_fn=emnist_cnn.create_model,
+                       num_classes=62)

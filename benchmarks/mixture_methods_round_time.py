@@ -1,0 +1,86 @@
+"""pFedEM's and CFL's seconds per round against Vanilla's on the same clients (seed 000's methods).
+
+Workloads: the synthetic task and EMNIST-shaped data (`clustering_round_time`'s), 10 clients per round, the same
+sampled clients and batches for every method, all as TFF learning processes. pFedEM runs with its defaults
+(K = 2 full networks, the GMM over network 1's features) and with `branches`; CFL with 2 networks. Both train
+K networks' worth of parameters where Vanilla's K-branch network shares its extractor, so the network, not the
+method's extra work, is most of the ratio; `vanilla_networks` (Vanilla's client work on the same 2-network model)
+separates the two.
+
+    bazel run //benchmarks:mixture_methods_round_time -- --rounds=20
+"""
+
+import collections
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import cfl
+from algorithms import evaluation
+from algorithms import learning_process
+from algorithms import method
+from algorithms import pfedem
+from algorithms import vanilla
+from benchmarks import timing
+from models import multi_branch
+from tasks import synthetic
+from utils import execution_context
+
+_ROUNDS = flags.DEFINE_integer('rounds', 20, 'Timed rounds (after 3 warm-up rounds).')
+_CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
+_CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
+
+
+def _seconds(algorithm_or_process, model_fn, rounds, with_client_state=None):
+  process = getattr(algorithm_or_process, 'process', algorithm_or_process)
+  state = [process.set_model_weights(process.initialize(), learning_process.initial_weights(model_fn, 0))]
+
+  def step(datasets):
+    if with_client_state is not None:
+      datasets = [collections.OrderedDict(dataset=d, client_state=tf.data.Dataset.from_tensors(
+          collections.OrderedDict(position=np.int32(i), **with_client_state))) for i, d in enumerate(datasets)]
+    state[0] = process.next(state[0], datasets).state
+
+  return timing.seconds_per_round(step, rounds)
+
+
+def _measure(task):
+  rounds = timing.round_datasets(task, _ROUNDS.value + timing.WARMUP_ROUNDS, _CLIENTS_PER_ROUND.value)
+  element_spec = rounds[0][0].element_spec
+  hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_LR, _EPSILON, num_branches=2)
+  evaluator = evaluation.Evaluator(task.model_fn(2), {})
+  branches_fn = lambda: task.model_fn(2)
+  networks_fn = lambda: multi_branch.build_multi_network_model(lambda: task.model_fn(1), 2)
+  seconds = collections.OrderedDict()
+  for name, model_fn in (('vanilla', branches_fn), ('vanilla_networks', networks_fn)):
+    process = vanilla.build_process(model_fn, task.batch_fn, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON)
+    seconds[name] = _seconds(process, model_fn, rounds)
+  for name, config in (('pfedem', pfedem.Config()), ('pfedem_branches', pfedem.Config(submodels='branches'))):
+    algorithm = pfedem.build_algorithm(task, element_spec, hparams, evaluator, config)
+    seconds[name] = _seconds(algorithm, algorithm.model_fn, rounds)
+  algorithm = cfl.build_algorithm(task, element_spec, hparams, evaluator, cfl.Config())
+  seconds['cfl'] = _seconds(algorithm, algorithm.model_fn, rounds, {'cluster': np.float32(cfl.UNASSIGNED)})
+  return seconds
+
+
+def main(argv):
+  del argv  # Unused.
+  execution_context.install()
+  tf.get_logger().setLevel('ERROR')
+  print(f'clients/round {_CLIENTS_PER_ROUND.value}, {_ROUNDS.value} timed rounds')
+  for name, task in (('synthetic', synthetic.create_task(seed=0)),
+                     ('emnist_shaped', timing.emnist_shaped_task())):
+    seconds = _measure(task)
+    base = seconds['vanilla']
+    print(name + '  ' + '  '.join(f'{method_name} {value:.3f} s ({value / base:.2f}x)'
+                                  for method_name, value in seconds.items()))
+
+
+if __name__ == '__main__':
+  app.run(main)
