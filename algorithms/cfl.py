@@ -68,9 +68,8 @@ class Config:
   warmup_rounds: int = method.setting(20, 'CFL: rounds before any split.')
 
   def validate(self) -> None:
-    if not 0 <= self.eps1 <= self.eps2:
-      raise ValueError(f'--cfl_eps1 and --cfl_eps2 must satisfy 0 <= eps1 <= eps2; got {self.eps1:g}, '
-                       f'{self.eps2:g}.')
+    if self.eps1 < 0 or self.eps2 < 0:
+      raise ValueError(f'--cfl_eps1 and --cfl_eps2 must be >= 0; got {self.eps1:g}, {self.eps2:g}.')
     if self.warmup_rounds < 0:
       raise ValueError(f'--cfl_warmup_rounds must be >= 0; got {self.warmup_rounds}.')
 

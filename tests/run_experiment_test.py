@@ -160,7 +160,10 @@ class EndToEndTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ('vanilla', []),
       # FedEM keeping every client's mixture weights in the client-state store, which the checkpoints hold.
-      ('fedem_with_client_state', ['--algorithm=fedem', '--fedem_client_state']))
+      ('fedem_with_client_state', ['--algorithm=fedem', '--fedem_client_state']),
+      # CFL's clusters (server state) and every client's cluster (client state); splits from round 3 on.
+      ('cfl', ['--algorithm=cfl', '--cfl_eps1=10', '--cfl_eps2=0', '--cfl_warmup_rounds=2']),
+      ('pfedem_with_client_pi', ['--algorithm=pfedem', '--pfedem_client_pi']))
   def test_interrupted_run_resumes_to_the_same_metrics(self, method_args):
     root = self.create_tempdir().full_path
     # 40 rounds: the interruption after round 5 must land well before the run would end by itself.
