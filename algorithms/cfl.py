@@ -114,6 +114,17 @@ def _representatives(owner: tf.Tensor, num_networks: int) -> tf.Tensor:
   return tf.reduce_min(tf.where(owns, networks[tf.newaxis, :], num_networks), axis=1)
 
 
+def lowest_loss_cluster(logits: tf.Tensor, batch: dict, owner: tf.Tensor, num_clusters: tf.Tensor,
+                        num_networks: int) -> tuple[tf.Tensor, tf.Tensor]:
+  """(cluster, its representative network) whose model has the lowest mean loss on `batch` (logits [B, K, ...])."""
+  representatives = _representatives(owner, num_networks)
+  losses = tf.reduce_mean(fedem.per_branch_losses(logits, batch), axis=0)  # [K]: each network's loss.
+  cluster_losses = tf.where(tf.range(num_networks) < num_clusters,
+                            tf.gather(losses, tf.minimum(representatives, num_networks - 1)), np.inf)
+  cluster = tf.argmin(cluster_losses, output_type=tf.int32)
+  return cluster, tf.gather(representatives, cluster)
+
+
 def _tensor_index(model: tf.keras.Model, num_networks: int) -> list[list[int]]:
   """index[n][j]: the position in `ModelWeights.trainable` of network n's j-th trainable tensor."""
   position = {variable.ref(): i
@@ -132,14 +143,10 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
   def run(weights, state, dataset, stored):
     examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
     client_training.assign_weights(model, weights)
-    representatives = _representatives(state['owner'], num_networks)
-    losses = tf.reduce_mean(fedem.per_branch_losses(model(examples['x'], training=False)[multi_branch.LOGITS],
-                                                    examples), axis=0)  # [K]: each network's loss.
-    cluster_losses = tf.where(tf.range(num_networks) < state['num_clusters'],
-                              tf.gather(losses, tf.minimum(representatives, num_networks - 1)), np.inf)
-    cluster = tf.where(stored['cluster'] >= 0, tf.cast(stored['cluster'], tf.int32),
-                       tf.argmin(cluster_losses, output_type=tf.int32))
-    representative = tf.gather(representatives, cluster)
+    nearest, _ = lowest_loss_cluster(model(examples['x'], training=False)[multi_branch.LOGITS], examples,
+                                     state['owner'], state['num_clusters'], num_networks)
+    cluster = tf.where(stored['cluster'] >= 0, tf.cast(stored['cluster'], tf.int32), nearest)
+    representative = tf.gather(_representatives(state['owner'], num_networks), cluster)
 
     def objective(outputs, batch):
       return objectives.classification_result(tf.gather(outputs[multi_branch.LOGITS], representative, axis=1), batch)
@@ -277,13 +284,10 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
 
   def objective(outputs, batch, owner, num_clusters):
     """The cluster model with the lowest loss on the batch (labels used, as for FedEM and Min-Loss)."""
-    representatives = _representatives(owner, num_networks)
-    losses = tf.reduce_mean(fedem.per_branch_losses(outputs[multi_branch.LOGITS], batch), axis=0)
-    cluster_losses = tf.where(tf.range(num_networks) < num_clusters,
-                              tf.gather(losses, tf.minimum(representatives, num_networks - 1)), np.inf)
-    cluster = tf.argmin(cluster_losses, output_type=tf.int32)
+    cluster, representative = lowest_loss_cluster(outputs[multi_branch.LOGITS], batch, owner, num_clusters,
+                                                  num_networks)
     branches = routing.batch_branches(batch, cluster)
-    logits = tf.gather(outputs[multi_branch.LOGITS], tf.gather(representatives, cluster), axis=1)
+    logits = tf.gather(outputs[multi_branch.LOGITS], representative, axis=1)
     confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(branches, num_networks),
                           transpose_a=True)
     return objectives.classification_result(logits, batch)._replace(routing=confusion)
