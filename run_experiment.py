@@ -18,7 +18,6 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Optional
 
 # TensorFlow's C++ INFO and WARNING logs (here and in TFF's worker process, which inherits the environment) drown
 # the progress lines; set TF_CPP_MIN_LOG_LEVEL=0 to see them.

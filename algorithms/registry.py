@@ -9,9 +9,6 @@ matching of modes to branches.
 """
 
 import dataclasses
-from typing import Callable, NamedTuple, Optional
-
-import tensorflow_federated as tff
 
 from algorithms import certainty
 from algorithms import cfl

@@ -19,7 +19,6 @@ from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from algorithms import cfl
 from algorithms import evaluation
