@@ -12,7 +12,8 @@ Outputs in `output_dir` (all through `tff.program`):
 Resuming: on start the latest checkpoint is restored (one that does not load stops the run), metrics.csv is cut
 back to the rows up to its round, and training continues with the next round. The scenario's plans and client
 shuffling depend only on (seed, round), so an interrupted and resumed run produces the same metrics as an
-uninterrupted one, wherever it was killed.
+uninterrupted one, wherever it was killed. A SIGTERM or SIGHUP ends the run at once, or at the latest after the
+round it arrived in (`execution_context.exit_if_signalled`), with status 128 + signal.
 
 Numeric faults: after every round the loop checks that some client trained finitely (clients that did not are
 left out of the round's aggregates by the client work and counted in `nonfinite_clients`), and that the model
@@ -40,6 +41,7 @@ from experiment import run_directory
 from periodic_shift import client_sampler
 from periodic_shift import scenario as scenario_lib
 from tasks import task as task_lib
+from utils import execution_context
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,3 +207,4 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
     rounds_done += 1
     print(_progress_line(round_num, config.total_rounds, row, rounds_done / (time.monotonic() - started)),
           flush=True)
+    execution_context.exit_if_signalled()  # A SIGTERM whose exit a gc callback swallowed ends the run here.

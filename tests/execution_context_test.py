@@ -41,6 +41,26 @@ if sys.argv[2] == 'wait':
   time.sleep(600)
 '''
 
+# A child whose SIGTERM lands inside a garbage-collector callback, where Python ignores the handler's SystemExit.
+_SWALLOWING_CHILD = r'''
+import gc, os, signal
+from utils import execution_context
+execution_context.install()
+
+def callback(phase, info):
+  if phase == 'start':
+    gc.callbacks.remove(callback)
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(1000):  # Bytecodes inside the callback: the handler runs here.
+      pass
+
+gc.callbacks.append(callback)
+gc.collect()
+print('went on after the signal', flush=True)
+execution_context.exit_if_signalled()
+print('not reached', flush=True)
+'''
+
 
 def _is_running(pid: int) -> bool:
   """True if `pid` exists and is not a zombie."""
@@ -126,6 +146,14 @@ class ExecutionContextTest(absltest.TestCase):
   def test_no_worker_remains_after_sigkill(self):
     # SIGKILL runs no cleanup in the child: the worker's parent-death signal ends it.
     self._signal_and_check('install', signal.SIGKILL, -signal.SIGKILL, workers_end=True)
+
+  def test_sigterm_swallowed_by_a_gc_callback_still_ends_the_run(self):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+    child = subprocess.run([sys.executable, '-c', _SWALLOWING_CHILD], env=env, capture_output=True, text=True,
+                           timeout=120)
+    self.assertEqual(child.returncode, 128 + signal.SIGTERM, child.stderr[-2000:])
+    self.assertEqual(child.stdout, 'went on after the signal\n')  # The handler's own exit was lost...
+    self.assertIn('Exception ignored', child.stderr)  # ... because it was raised in the callback.
 
   def test_worker_outlives_a_sigkilled_python_without_install(self):
     # The control of the test above.
