@@ -354,8 +354,10 @@ def main(argv):
       seed=_SEED.value)
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
                    for mode, name in enumerate(task.domain_names)}
-  held_out = {name: task.held_out_dataset(plans, _EVAL_BATCH_SIZE.value)
-              for name, plans in scenario.evaluation_plans().items()}
+  held_out = {name: evaluation.HeldOutData(task.held_out_dataset(clients.test, _EVAL_BATCH_SIZE.value),
+                                           task.held_out_dataset(clients.personalization, _EVAL_BATCH_SIZE.value),
+                                           len(clients.test))
+              for name, clients in scenario.evaluation_plans().items()}
   evaluator = evaluation.Evaluator(model_fn(), test_datasets, held_out)
   algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator,
                                _method_config(_ALGORITHM.value))

@@ -6,12 +6,18 @@ methods: the branch their clustering model selects). Accuracy over all modes poo
 the accuracy on the union test set.
 
 Scenarios with per-client held-out data (`periodic_shift.scenario.Scenario.evaluation_plans`, e.g. seed 004's
-test split of every client) add datasets whose batches each hold one client's examples; their metrics
-(`<name>_accuracy`, `<name>_loss`, e.g. `personalized_accuracy`) are example-weighted over all clients and are
-not pooled into the union test set.
+test split of every client) add `HeldOutData`: test batches that each hold one client's examples (with the client's
+index, `client` [B]) and the same clients' personalization data; their metrics (`<name>_accuracy`, `<name>_loss`,
+e.g. `personalized_accuracy`) are example-weighted over all clients and are not pooled into the union test set.
+
+Methods with client mixture weights (FedGMM, FedEM) personalize before those tests (`Personalization`): with every
+shared parameter frozen, each client's weights pi_c over the method's M mixture entries are fitted by EM on its
+personalization data (`fit_client_log_weights`), and the objective receives the table log pi [clients, M] to
+gather each example's client row from (seed 004, Algorithm 1 lines 6 and 8 with the shared parameters fixed, the
+paper's adaptation of unseen clients, Section 4.6).
 """
 
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -24,22 +30,64 @@ from algorithms import routing
 Objective = Callable[[dict, dict], objectives.BatchResult]
 
 
+class HeldOutData(NamedTuple):
+  """Clients' own held-out data (`tasks.task.Task.held_out_dataset` of `scenario.HeldOutClients`): `test` batches
+  and `personalization` batches, both with `client` [B] indices below `num_clients`."""
+  test: tf.data.Dataset
+  personalization: tf.data.Dataset
+  num_clients: int
+
+
+class Personalization(NamedTuple):
+  """A method's client mixture weights: `log_terms(outputs, batch, *objective_args)` [B, M] are each example's
+  log-likelihood terms of the M mixture entries under the frozen shared parameters (FedGMM: log N(z; mu, Sigma) +
+  log P_theta(y | x); FedEM: log P_theta_k(y | x)); `em_steps` EM steps fit pi_c from uniform."""
+  log_terms: Callable
+  em_steps: int
+
+
+def fit_client_log_weights(log_terms: tf.Tensor, clients: tf.Tensor, num_clients: int, steps: int) -> tf.Tensor:
+  """log pi [num_clients, M] by EM from uniform, for per-example terms l [N, M] of clients c [N]:
+
+    E  log q_i = log softmax(log pi_{c_i} + l_i)        M  pi_c = mean over i of client c of q_i
+
+  (seed 004, Eqs. (E) and (M) for pi alone). A client without examples keeps the uniform weights."""
+  num_entries = log_terms.shape[-1]
+  log_pi = tf.fill([num_clients, num_entries], -tf.math.log(float(num_entries)))
+  counts = tf.math.unsorted_segment_sum(tf.ones_like(clients, tf.float32), clients, num_clients)[:, tf.newaxis]
+  for _ in range(steps):
+    q = tf.nn.softmax(tf.gather(log_pi, clients) + log_terms, axis=-1)
+    pi = tf.math.unsorted_segment_sum(q, clients, num_clients) / tf.maximum(counts, 1.0)
+    log_pi = tf.where(counts > 0, tf.math.log(tf.maximum(pi, 1e-30)), log_pi)
+  return log_pi
+
+
 class Evaluator:
   """Evaluates model weights on a task's per-mode test sets."""
 
   def __init__(self, model: tf.keras.Model, test_datasets: dict[str, tf.data.Dataset],
-               held_out_datasets: Optional[dict[str, tf.data.Dataset]] = None):
-    """`test_datasets`: mode name -> batched test dataset (`tasks.task.Task.test_dataset`); `held_out_datasets`:
-    name -> batches of clients' own held-out data (`tasks.task.Task.held_out_dataset`)."""
+               held_out: Optional[dict[str, HeldOutData]] = None):
+    """`test_datasets`: mode name -> batched test dataset (`tasks.task.Task.test_dataset`); `held_out`: name ->
+    clients' own held-out data."""
     self._model = model
     self._weights = tff.learning.models.ModelWeights.from_model(model)
     self._test_datasets = test_datasets
-    self._held_out_datasets = held_out_datasets or {}
+    self._held_out = held_out or {}
     self._evaluate_sums = tf.function(self._sums)
+    self._collect_log_terms = tf.function(self._log_terms)
 
   def with_model(self, model: tf.keras.Model) -> 'Evaluator':
     """An evaluator of the same test data for another network (a method whose model is not the task's)."""
-    return Evaluator(model, self._test_datasets, self._held_out_datasets)
+    return Evaluator(model, self._test_datasets, self._held_out)
+
+  def _log_terms(self, dataset: tf.data.Dataset, log_terms: Callable, objective_args) -> tuple[tf.Tensor, tf.Tensor]:
+    """(l [N, M], client [N]) over a personalization dataset."""
+    terms = tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False)
+    clients = tf.TensorArray(tf.int32, size=0, dynamic_size=True, infer_shape=False)
+    for batch in dataset:
+      terms = terms.write(terms.size(), log_terms(self._model(batch['x'], training=False), batch, *objective_args))
+      clients = clients.write(clients.size(), batch['client'])
+    return terms.concat(), clients.concat()
 
   def _sums(self, dataset: tf.data.Dataset, objective: Objective, routing_shape, objective_args) -> dict:
 
@@ -50,13 +98,14 @@ class Evaluator:
     return dataset.reduce(client_training.zero_metric_sums(routing_shape), step)
 
   def evaluate(self, weights: tff.learning.models.ModelWeights, objective: Objective, routing_shape=None,
-               objective_args=()) -> dict:
+               objective_args=(), personalization: Optional[Personalization] = None) -> dict:
     """Returns test_loss, test_accuracy and test_<mode>_{loss,accuracy} for every mode.
 
     `objective(outputs, batch, *objective_args)` gives each batch's metrics; passing state such as a clustering
     model as `objective_args` (tensors) rather than in a closure lets the traced evaluation be reused. With
     `routing_shape` ([modes, branches]) the objective reports routing counts, returned summed over all test data
-    as `test_routing` (numpy).
+    as `test_routing` (numpy). With `personalization`, held-out tests call `objective(outputs, batch,
+    *objective_args, client_log_weights)` with the fitted log pi [clients, M].
     """
     tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
     metrics, total = {}, None
@@ -65,9 +114,14 @@ class Evaluator:
       sums = {key: np.asarray(value) for key, value in sums.items()}
       metrics.update(_finalize(sums, prefix=f'test_{name}_'))
       total = sums if total is None else {key: total[key] + sums[key] for key in sums}
-    metrics.update(_finalize(total, prefix='test_'))
-    for name, dataset in self._held_out_datasets.items():
-      sums = self._evaluate_sums(dataset, objective, routing_shape, tuple(objective_args))
+    if total is not None:
+      metrics.update(_finalize(total, prefix='test_'))
+    for name, data in self._held_out.items():
+      args = tuple(objective_args)
+      if personalization is not None:
+        log_terms, clients = self._collect_log_terms(data.personalization, personalization.log_terms, args)
+        args += (fit_client_log_weights(log_terms, clients, data.num_clients, personalization.em_steps),)
+      sums = self._evaluate_sums(data.test, objective, routing_shape, args)
       metrics.update(_finalize({key: np.asarray(value) for key, value in sums.items()}, prefix=f'{name}_'))
     if routing_shape is not None:
       metrics['test_routing'] = total['routing']
@@ -80,14 +134,16 @@ def _finalize(sums: dict, prefix: str) -> dict[str, float]:
 
 
 def routed_evaluation(process: tff.learning.templates.LearningProcess, evaluator: Evaluator, objective: Objective,
-                      objective_args_fn: Callable[[object], tuple], routing_shape, best_matching: bool):
+                      objective_args_fn: Callable[[object], tuple], routing_shape, best_matching: bool,
+                      personalization: Optional[Personalization] = None):
   """evaluate(state) for a method that routes test examples to branches: the evaluator's metrics plus
   `routing_accuracy` (under the best matching of domains to branches when `best_matching`) and `routing_ari`.
   `objective_args_fn(client work state)` gives the objective's extra arguments (its clustering model)."""
 
   def evaluate(state):
     metrics = evaluator.evaluate(process.get_model_weights(state), objective, routing_shape=routing_shape,
-                                 objective_args=objective_args_fn(state.client_work))
+                                 objective_args=objective_args_fn(state.client_work),
+                                 personalization=personalization)
     confusion = metrics.pop('test_routing').astype(np.float32)
     metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=best_matching))
     metrics['routing_ari'] = float(routing.adjusted_rand_index(confusion))

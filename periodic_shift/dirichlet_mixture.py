@@ -24,8 +24,9 @@ in the paper): a seeded subset of the clients never trains; their data are cut 5
 
 Rounds draw `clients_per_round` of the training clients uniformly without replacement. Evaluation plans:
 `personalized` (every training client's own test split, the paper's "average accuracy of all clients",
-example-weighted) and, with unseen clients, `unseen` (their test splits; `adaptation_plans` gives their adaptation
-splits to methods that adapt, such as FedGMM). The validation splits are in `split_plans('validation')`.
+example-weighted; its train split is what it personalizes on) and, with unseen clients, `unseen` (their test
+halves, each with its adaptation half, which methods that adapt, such as FedGMM, fit their client weights on).
+The validation splits are in `split_plans('validation')`.
 `shift_free` (No-Dist-Shift): pi_c = 1/M for every client.
 """
 
@@ -129,16 +130,18 @@ class DirichletMixtureScenario(scenario.Scenario):
     plans = (self._plan(c, SPLITS.index(split), SPLIT_FRACTIONS) for c in self._training)
     return tuple(plan for plan in plans if plan.parts)
 
-  def adaptation_plans(self) -> tuple[scenario.ClientPlan, ...]:
-    """The unseen clients' adaptation halves."""
-    return tuple(self._plan(c, 0, UNSEEN_FRACTIONS) for c in self._unseen)
-
-  def evaluation_plans(self) -> dict[str, tuple[scenario.ClientPlan, ...]]:
-    plans = {'personalized': self.split_plans('test')}
+  def evaluation_plans(self) -> dict[str, scenario.HeldOutClients]:
+    """`personalized`: the training clients' test splits, each with its train split; `unseen`: the unseen clients'
+    test halves, each with its adaptation half (clients with an empty test part left out)."""
+    held_out = {'personalized': self._held_out(self._training, 2, SPLIT_FRACTIONS, 0)}
     if self._unseen:
-      unseen = (self._plan(c, 1, UNSEEN_FRACTIONS) for c in self._unseen)
-      plans['unseen'] = tuple(plan for plan in unseen if plan.parts)
-    return plans
+      held_out['unseen'] = self._held_out(self._unseen, 1, UNSEEN_FRACTIONS, 0)
+    return held_out
+
+  def _held_out(self, clients, test_split: int, fractions, personalization_split: int) -> scenario.HeldOutClients:
+    pairs = [(self._plan(c, test_split, fractions), self._plan(c, personalization_split, fractions)) for c in clients]
+    pairs = [pair for pair in pairs if pair[0].parts]
+    return scenario.HeldOutClients(tuple(test for test, _ in pairs), tuple(own for _, own in pairs))
 
   def round_plan(self, round_num: int) -> scenario.RoundPlan:
     rng = np.random.default_rng([self._seed, 47, round_num])

@@ -49,6 +49,15 @@ class RoundPlan:
   clients: tuple[ClientPlan, ...]
 
 
+@dataclasses.dataclass(frozen=True)
+class HeldOutClients:
+  """Clients evaluated on their own held-out data: `test[i]` is client i's test data and `personalization[i]` the
+  data the same client may personalize on before that test (its training split; an unseen client's adaptation
+  half), never overlapping its test data."""
+  test: tuple[ClientPlan, ...]
+  personalization: tuple[ClientPlan, ...]
+
+
 class Scenario(abc.ABC):
   """What the training loop asks of a shift scenario."""
 
@@ -75,7 +84,7 @@ class Scenario(abc.ABC):
     del round_num  # Unused.
     return None
 
-  def evaluation_plans(self) -> dict[str, tuple[ClientPlan, ...]]:
+  def evaluation_plans(self) -> dict[str, HeldOutClients]:
     """Per-client held-out data by name (e.g. `personalized`: every client's own test split), each client's data
     evaluated in batches of its own; empty when the scenario has only the task's centralized test sets."""
     return {}

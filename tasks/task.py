@@ -148,12 +148,17 @@ class Task:
     return functools.reduce(tf.data.Dataset.concatenate, parts)
 
   def held_out_dataset(self, plans: Sequence[scenario_lib.ClientPlan], batch_size: int) -> tf.data.Dataset:
-    """Test batches `OrderedDict(x, y, mode)` of every client's held-out `plans` (fixed splits, `Part.order_seed`),
-    each batch holding examples of one client only, clients one after another."""
-    batched = [self._plan_examples(plan, shuffle_seed=0).batch(batch_size) for plan in plans]
+    """Batches `OrderedDict(x, y, mode, client)` of every client's held-out `plans` (fixed splits,
+    `Part.order_seed`), `client` [B] the plan's index in `plans`; each batch holds examples of one client only,
+    clients one after another."""
+    batched = [tf.data.Dataset.zip((self._plan_examples(plan, shuffle_seed=0),
+                                    tf.data.Dataset.from_tensors(tf.constant(index, tf.int32)).repeat())
+                                   ).batch(batch_size) for index, plan in enumerate(plans)]
     while len(batched) > 1:  # A balanced tree of concatenations keeps the dataset graph shallow.
       batched = [functools.reduce(tf.data.Dataset.concatenate, batched[i:i + 2]) for i in range(0, len(batched), 2)]
-    return model_batches(batched[0], self.batch_fn).prefetch(tf.data.AUTOTUNE)
+    to_model_batch = lambda examples, client: collections.OrderedDict(
+        _model_batch(*examples, self.batch_fn), client=client)
+    return batched[0].map(to_model_batch).prefetch(tf.data.AUTOTUNE)
 
   def _label_skewed(self, source: tf.data.Dataset, label_weights, seed: int) -> tf.data.Dataset:
     """Keeps each example with probability w[y] / max w over the labels the source holds (a seeded draw per
@@ -216,14 +221,14 @@ class DomainBatchFn:
     return self._batch_fn(raw_batch)
 
 
+def _model_batch(raw_batch, mode, batch_fn: BatchFn) -> collections.OrderedDict:
+  batch = batch_fn(raw_batch)
+  if isinstance(batch_fn, DomainBatchFn):
+    batch = batch_fn.transform(batch, mode)
+  return collections.OrderedDict(batch, mode=mode)
+
+
 def model_batches(dataset: tf.data.Dataset, batch_fn: BatchFn) -> tf.data.Dataset:
   """Maps batches `(raw_batch, mode)` to `OrderedDict(x, y, [loss_mask, accuracy_mask,] mode)` with the task's
   `batch_fn` (and, for a `DomainBatchFn`, each example's domain transform)."""
-
-  def to_model_batch(raw_batch, mode):
-    batch = batch_fn(raw_batch)
-    if isinstance(batch_fn, DomainBatchFn):
-      batch = batch_fn.transform(batch, mode)
-    return collections.OrderedDict(batch, mode=mode)
-
-  return dataset.map(to_model_batch)
+  return dataset.map(lambda raw_batch, mode: _model_batch(raw_batch, mode, batch_fn))

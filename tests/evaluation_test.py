@@ -11,9 +11,21 @@ from algorithms import objectives
 from tasks import gaussian_mixture
 
 
-def _batches(x, y, mode, batch_size):
+def _batches(x, y, mode, batch_size, client=0):
   return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=x, y=y, mode=np.full(len(y), mode, np.int32))).batch(batch_size)
+      x=x, y=y, mode=np.full(len(y), mode, np.int32), client=np.full(len(y), client, np.int32))).batch(batch_size)
+
+
+def _numpy_client_em(log_terms, clients, num_clients, steps):
+  """EM for each client's mixture weights alone, written from seed 004's (E) and (M), one client at a time."""
+  fitted = np.full((num_clients, log_terms.shape[1]), 1.0 / log_terms.shape[1])
+  for c in range(num_clients):
+    terms = log_terms[clients == c]
+    for _ in range(steps if len(terms) else 0):
+      joint = np.log(fitted[c]) + terms
+      q = np.exp(joint - joint.max(axis=1, keepdims=True))
+      fitted[c] = (q / q.sum(axis=1, keepdims=True)).mean(axis=0)
+  return np.log(fitted)
 
 
 class EvaluatorTest(tf.test.TestCase):
@@ -32,11 +44,12 @@ class EvaluatorTest(tf.test.TestCase):
     clients = [(rng.normal(size=(n, 3)).astype(np.float32), rng.integers(0, 2, n).astype(np.int32))
                for n in (5, 11, 2)]
     held_out = _batches(*clients[0], 0, 4)
-    for client in clients[1:]:
-      held_out = held_out.concatenate(_batches(*client, 0, 4))
+    for index, client in enumerate(clients[1:]):
+      held_out = held_out.concatenate(_batches(*client, 0, 4, index + 1))
     evaluator = evaluation.Evaluator(
         gaussian_mixture.create_model(dim=3, num_branches=2),
-        {'a': _batches(*data[0], 0, 8), 'b': _batches(*data[1], 1, 8)}, {'personalized': held_out})
+        {'a': _batches(*data[0], 0, 8), 'b': _batches(*data[1], 1, 8)},
+        {'personalized': evaluation.HeldOutData(held_out, held_out, 3)})
     metrics = evaluator.evaluate(tff.learning.models.ModelWeights.from_model(model),
                                  objectives.averaged_branches)
     correct = [np.sum(predictions(x) == y) for x, y in data]
@@ -45,6 +58,39 @@ class EvaluatorTest(tf.test.TestCase):
     self.assertAllClose(metrics['test_accuracy'], sum(correct) / 87)  # The union, not the mean of the two.
     client_correct = sum(np.sum(predictions(x) == y) for x, y in clients)
     self.assertAllClose(metrics['personalized_accuracy'], client_correct / 18)  # Example-weighted over clients.
+
+  def test_client_weights_match_numpy_em(self):
+    rng = np.random.default_rng(1)
+    log_terms = rng.normal(0.0, 2.0, size=(60, 4)).astype(np.float32)
+    clients = rng.integers(0, 5, 60).astype(np.int32)
+    clients[clients == 3] = 4  # Client 3 has no examples: it keeps uniform weights.
+    fitted = evaluation.fit_client_log_weights(tf.constant(log_terms), tf.constant(clients), 5, steps=7)
+    self.assertAllClose(fitted, _numpy_client_em(log_terms, clients, 5, 7), atol=1e-5)
+    self.assertAllClose(fitted[3], np.log(np.full(4, 0.25)))
+
+  def test_personalized_objective_gets_each_clients_fitted_weights(self):
+    # Two "branches" whose log-likelihood terms are x[:, 0] and x[:, 1]; the objective predicts class 1 where the
+    # example's client favours branch 1: the accuracy shows which rows it was handed.
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(30, 3)).astype(np.float32)
+    x[:15, 0] += 3.0  # Client 0's personalization data favour entry 0, client 1's entry 1.
+    x[15:, 1] += 3.0
+    own = _batches(x[:15], np.zeros(15, np.int32), 0, 4, 0).concatenate(
+        _batches(x[15:], np.zeros(15, np.int32), 0, 4, 1))
+    test = _batches(x[:6], np.zeros(6, np.int32), 0, 4, 0).concatenate(
+        _batches(x[:4], np.ones(4, np.int32), 0, 4, 1))
+    evaluator = evaluation.Evaluator(gaussian_mixture.create_model(dim=3, num_branches=2), {},
+                                     {'unseen': evaluation.HeldOutData(test, own, 2)})
+    log_terms = lambda outputs, batch: batch['x'][:, :2]
+
+    def objective(outputs, batch, client_log_weights=None):
+      favoured = tf.argmax(tf.gather(client_log_weights, batch['client']), axis=-1)
+      return objectives.classification_result(tf.one_hot(favoured, 2), batch)
+
+    model = gaussian_mixture.create_model(dim=3, num_branches=2)
+    metrics = evaluator.evaluate(tff.learning.models.ModelWeights.from_model(model), objective,
+                                 personalization=evaluation.Personalization(log_terms, em_steps=5))
+    self.assertAllClose(metrics['unseen_accuracy'], 1.0)
 
 
 if __name__ == '__main__':

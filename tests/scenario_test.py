@@ -385,10 +385,21 @@ class DirichletMixtureScenarioTest(tf.test.TestCase):
     for round_num in range(1, 30):  # Every round trains on the clients' fixed train splits, never unseen ones.
       for client in mixture.round_plan(round_num).clients:
         self.assertEqual(client, plans['train'][client.client_id])
-    unseen_test = mixture.evaluation_plans()['unseen']
-    self.assertLen(unseen_test, 100)
-    adapted = sum(part.num_examples for plan in mixture.adaptation_plans() for part in plan.parts)
+    held_out = mixture.evaluation_plans()
+    self.assertEqual([plan.client_id for plan in held_out['personalized'].personalization],
+                     [plan.client_id for plan in held_out['personalized'].test])
+    self.assertEqual(held_out['personalized'].personalization, tuple(plans['train'].values()))
+    unseen = held_out['unseen']
+    self.assertLen(unseen.test, 100)
+    self.assertEqual([plan.client_id for plan in unseen.personalization], [plan.client_id for plan in unseen.test])
+    adapted = sum(part.num_examples for plan in unseen.personalization for part in plan.parts)
+    tested = sum(part.num_examples for plan in unseen.test for part in plan.parts)
     self.assertAlmostEqual(adapted / 100000, 0.5, delta=0.002)
+    self.assertAlmostEqual(tested / 100000, 0.5, delta=0.002)
+    for own, test in zip(unseen.personalization, unseen.test):  # The halves are disjoint ranges of each source.
+      adaptation_ends = {part.domain: part.skip + part.num_examples for part in own.parts}
+      for part in test.parts:
+        self.assertEqual(part.skip, adaptation_ends.get(part.domain, 0))
 
   def test_splits_are_disjoint_complete_and_round_independent(self):
     data = [tff.simulation.datasets.TestClientData({f'b0_{i}': collections.OrderedDict(
