@@ -211,23 +211,12 @@ class _Features:
     return tf.reshape(tf.cast(x, tf.float32), [-1, int(np.prod(x.shape[1:]))])
 
 
-def _component_of_tensor(model: tf.keras.Model, submodels: str, num_components: int) -> list[int]:
-  """For each trainable tensor (in `ModelWeights.trainable` order), the sub-model it belongs to, or -1 for a shared
-  one (the extractor of `branches`)."""
-  prefix = 'network_' if submodels == 'networks' else 'branch_'
-  owner = {}
-  for k in range(num_components):
-    for variable in model.get_layer(f'{prefix}{k + 1}').trainable_variables:
-      owner[variable.ref()] = k
-  return [owner.get(variable.ref(), -1)
-          for variable in tff.learning.models.ModelWeights.from_model(model).trainable]
-
-
 def build_client_round(model: tf.keras.Model, features_fn: _Features, optimizer, batch_fn: task_lib.BatchFn,
                        num_components: int, num_modes: int, config: Config):
   """The client's round as a `tf.function` (weights, mixture, dataset, client pi or None) -> (ClientResult,
   GMM sums, metric sums, the client's new pi)."""
-  components = _component_of_tensor(model, config.submodels, num_components)
+  components = multi_branch.tensor_owners(model, 'network_' if config.submodels == 'networks' else 'branch_',
+                                          num_components)
 
   @tf.function
   def run(weights, mixture, dataset, client_pi):

@@ -14,6 +14,7 @@ from algorithms import certainty
 from algorithms import cfl
 from algorithms import evaluation
 from algorithms import fedem
+from algorithms import fedgmm
 from algorithms import fedtem
 from algorithms import fedtkm
 from algorithms import method
@@ -136,6 +137,7 @@ _BUILDERS = {
 METHOD_CONFIGS = {
     pfedem.NAME: (pfedem.Config, pfedem.build_algorithm),
     cfl.NAME: (cfl.Config, cfl.build_algorithm),
+    fedgmm.NAME: (fedgmm.Config, fedgmm.build_algorithm),
 }
 ALGORITHMS = tuple(_BUILDERS) + tuple(METHOD_CONFIGS)
 _SHIFT_FREE = frozenset({'nds', 'nds_single'})

@@ -81,6 +81,16 @@ def build_multi_network_model(network_fn: Callable[[], tf.keras.Model], num_netw
   return tf.keras.Model(inputs=inputs, outputs={FEATURES: outputs[0][FEATURES], LOGITS: logits}, name=name)
 
 
+def tensor_owners(model: tf.keras.Model, layer_prefix: str, count: int) -> list[int]:
+  """For each trainable tensor of `model` (in `ModelWeights.trainable` order), the index k of the layer
+  `<layer_prefix><k + 1>` (k < count) it belongs to, or -1 for a tensor of none (a shared extractor)."""
+  owner = {}
+  for k in range(count):
+    for variable in model.get_layer(f'{layer_prefix}{k + 1}').trainable_variables:
+      owner[variable.ref()] = k
+  return [owner.get(variable.ref(), -1) for variable in model.trainable_variables]
+
+
 def average_branch_logits(logits: tf.Tensor) -> tf.Tensor:
   """The Vanilla prediction: the mean over the branch axis of logits [B, K, ...] -> [B, ...]."""
   return tf.reduce_mean(logits, axis=1)
