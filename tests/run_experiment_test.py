@@ -52,6 +52,7 @@ class BadInputTest(parameterized.TestCase):
       ('tshot_on_stackoverflow', ['--algorithm=tshot_kmeans', '--task=stackoverflow'], 'not defined for stackoverflow'),
       ('scsgd_halves', ['--algorithm=scsgd', '--scsgd_halves=thirds'], 'scsgd_halves must be one of'),
       ('fedem_iterations', ['--algorithm=fedem', '--fedem_em_iterations=0'], 'fedem_em_iterations must be >= 1'),
+      ('fedgmm_gaussians', ['--algorithm=fedgmm', '--fedgmm_gaussians=0'], 'fedgmm_gaussians must be >= 1'),
       ('routing_with_one_branch', ['--algorithm=min_loss', '--num_branches=1'], 'needs --num_branches >= 2'),
       ('missing_dataset', ['--task=cifar', '--cache_dir=/nonexistent'], '/nonexistent/cifar100.sqlite'),
   )
@@ -163,7 +164,9 @@ class EndToEndTest(parameterized.TestCase):
       ('fedem_with_client_state', ['--algorithm=fedem', '--fedem_client_state']),
       # CFL's clusters (server state) and every client's cluster (client state); splits from round 3 on.
       ('cfl', ['--algorithm=cfl', '--cfl_eps1=10', '--cfl_eps2=0', '--cfl_warmup_rounds=2']),
-      ('pfedem_with_client_pi', ['--algorithm=pfedem', '--pfedem_client_pi']))
+      ('pfedem_with_client_pi', ['--algorithm=pfedem', '--pfedem_client_pi']),
+      # FedGMM's GMM (server state) and every client's pi_c (client state).
+      ('fedgmm', ['--algorithm=fedgmm', '--fedgmm_gaussians=2', '--fedgmm_learners=2']))
   def test_interrupted_run_resumes_to_the_same_metrics(self, method_args):
     root = self.create_tempdir().full_path
     # 80 rounds: the interruption after round 5 must land well before the run would end by itself, also when the
@@ -268,7 +271,7 @@ class ScenarioTest(parameterized.TestCase):
   @parameterized.product(
       scenario=['mixture_drift', 'evolving_domains', 'concept_drift', 'windowed', 'dirichlet_mixture'],
       algorithm=['vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',
-                 'fedtem', 'fedtkm', 'pfedem', 'cfl'])
+                 'fedtem', 'fedtkm', 'pfedem', 'cfl', 'fedgmm'])
   def test_every_method_runs_on_every_scenario(self, scenario, algorithm):
     root = self.create_tempdir().full_path
     settings = {
@@ -316,6 +319,28 @@ class ScenarioTest(parameterized.TestCase):
       self.assertBetween(float(rows[1]['test_night_c1_accuracy']), 0.0, 1.0)
       with open(os.path.join(root, 's', 'summary.json')) as f:
         self.assertEqual(json.load(f)['forgetting'], {})  # One evaluation: no concept has come back yet.
+
+
+class FedGmmToyTest(absltest.TestCase):
+  """Seed 004's Figure 1: two components, N(-2, 1.5) labelled 1{x < -2} and N(2, 1.5) labelled 1{x < 2}. One model
+  of P(y | x) cannot fit both (the best threshold scores 0.75, logistic regression's lands near x = 0 and ~0.6);
+  FedGMM's Gaussians tell the components apart and its learners fit one rule each."""
+
+  def test_fedgmm_fits_both_labelling_rules_and_fedavg_cannot(self):
+    root = self.create_tempdir().full_path
+    common = ['--task=gaussian_toy_1d', '--scenario=dirichlet_mixture', '--total_rounds=60', '--rounds_per_eval=60',
+              '--clients_per_round=10', '--server_learning_rate=0.1', f'--root_output_dir={root}']
+    accuracy = {}
+    for name, args in (('fedgmm', ['--algorithm=fedgmm', '--fedgmm_gaussians=2', '--fedgmm_learners=2']),
+                       ('fedavg', ['--algorithm=vanilla_single'])):
+      result = _run(common + args + [f'--experiment_name={name}'])
+      self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+      last = _rows(os.path.join(root, name))[-1]
+      accuracy[name] = float(last['personalized_accuracy'])
+      if name == 'fedgmm':
+        self.assertGreater(float(last['routing_accuracy']), 0.85)  # x's Gaussians found (1.5 std overlaps them).
+    self.assertGreater(accuracy['fedgmm'], 0.85)
+    self.assertLess(accuracy['fedavg'], 0.7)
 
 
 class BaselinesTest(parameterized.TestCase):
