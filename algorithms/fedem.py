@@ -21,7 +21,9 @@ Client mixture weights (`keep_client_state`, flag `--fedem_client_state`):
 
 Test clients use their labels, the privilege the paper grants FedEM: each test minibatch estimates its own pi by the
 same EM from uniform (`eval_routing='batch'`, the default), or each example uses its own posterior q
-(`'sample'`). The routed branch (for routing accuracy) is argmax pi (or argmax q).
+(`'sample'`). The routed branch (for routing accuracy) is argmax pi (or argmax q). Held-out clients of scenarios
+that have them (seed 004: `personalized`, `unseen`) instead fit their pi on their own training or adaptation data
+(`personalization`, `em_iterations` EM steps with the components frozen) and are tested with it, as FedGMM is.
 """
 
 import collections
@@ -33,6 +35,7 @@ import tensorflow_federated as tff
 
 from algorithms import client_state
 from algorithms import client_training
+from algorithms import evaluation
 from algorithms import learning_process
 from algorithms import objectives
 from algorithms import routing
@@ -154,21 +157,32 @@ def build_process(model_fn, batch_fn, element_spec, client_learning_rate, server
 
 
 def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str, em_iterations: int):
-  """objective(outputs, batch): the mixture prediction with pi estimated on the labeled test batch (or q per
-  example)."""
+  """objective(outputs, batch[, client_log_weights]): the mixture prediction with pi estimated on the labeled test
+  batch (or q per example); on held-out clients with fitted weights (`personalization`), each example's client's pi."""
 
-  def objective(outputs, batch):
+  def objective(outputs, batch, client_log_weights=None):
     logits = outputs[multi_branch.LOGITS]
-    pi, q = expectation_maximization(per_branch_losses(logits, batch), em_iterations)
-    if routing_rule == 'batch':
-      weights = tf.repeat(pi[tf.newaxis], tf.shape(q)[0], axis=0)
-      branches = routing.batch_branches(batch, tf.argmax(pi))
+    if client_log_weights is not None:
+      weights = tf.exp(tf.gather(client_log_weights, batch['client']))
+      branches = tf.argmax(weights, axis=-1, output_type=tf.int32)
     else:
-      weights = q
-      branches = tf.argmax(q, axis=-1, output_type=tf.int32)
+      pi, q = expectation_maximization(per_branch_losses(logits, batch), em_iterations)
+      if routing_rule == 'batch':
+        weights = tf.repeat(pi[tf.newaxis], tf.shape(q)[0], axis=0)
+        branches = routing.batch_branches(batch, tf.argmax(pi))
+      else:
+        weights = q
+        branches = tf.argmax(q, axis=-1, output_type=tf.int32)
     result = objectives.classification_result(mixture_log_probs(logits, weights), batch)
     confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(branches, num_branches),
                           transpose_a=True)
     return result._replace(routing=confusion)
 
   return objective
+
+
+def personalization(em_iterations: int):
+  """Held-out clients fit their pi on their own data (training split or adaptation half) with the components
+  frozen, Marfoq et al.'s adaptation of a new client: the E step's terms are log P_k(y | x) = -l_jk."""
+  return evaluation.Personalization(lambda outputs, batch: -per_branch_losses(outputs[multi_branch.LOGITS], batch),
+                                    em_iterations)

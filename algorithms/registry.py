@@ -103,7 +103,8 @@ def _build_fedem(task, element_spec, hparams, evaluator) -> Algorithm:
   objective = fedem.evaluation_objective(task.num_modes, hparams.num_branches, hparams.eval_routing,
                                          hparams.fedem_em_iterations)
   evaluate = evaluation.routed_evaluation(process, evaluator, objective, lambda state: (),
-                                [task.num_modes, hparams.num_branches], best_matching=True)
+                                          [task.num_modes, hparams.num_branches], best_matching=True,
+                                          personalization=fedem.personalization(hparams.fedem_em_iterations))
   initial = fedem.initial_client_state(hparams.num_branches) if hparams.fedem_client_state else None
   return Algorithm(process, evaluate, shift_free=False, initial_client_state=initial)
 

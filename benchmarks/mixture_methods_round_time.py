@@ -1,11 +1,12 @@
-"""pFedEM's and CFL's seconds per round against Vanilla's on the same clients (seed 000's methods).
+"""pFedEM's, CFL's and FedGMM's seconds per round against Vanilla's on the same clients.
 
 Workloads: the synthetic task and EMNIST-shaped data (`clustering_round_time`'s), 10 clients per round, the same
 sampled clients and batches for every method, all as TFF learning processes. pFedEM runs with its defaults
 (K = 2 full networks, the GMM over network 1's features) and with `branches`; CFL with 2 networks. Both train
 K networks' worth of parameters where Vanilla's K-branch network shares its extractor, so the network, not the
 method's extra work, is most of the ratio; `vanilla_networks` (Vanilla's client work on the same 2-network model)
-separates the two.
+separates the two. FedGMM runs with 2 Gaussians x 2 learners (2 networks; full covariances over x itself on the
+synthetic task, over a 48-dimensional random projection of x on EMNIST-shaped data).
 
     bazel run //benchmarks:mixture_methods_round_time -- --rounds=20
 """
@@ -22,6 +23,7 @@ import tensorflow as tf
 
 from algorithms import cfl
 from algorithms import evaluation
+from algorithms import fedgmm
 from algorithms import learning_process
 from algorithms import method
 from algorithms import pfedem
@@ -65,6 +67,10 @@ def _measure(task):
     seconds[name] = _seconds(algorithm, algorithm.model_fn, rounds)
   algorithm = cfl.build_algorithm(task, element_spec, hparams, evaluator, cfl.Config())
   seconds['cfl'] = _seconds(algorithm, algorithm.model_fn, rounds, {'cluster': np.float32(cfl.UNASSIGNED)})
+  features = 'raw' if task.name == 'synthetic' else 'random_projection'
+  config = fedgmm.Config(gaussians=2, learners=2, features=features)
+  algorithm = fedgmm.build_algorithm(task, element_spec, hparams, evaluator, config)
+  seconds['fedgmm'] = _seconds(algorithm, algorithm.model_fn, rounds, fedgmm.initial_client_state(config))
   return seconds
 
 
