@@ -358,7 +358,8 @@ def main(argv):
                                            task.held_out_dataset(clients.personalization, _EVAL_BATCH_SIZE.value),
                                            len(clients.test))
               for name, clients in scenario.evaluation_plans().items()}
-  evaluator = evaluation.Evaluator(model_fn(), test_datasets, held_out)
+  evaluator = evaluation.Evaluator(model_fn(), test_datasets, held_out,
+                                  task.novelty_dataset(_EVAL_BATCH_SIZE.value))
   algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator,
                                _method_config(_ALGORITHM.value))
   model_fn = algorithm.model_fn or model_fn

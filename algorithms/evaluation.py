@@ -24,8 +24,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms import client_training
+from algorithms import novelty
 from algorithms import objectives
 from algorithms import routing
+from models import multi_branch
 
 Objective = Callable[[dict, dict], objectives.BatchResult]
 
@@ -66,28 +68,32 @@ class Evaluator:
   """Evaluates model weights on a task's per-mode test sets."""
 
   def __init__(self, model: tf.keras.Model, test_datasets: dict[str, tf.data.Dataset],
-               held_out: Optional[dict[str, HeldOutData]] = None):
+               held_out: Optional[dict[str, HeldOutData]] = None,
+               novelty_dataset: Optional[tf.data.Dataset] = None):
     """`test_datasets`: mode name -> batched test dataset (`tasks.task.Task.test_dataset`); `held_out`: name ->
-    clients' own held-out data."""
+    clients' own held-out data; `novelty_dataset`: batches of novel examples (`tasks.task.Task.novelty_dataset`),
+    scored against the test datasets' (`algorithms.novelty`)."""
     self._model = model
     self._weights = tff.learning.models.ModelWeights.from_model(model)
     self._test_datasets = test_datasets
     self._held_out = held_out or {}
     self._evaluate_sums = tf.function(self._sums)
-    self._collect_log_terms = tf.function(self._log_terms)
+    self._novelty = novelty_dataset
+    self._collect_per_example = tf.function(self._collect)
 
   def with_model(self, model: tf.keras.Model) -> 'Evaluator':
     """An evaluator of the same test data for another network (a method whose model is not the task's)."""
-    return Evaluator(model, self._test_datasets, self._held_out)
+    return Evaluator(model, self._test_datasets, self._held_out, self._novelty)
 
-  def _log_terms(self, dataset: tf.data.Dataset, log_terms: Callable, objective_args) -> tuple[tf.Tensor, tf.Tensor]:
-    """(l [N, M], client [N]) over a personalization dataset."""
-    terms = tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False)
-    clients = tf.TensorArray(tf.int32, size=0, dynamic_size=True, infer_shape=False)
+  def _collect(self, dataset: tf.data.Dataset, per_example: Callable, objective_args,
+               dtypes: tuple) -> tuple[tf.Tensor, ...]:
+    """`per_example(outputs, batch, *objective_args)`'s tuple of [B, ...] tensors of `dtypes`, concatenated over
+    `dataset`."""
+    arrays = tuple(tf.TensorArray(dtype, size=0, dynamic_size=True, infer_shape=False) for dtype in dtypes)
     for batch in dataset:
-      terms = terms.write(terms.size(), log_terms(self._model(batch['x'], training=False), batch, *objective_args))
-      clients = clients.write(clients.size(), batch['client'])
-    return terms.concat(), clients.concat()
+      values = per_example(self._model(batch['x'], training=False), batch, *objective_args)
+      arrays = tuple(array.write(array.size(), value) for array, value in zip(arrays, values))
+    return tuple(array.concat() for array in arrays)
 
   def _sums(self, dataset: tf.data.Dataset, objective: Objective, routing_shape, objective_args) -> dict:
 
@@ -98,14 +104,17 @@ class Evaluator:
     return dataset.reduce(client_training.zero_metric_sums(routing_shape), step)
 
   def evaluate(self, weights: tff.learning.models.ModelWeights, objective: Objective, routing_shape=None,
-               objective_args=(), personalization: Optional[Personalization] = None) -> dict:
+               objective_args=(), personalization: Optional[Personalization] = None,
+               novelty_score: Optional[Callable] = None) -> dict:
     """Returns test_loss, test_accuracy and test_<mode>_{loss,accuracy} for every mode.
 
     `objective(outputs, batch, *objective_args)` gives each batch's metrics; passing state such as a clustering
     model as `objective_args` (tensors) rather than in a closure lets the traced evaluation be reused. With
     `routing_shape` ([modes, branches]) the objective reports routing counts, returned summed over all test data
     as `test_routing` (numpy). With `personalization`, held-out tests call `objective(outputs, batch,
-    *objective_args, client_log_weights)` with the fitted log pi [clients, M].
+    *objective_args, client_log_weights)` with the fitted log pi [clients, M]. With a novelty dataset,
+    `novelty_score(outputs, batch, *objective_args)` [B] (default `max_softmax_novelty`) scores it against the
+    test datasets: `novelty_auroc`, `novelty_average_precision`, `novelty_max_f1`.
     """
     tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
     metrics, total = {}, None
@@ -119,13 +128,28 @@ class Evaluator:
     for name, data in self._held_out.items():
       args = tuple(objective_args)
       if personalization is not None:
-        log_terms, clients = self._collect_log_terms(data.personalization, personalization.log_terms, args)
+        with_client = lambda outputs, batch, *a: (personalization.log_terms(outputs, batch, *a), batch['client'])
+        log_terms, clients = self._collect_per_example(data.personalization, with_client, args,
+                                                       (tf.float32, tf.int32))
         args += (fit_client_log_weights(log_terms, clients, data.num_clients, personalization.em_steps),)
       sums = self._evaluate_sums(data.test, objective, routing_shape, args)
       metrics.update(_finalize({key: np.asarray(value) for key, value in sums.items()}, prefix=f'{name}_'))
+    if self._novelty is not None and self._test_datasets:
+      score = lambda outputs, batch, *a: ((novelty_score or max_softmax_novelty)(outputs, batch, *a),)
+      args = tuple(objective_args)
+      known = [self._collect_per_example(d, score, args, (tf.float32,))[0] for d in self._test_datasets.values()]
+      novel = self._collect_per_example(self._novelty, score, args, (tf.float32,))[0]
+      metrics.update(novelty.novelty_metrics(np.concatenate(known), novel.numpy()))
     if routing_shape is not None:
       metrics['test_routing'] = total['routing']
     return metrics
+
+
+def max_softmax_novelty(outputs: dict, batch: dict, *objective_args) -> tf.Tensor:
+  """1 - max_y softmax of the branch-averaged logits [B] (the max-softmax baseline; `algorithms.novelty`)."""
+  del batch, objective_args  # Unused.
+  logits = multi_branch.average_branch_logits(tf.convert_to_tensor(outputs[multi_branch.LOGITS]))
+  return 1.0 - tf.reduce_max(tf.nn.softmax(logits), axis=-1)
 
 
 def _finalize(sums: dict, prefix: str) -> dict[str, float]:
@@ -135,7 +159,7 @@ def _finalize(sums: dict, prefix: str) -> dict[str, float]:
 
 def routed_evaluation(process: tff.learning.templates.LearningProcess, evaluator: Evaluator, objective: Objective,
                       objective_args_fn: Callable[[object], tuple], routing_shape, best_matching: bool,
-                      personalization: Optional[Personalization] = None):
+                      personalization: Optional[Personalization] = None, novelty_score: Optional[Callable] = None):
   """evaluate(state) for a method that routes test examples to branches: the evaluator's metrics plus
   `routing_accuracy` (under the best matching of domains to branches when `best_matching`) and `routing_ari`.
   `objective_args_fn(client work state)` gives the objective's extra arguments (its clustering model)."""
@@ -143,7 +167,7 @@ def routed_evaluation(process: tff.learning.templates.LearningProcess, evaluator
   def evaluate(state):
     metrics = evaluator.evaluate(process.get_model_weights(state), objective, routing_shape=routing_shape,
                                  objective_args=objective_args_fn(state.client_work),
-                                 personalization=personalization)
+                                 personalization=personalization, novelty_score=novelty_score)
     confusion = metrics.pop('test_routing').astype(np.float32)
     metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=best_matching))
     metrics['routing_ari'] = float(routing.adjusted_rand_index(confusion))

@@ -47,6 +47,9 @@ Choices (digest section 5; each a flag `--fedgmm_<field>`):
 - Initialization (item 3, unspecified): mu_m1 ~ N(0, `init_scale`^2 I) from the seed, Sigma_m1 = I, pi_c uniform.
 - Learners: M2 full copies of the task's single-branch network (`multi_branch.build_multi_network_model`).
 
+Novelty detection (Table 4): the score is -log P(z) under the GMM with the global pi (footnote 4's marginal; item 8
+leaves open which likelihood), against the max-softmax score of the other methods (`algorithms.novelty`).
+
 Metrics: `train_log_likelihood` (mean over the round's examples of log sum_m pi_c N P_theta, before the M step: the
 EM objective), `train_routing_accuracy` / `train_routing_ari` of argmax_m1 r_i against the examples' true
 components, `global_pi_<m1>_<m2>`; on evaluation `routing_accuracy` / `routing_ari` of argmax_m1 w(m1 | x).
@@ -333,10 +336,18 @@ def build_evaluation(process, evaluator: evaluation.Evaluator, model_fn, feature
     logits = mixture_logits(tf.convert_to_tensor(outputs[multi_branch.LOGITS]), tf.reduce_logsumexp(log_w, axis=1))
     return objectives.classification_result(logits, batch)._replace(routing=confusion)
 
+  def novelty_score(outputs, batch, means, covariances, weights):
+    """-log P(z) = -log sum_{m1,m2} pi(m1, m2) N(z; mu_m1, Sigma_m1) with the global pi (footnote 4)."""
+    del outputs  # Unused: the density is of the GMM's features alone.
+    log_pi = tf.math.log(tf.maximum(weights, 1e-30))
+    joint = log_pi + densities(batch, means, covariances)[:, :, tf.newaxis]
+    return -tf.reduce_logsumexp(tf.reshape(joint, [tf.shape(joint)[0], -1]), axis=-1)
+
   return evaluation.routed_evaluation(
       process, evaluator.with_model(model_fn()), objective,
       lambda mixture: (mixture['means'], mixture['covariances'], mixture['weights']), [num_modes, config.gaussians],
-      best_matching=True, personalization=evaluation.Personalization(log_terms, config.eval_em_steps))
+      best_matching=True, personalization=evaluation.Personalization(log_terms, config.eval_em_steps),
+      novelty_score=novelty_score)
 
 
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,

@@ -19,6 +19,10 @@ ways), which is what a mixture of learners is for.
   mu = -2, 2 and v = -1, -1. Whether 1.5 is a variance or a standard deviation is unstated; we read it as the
   standard deviation. 40 clients of 500 examples (the figure has no federation; any count shows it).
 
+Novelty data (Table 4's detection task): `test_examples_per_component` examples of a component no client holds,
+x ~ N(mu_new, sigma^2 I_d) with mu_new ~ U(-1, 1)^d from the seed (the toy: beyond both components, at
+2 max|mu| + 2 sigma), labelled 0 (never scored for accuracy).
+
 Base population m has clients `client_0000`, ... with the same ids in every component, so scenario client c takes
 its component-m examples from client c of base m. Examples are generated lazily from (seed, component, client) with
 stateless random ops, so the 2.7 million examples of the full task are never held in memory at once. Test data:
@@ -118,9 +122,16 @@ def create_task(seed: int = 0, config: MixtureConfig = MixtureConfig(), name: st
     test_data.append(tf.data.Dataset.from_tensor_slices(
         collections.OrderedDict(x=x, y=labels(x, means[m], normals[m]))))
     test_sizes.append(config.test_examples_per_component)
+  novel_mean = np.random.default_rng([seed, 42]).uniform(-1, 1, config.dim).astype(np.float32)
+  if config.means is not None:  # Fixed components (the toy): the novel one lies beyond them.
+    novel_mean = 2.0 * np.abs(means).max(axis=0) + 2.0 * config.std
+  novel_x = (novel_mean + config.std * rng.normal(size=(config.test_examples_per_component, config.dim))).astype(
+      np.float32)
+  novel = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+      x=novel_x, y=np.zeros(len(novel_x), np.int32)))
   return task_lib.Task(
       name=name, train_data=train_data,
       client_sizes=[{client_id: config.client_size for client_id in client_ids}] * config.num_components,
       test_data=test_data, test_sizes=test_sizes, batch_fn=lambda batch: batch,
       model_fn=lambda num_branches: create_model(config.dim, num_branches), num_classes=NUM_CLASSES,
-      mode_names=tuple(f'component{m + 1}' for m in range(config.num_components)))
+      mode_names=tuple(f'component{m + 1}' for m in range(config.num_components)), novelty_data=novel)

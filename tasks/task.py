@@ -63,6 +63,7 @@ class Task:
       domain reflects about).
     domains: The domains examples are labelled with; None: one untransformed domain per mode.
     raw_label_key: The label's key in raw elements (what a part's `label_weights` select on).
+    novelty_data: Raw unbatched examples of none of the task's populations (for novelty detection), or None.
   """
   name: str
   train_data: Sequence[tff.simulation.datasets.ClientData]
@@ -76,6 +77,7 @@ class Task:
   input_range: Optional[tuple[float, float]] = None
   domains: Optional[tuple[domains_lib.Domain, ...]] = None
   raw_label_key: str = 'y'
+  novelty_data: Optional[tf.data.Dataset] = None
 
   @property
   def domain_list(self) -> tuple[domains_lib.Domain, ...]:
@@ -175,6 +177,12 @@ class Task:
       return tf.data.Dataset.zip((source, draws)).filter(lambda element, u: u < tf.gather(keep, label(element)))
 
     return tf.data.Dataset.from_tensors(0).flat_map(kept).map(lambda element, u: element)
+
+  def novelty_dataset(self, batch_size: int) -> Optional[tf.data.Dataset]:
+    """Batches `OrderedDict(x, y, mode)` of the task's novelty data (mode 0, never scored), or None."""
+    if self.novelty_data is None:
+      return None
+    return model_batches(_with_mode(self.novelty_data, 0).batch(batch_size), self.batch_fn)
 
   def test_dataset(self, mode: Optional[int], batch_size: int) -> tf.data.Dataset:
     """Test batches `OrderedDict(x, y, mode)` of one domain (its base's test data, transformed)."""

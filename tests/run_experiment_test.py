@@ -324,23 +324,28 @@ class ScenarioTest(parameterized.TestCase):
 class FedGmmToyTest(absltest.TestCase):
   """Seed 004's Figure 1: two components, N(-2, 1.5) labelled 1{x < -2} and N(2, 1.5) labelled 1{x < 2}. One model
   of P(y | x) cannot fit both (the best threshold scores 0.75, logistic regression's lands near x = 0 and ~0.6);
-  FedGMM's Gaussians tell the components apart and its learners fit one rule each."""
+  FedGMM's Gaussians tell the components apart and its learners fit one rule each, and its density flags novel
+  examples (Table 4's detection) where FedAvg's max-softmax score does not."""
 
   def test_fedgmm_fits_both_labelling_rules_and_fedavg_cannot(self):
     root = self.create_tempdir().full_path
     common = ['--task=gaussian_toy_1d', '--scenario=dirichlet_mixture', '--total_rounds=60', '--rounds_per_eval=60',
               '--clients_per_round=10', '--server_learning_rate=0.1', f'--root_output_dir={root}']
-    accuracy = {}
+    accuracy, auroc = {}, {}
     for name, args in (('fedgmm', ['--algorithm=fedgmm', '--fedgmm_gaussians=2', '--fedgmm_learners=2']),
                        ('fedavg', ['--algorithm=vanilla_single'])):
       result = _run(common + args + [f'--experiment_name={name}'])
       self.assertEqual(result.returncode, 0, result.stderr[-3000:])
       last = _rows(os.path.join(root, name))[-1]
       accuracy[name] = float(last['personalized_accuracy'])
+      auroc[name] = float(last['novelty_auroc'])
       if name == 'fedgmm':
         self.assertGreater(float(last['routing_accuracy']), 0.85)  # x's Gaussians found (1.5 std overlaps them).
     self.assertGreater(accuracy['fedgmm'], 0.85)
     self.assertLess(accuracy['fedavg'], 0.7)
+    # Novel examples from beyond both components: FedGMM's density flags them; a confident classifier cannot.
+    self.assertGreater(auroc['fedgmm'], 0.95)
+    self.assertLess(auroc['fedavg'], 0.5)
 
 
 class BaselinesTest(parameterized.TestCase):
