@@ -4,7 +4,8 @@ Per run, the last evaluation of metrics.csv: `personalized_accuracy` (every trai
 own model: Table 2's "average accuracy of all clients", example-weighted), `unseen_accuracy` (the unseen clients'
 test halves after adapting on their other halves: Table 5), `test_accuracy` (the union of the components' test sets
 with the global model or mixture weights) and, for methods that route, `routing_ari` (test examples' component
-against the true one).
+against the true one) and the novelty scores' AUROC, average precision and max-F1 (percent; Table 4), with the
+number of runs that report each in parentheses.
 
     python tools/fedgmm_table.py --root=/tmp/fedgmm_table
 """
@@ -20,7 +21,8 @@ from absl import flags
 import numpy as np
 
 _ROOT = flags.DEFINE_string('root', '/tmp/fedgmm_table', 'Directory of the runs.')
-COLUMNS = ('personalized_accuracy', 'unseen_accuracy', 'test_accuracy', 'routing_ari')
+COLUMNS = ('personalized_accuracy', 'unseen_accuracy', 'test_accuracy', 'routing_ari', 'novelty_auroc',
+           'novelty_average_precision', 'novelty_max_f1')
 PAPER_TABLE_2 = {'fedgmm': 72.02, 'fedem': 65.61, 'vanilla_single': 53.21}
 
 
@@ -32,9 +34,9 @@ def last_evaluation(path: str) -> dict:
 
 def table(root: str) -> str:
   runs = collections.defaultdict(list)
-  for path in sorted(glob.glob(os.path.join(root, '*_s[0-9]*', 'metrics.csv'))):
+  for path in sorted(glob.glob(os.path.join(root, '*_s[0-9]*', 'summary.json'))):  # Finished runs only.
     method = re.sub(r'_s\d+$', '', os.path.basename(os.path.dirname(path)))
-    runs[method].append(last_evaluation(path))
+    runs[method].append(last_evaluation(os.path.join(os.path.dirname(path), 'metrics.csv')))
   lines = ['| method | seeds | ' + ' | '.join(COLUMNS) + ' | paper Table 2 |',
            '|---|---|' + '---|' * (len(COLUMNS) + 1)]
   for method, evaluations in runs.items():
@@ -45,8 +47,8 @@ def table(root: str) -> str:
         cells.append('')
         continue
       error = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float('nan')
-      cells.append(f'{100 * values.mean():.2f} +- {100 * error:.2f}' if 'accuracy' in column else
-                   f'{values.mean():.3f} +- {error:.3f}')
+      cells.append(f'{100 * values.mean():.2f} +- {100 * error:.2f} ({len(values)})' if column != 'routing_ari' else
+                   f'{values.mean():.3f} +- {error:.3f} ({len(values)})')
     paper = PAPER_TABLE_2.get(method)
     lines.append(f'| {method} | {len(evaluations)} | ' + ' | '.join(cells) +
                  f' | {"" if paper is None else paper} |')
