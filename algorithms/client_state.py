@@ -121,3 +121,33 @@ def client_work(client_update: tff.Computation,
     return tff.templates.MeasuredProcessOutput(state, result, measurements)
 
   return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+
+
+def summed_statistics_work(initial_state, client_round: tff.Computation,
+                           server_update: tff.Computation) -> tff.learning.templates.ClientWorkProcess:
+  """The client work of a method whose server state (a clustering model) is updated from the clients' sums.
+
+  `client_round` is a TFF computation (weights, server state, client data) -> (ClientResult, statistics, metric
+  sums[, updated client-state element]); `server_update` (server state, summed statistics, summed metric sums) ->
+  (new server state, metrics). Per round: broadcast the state, run the clients, `federated_sum` their statistics
+  and sums, update the state at the server; with a fourth client output, the updated client states are gathered
+  into the `client_states` measurement (`with_gathered`).
+  """
+  weights_type, state_type, data_type = client_round.type_signature.parameter
+  with_client_states = len(client_round.type_signature.result) == 4
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value(initial_state, tff.SERVER)
+
+  @tff.federated_computation(tff.FederatedType(state_type, tff.SERVER), tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, client_data):
+    outputs = tff.federated_map(client_round, (weights, tff.federated_broadcast(state), client_data))
+    new_state, metrics = tff.federated_map(server_update, (state, tff.federated_sum(outputs[1]),
+                                                           tff.federated_sum(outputs[2])))
+    if with_client_states:
+      metrics = with_gathered(metrics, outputs[3])
+    return tff.templates.MeasuredProcessOutput(new_state, outputs[0], metrics)
+
+  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)

@@ -295,20 +295,7 @@ def build_client_work(model_fn, features_fn: Features, batch_fn: task_lib.BatchF
            for a in range(config.gaussians) for b in range(config.learners)})
     return new_mixture, metrics
 
-  @tff.federated_computation
-  def initialize():
-    return tff.federated_value(mixture_value, tff.SERVER)
-
-  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
-                             tff.FederatedType(data_type, tff.CLIENTS))
-  def next_fn(state, weights, client_data):
-    result, statistics, sums, states = tff.federated_map(client_round, (weights, tff.federated_broadcast(state),
-                                                                        client_data))
-    mixture, metrics = tff.federated_map(server_update, (state, tff.federated_sum(statistics),
-                                                         tff.federated_sum(sums)))
-    return tff.templates.MeasuredProcessOutput(mixture, result, client_state.with_gathered(metrics, states))
-
-  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+  return client_state.summed_statistics_work(mixture_value, client_round, server_update)
 
 
 def build_evaluation(process, evaluator: evaluation.Evaluator, model_fn, features_fn: Features, num_modes: int,

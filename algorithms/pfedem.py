@@ -298,22 +298,7 @@ def build_client_work(model_fn, features_fn_builder, batch_fn: task_lib.BatchFn,
         **{f'learned_share_{k}': new_mixture['weights'][k] for k in range(num_components)})
     return new_mixture, metrics
 
-  @tff.federated_computation
-  def initialize():
-    return tff.federated_value(mixture_value, tff.SERVER)
-
-  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
-                             tff.FederatedType(data_type, tff.CLIENTS))
-  def next_fn(state, weights, client_data):
-    outputs = tff.federated_map(client_round, (weights, tff.federated_broadcast(state), client_data))
-    result, statistics, sums = outputs[0], outputs[1], outputs[2]
-    mixture, metrics = tff.federated_map(server_update, (state, tff.federated_sum(statistics),
-                                                         tff.federated_sum(sums)))
-    if config.client_pi:
-      metrics = client_state.with_gathered(metrics, outputs[3])
-    return tff.templates.MeasuredProcessOutput(mixture, result, metrics)
-
-  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+  return client_state.summed_statistics_work(mixture_value, client_round, server_update)
 
 
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
