@@ -95,16 +95,9 @@ class Config:
   eval_em_steps: int = method.setting(10, 'FedGMM: EM steps fitting an evaluated client\'s pi_c on its own data.')
 
   def validate(self) -> None:
-    for name, value, allowed in (('features', self.features, FEATURES),
-                                 ('covariance_aggregation', self.covariance_aggregation, COVARIANCE_AGGREGATIONS)):
-      if value not in allowed:
-        raise ValueError(f'--{method.flag_name(NAME, name)} must be one of {", ".join(allowed)}; got {value!r}.')
-    for name in ('gaussians', 'learners', 'feature_dim', 'eval_em_steps'):
-      if getattr(self, name) < 1:
-        raise ValueError(f'--{method.flag_name(NAME, name)} must be >= 1; got {getattr(self, name)}.')
-    for name in ('covariance_eps', 'init_scale'):
-      if not getattr(self, name) > 0:
-        raise ValueError(f'--{method.flag_name(NAME, name)} must be > 0; got {getattr(self, name):g}.')
+    method.check_settings(self, NAME, {'features': FEATURES, 'covariance_aggregation': COVARIANCE_AGGREGATIONS},
+                          at_least_one=('gaussians', 'learners', 'feature_dim', 'eval_em_steps'),
+                          positive=('covariance_eps', 'init_scale'))
 
 
 def initial_mixture(config: Config, feature_dim: int, seed: int) -> collections.OrderedDict:

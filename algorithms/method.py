@@ -60,3 +60,19 @@ def setting(default, help_text: str):
 
 def flag_name(method: str, field_name: str) -> str:
   return f'{method}_{field_name}'
+
+
+def check_settings(config, method: str, choices: Optional[dict] = None, at_least_one: tuple = (),
+                   positive: tuple = ()) -> None:
+  """Raises a one-line ValueError naming the flag `--<method>_<field>` of the first `config` field that is not in
+  its allowed `choices[field]`, is below 1 (`at_least_one`) or is not > 0 (`positive`)."""
+  for name, allowed in (choices or {}).items():
+    if getattr(config, name) not in allowed:
+      raise ValueError(f'--{flag_name(method, name)} must be one of {", ".join(allowed)}; '
+                       f'got {getattr(config, name)!r}.')
+  for name in at_least_one:
+    if getattr(config, name) < 1:
+      raise ValueError(f'--{flag_name(method, name)} must be >= 1; got {getattr(config, name)}.')
+  for name in positive:
+    if not getattr(config, name) > 0:
+      raise ValueError(f'--{flag_name(method, name)} must be > 0; got {getattr(config, name):g}.')

@@ -101,14 +101,9 @@ class Config:
                                        'parameters with pi_k = 0 (keep) or is re-seeded from the largest (split).')
 
   def validate(self) -> None:
-    for name, value, allowed in (('submodels', self.submodels, SUBMODELS), ('features', self.features, FEATURES),
-                                 ('inference', self.inference, INFERENCES),
-                                 ('model_weights', self.model_weights, MODEL_WEIGHTS),
-                                 ('collapse_guard', self.collapse_guard, COLLAPSE_GUARDS)):
-      if value not in allowed:
-        raise ValueError(f'--{method.flag_name(NAME, name)} must be one of {", ".join(allowed)}; got {value!r}.')
-    if not self.variance_floor > 0:
-      raise ValueError(f'--{method.flag_name(NAME, "variance_floor")} must be > 0; got {self.variance_floor:g}.')
+    method.check_settings(self, NAME, {'submodels': SUBMODELS, 'features': FEATURES, 'inference': INFERENCES,
+                                       'model_weights': MODEL_WEIGHTS, 'collapse_guard': COLLAPSE_GUARDS},
+                          positive=('variance_floor',))
 
 
 def initial_mixture(num_components: int, feature_dim: int, seed: int) -> collections.OrderedDict:
