@@ -302,6 +302,7 @@ def _fail(message: str, status: int = 2) -> None:
   sys.exit(status)
 
 
+@execution_context.exits_with_signal_status
 def main(argv):
   if len(argv) > 1:
     _fail(f'unexpected arguments: {" ".join(argv[1:])}')

@@ -61,6 +61,22 @@ execution_context.exit_if_signalled()
 print('not reached', flush=True)
 '''
 
+# A main whose SIGTERM exit is replaced, on its way out, by another exception (cleanup code that fails).
+_REPLACING_CHILD = r'''
+import os, signal
+from utils import execution_context
+execution_context.install()
+
+@execution_context.exits_with_signal_status
+def main():
+  try:
+    os.kill(os.getpid(), signal.SIGTERM)
+  finally:
+    raise RuntimeError('cleanup failed during the exit')
+
+main()
+'''
+
 
 def _is_running(pid: int) -> bool:
   """True if `pid` exists and is not a zombie."""
@@ -154,6 +170,17 @@ class ExecutionContextTest(absltest.TestCase):
     self.assertEqual(child.returncode, 128 + signal.SIGTERM, child.stderr[-2000:])
     self.assertEqual(child.stdout, 'went on after the signal\n')  # The handler's own exit was lost...
     self.assertIn('Exception ignored', child.stderr)  # ... because it was raised in the callback.
+
+  def test_sigterm_exit_replaced_by_another_exception_still_ends_with_the_signal_status(self):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+    child = subprocess.run([sys.executable, '-c', _REPLACING_CHILD], env=env, capture_output=True, text=True,
+                           timeout=120)
+    self.assertEqual(child.returncode, 128 + signal.SIGTERM, child.stderr[-2000:])
+    self.assertNotIn('cleanup failed', child.stderr)
+    unwrapped = subprocess.run([sys.executable, '-c', _REPLACING_CHILD.replace('@execution_context', '#')],
+                               env=env, capture_output=True, text=True, timeout=120)
+    self.assertEqual(unwrapped.returncode, 1)  # The control: without the wrapper the replacement wins.
+    self.assertIn('RuntimeError: cleanup failed', unwrapped.stderr)
 
   def test_worker_outlives_a_sigkilled_python_without_install(self):
     # The control of the test above.

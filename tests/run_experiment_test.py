@@ -177,15 +177,19 @@ class EndToEndTest(parameterized.TestCase):
 
     interrupted_dir = os.path.join(root, 'resumed')
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+    stderr = open(os.path.join(root, 'interrupted_stderr.txt'), 'w+')
+    self.addCleanup(stderr.close)
     child = subprocess.Popen([sys.executable, _BINARY, *args, '--experiment_name=resumed'], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, stderr=stderr)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and child.poll() is None:
       if os.path.exists(os.path.join(interrupted_dir, 'metrics.csv')) and len(_rows(interrupted_dir)) >= 5:
         break
       time.sleep(0.05)
     child.send_signal(signal.SIGTERM)
-    self.assertEqual(child.wait(timeout=60), 128 + signal.SIGTERM)
+    status = child.wait(timeout=60)
+    stderr.seek(0)
+    self.assertEqual(status, 128 + signal.SIGTERM, stderr.read()[-3000:])
     self.assertLess(len(_rows(interrupted_dir)), 80)
 
     resumed = _run(args + ['--experiment_name=resumed'])

@@ -15,8 +15,10 @@ Importing this module registers one exit handler that, while the interpreter is 
 `install()` sets TFF's synchronous local C++ context and turns SIGTERM and SIGHUP (what Bazel and CI send on a
 timeout) into a normal exit, so the handler runs then too; Ctrl-C already exits normally. The signal handler raises
 `SystemExit` wherever the main thread is; when that is a garbage-collector callback or a `__del__` (jax registers a
-gc callback), Python prints "Exception ignored" and carries on: 2 of 28 CFL runs sent SIGTERM mid-run exited 0 and 1
-instead of 143. So the handler also records the signal, and loops call `exit_if_signalled()` at safe points.
+gc callback), Python prints "Exception ignored" and carries on (2 of 28 CFL runs sent SIGTERM mid-run exited 0 and 1
+instead of 143), and code that the exit unwinds through may raise an exception of its own in its place (a pFedEM run
+in CI exited 1). So the handler also records the signal, loops call `exit_if_signalled()` at safe points, and a
+binary's main wrapped in `exits_with_signal_status` ends with 128 + signal whatever its way out was.
 
 A process killed with SIGKILL runs no cleanup. For that case `install()` makes TFF start its worker with the
 kernel's parent-death signal (Linux `prctl(PR_SET_PDEATHSIG, SIGKILL)`), so the worker ends with the thread that
@@ -33,6 +35,7 @@ same.
 
 import atexit
 import ctypes
+import functools
 import gc
 import os
 import signal
@@ -40,7 +43,7 @@ import subprocess
 import sys
 import time
 import types
-from typing import Optional
+from typing import Callable, Optional
 
 import tensorflow_federated as tff
 from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
@@ -171,6 +174,20 @@ def exit_if_signalled() -> None:
   """Raises `SystemExit(128 + signum)` if SIGTERM or SIGHUP arrived, also when its handler's exit was swallowed."""
   if _received_signal is not None:
     raise SystemExit(128 + _received_signal)
+
+
+def exits_with_signal_status(main: Callable) -> Callable:
+  """`main` ending with `SystemExit(128 + signum)` whenever SIGTERM or SIGHUP arrived while it ran, whether it
+  returned, raised that exit or raised another exception in its place (a binary's `main`, for `app.run`)."""
+
+  @functools.wraps(main)
+  def wrapped(*args, **kwargs):
+    try:
+      return main(*args, **kwargs)
+    finally:
+      exit_if_signalled()
+
+  return wrapped
 
 
 def install() -> None:
