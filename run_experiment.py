@@ -302,6 +302,15 @@ def _fail(message: str, status: int = 2) -> None:
   sys.exit(status)
 
 
+def _held_out_data(task, clients, client_batch_size: int) -> evaluation.HeldOutData:
+  """The held-out clients' test and personalization batches, together and (for local tuning) client by client."""
+  client_data = lambda i: (task.held_out_dataset(clients.test[i:i + 1], _EVAL_BATCH_SIZE.value),
+                           task.held_out_dataset(clients.personalization[i:i + 1], client_batch_size))
+  return evaluation.HeldOutData(task.held_out_dataset(clients.test, _EVAL_BATCH_SIZE.value),
+                                task.held_out_dataset(clients.personalization, _EVAL_BATCH_SIZE.value),
+                                len(clients.test), client_data)
+
+
 @execution_context.exits_with_signal_status
 def main(argv):
   if len(argv) > 1:
@@ -327,7 +336,6 @@ def main(argv):
   try:
     scenario = scenarios.build(_scenario_config(values), populations, task.client_sizes,
                                   values['clients_per_round'], _SEED.value, shift_free, task.num_classes)
-    run_directory.prepare(output_dir, config, _OVERWRITE.value)
   except ValueError as error:
     _fail(str(error))
   scenario_domains = scenario.domains(task.mode_names, task.num_classes)
@@ -355,14 +363,16 @@ def main(argv):
       seed=_SEED.value)
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
                    for mode, name in enumerate(task.domain_names)}
-  held_out = {name: evaluation.HeldOutData(task.held_out_dataset(clients.test, _EVAL_BATCH_SIZE.value),
-                                           task.held_out_dataset(clients.personalization, _EVAL_BATCH_SIZE.value),
-                                           len(clients.test))
+  held_out = {name: _held_out_data(task, clients, values['client_batch_size'])
               for name, clients in scenario.evaluation_plans().items()}
   evaluator = evaluation.Evaluator(model_fn(), test_datasets, held_out,
                                   task.novelty_dataset(_EVAL_BATCH_SIZE.value))
-  algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator,
-                               _method_config(_ALGORITHM.value))
+  try:
+    algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator,
+                                 _method_config(_ALGORITHM.value))
+    run_directory.prepare(output_dir, config, _OVERWRITE.value)
+  except ValueError as error:
+    _fail(str(error))
   model_fn = algorithm.model_fn or model_fn
 
   parameters = multi_branch.parameter_counts(model_fn())
@@ -392,8 +402,12 @@ def main(argv):
       'seconds_this_invocation': time.monotonic() - started,
   }
   run_directory.write_json(os.path.join(output_dir, 'summary.json'), summary)
-  print(f'Test accuracy {final["test_accuracy"]:.4f} at round {int(final["round"])}, '
-        f'{final["test_accuracy_last_period_mean"]:.4f} averaged over the last period. Outputs: {output_dir}')
+  if 'test_accuracy' in final:
+    print(f'Test accuracy {final["test_accuracy"]:.4f} at round {int(final["round"])}, '
+          f'{final["test_accuracy_last_period_mean"]:.4f} averaged over the last period. Outputs: {output_dir}')
+  else:
+    held_out = ', '.join(f'{key} {value:.4f}' for key, value in final.items() if key.endswith('_accuracy'))
+    print(f'{held_out} at round {int(final["round"])}. Outputs: {output_dir}')
 
 
 _FLAG_NAMES = frozenset(flag.name for flag in (

@@ -85,10 +85,19 @@ def assign_weights(model: tf.keras.Model, weights: tff.learning.models.ModelWeig
   tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
 
 
+def proximal_term(trainable, initial_trainable, strength: float) -> tf.Tensor:
+  """FedProx's (mu / 2) ||w - w^t||^2 over the trainable tensors (Li et al., 2020, Eq. 2; seed 004's baseline)."""
+  return 0.5 * strength * tf.add_n([tf.reduce_sum(tf.square(variable - initial))
+                                    for variable, initial in zip(trainable, initial_trainable)])
+
+
 def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Optimizer,
                    initial_weights: tff.learning.models.ModelWeights, dataset: tf.data.Dataset,
-                   objective: Objective) -> TrainingOutput:
+                   objective: Objective, proximal_strength: float = 0.0) -> TrainingOutput:
   """Assigns `initial_weights` to `model`, trains on `dataset`, returns the update; runs inside a `tf.function`.
+
+  With `proximal_strength` mu > 0 every step minimizes the objective's loss plus `proximal_term` to
+  `initial_weights` (FedProx); the reported loss sums stay the objective's.
 
   The caller's `tf.function` must close over `model` (passing a Keras model as a `tf.function` argument makes the
   function see copies of its variables); its automatic control dependencies order the variable reads after
@@ -97,12 +106,16 @@ def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
   weights = tff.learning.models.ModelWeights.from_model(model)
   trainable = tuple(weights.trainable)
   specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
+  initial_trainable = tuple(initial_weights.trainable)
 
   def step(state, batch):
     optimizer_state, sums = state
     with tf.GradientTape() as tape:
       result = objective(model(batch['x'], training=True), batch)
-    gradients = tape.gradient(result.loss, trainable)
+      loss = result.loss
+      if proximal_strength > 0:
+        loss += proximal_term(trainable, initial_trainable, proximal_strength)
+    gradients = tape.gradient(loss, trainable)
     optimizer_state, updated = optimizer.next(optimizer_state, trainable, gradients)
     for variable, value in zip(trainable, updated):
       variable.assign(value)
@@ -118,8 +131,8 @@ def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
 
 
 def build_train_fn(model: tf.keras.Model, optimizer: tff.learning.optimizers.Optimizer,
-                   objective: Objective) -> Callable[[tff.learning.models.ModelWeights, tf.data.Dataset],
-                                                     TrainingOutput]:
+                   objective: Objective, proximal_strength: float = 0.0
+                   ) -> Callable[[tff.learning.models.ModelWeights, tf.data.Dataset], TrainingOutput]:
   """`local_training` as a `tf.function` (initial_weights, dataset) -> TrainingOutput; build it in a computation."""
   return tf.function(lambda initial_weights, dataset: local_training(model, optimizer, initial_weights, dataset,
-                                                                    objective))
+                                                                    objective, proximal_strength))

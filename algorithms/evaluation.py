@@ -34,10 +34,12 @@ Objective = Callable[[dict, dict], objectives.BatchResult]
 
 class HeldOutData(NamedTuple):
   """Clients' own held-out data (`tasks.task.Task.held_out_dataset` of `scenario.HeldOutClients`): `test` batches
-  and `personalization` batches, both with `client` [B] indices below `num_clients`."""
+  and `personalization` batches, both with `client` [B] indices below `num_clients`; `client_data(i)` gives client
+  i's (test, personalization) batches alone, the latter in training batches (for `LocalTuning`)."""
   test: tf.data.Dataset
   personalization: tf.data.Dataset
   num_clients: int
+  client_data: Optional[Callable[[int], tuple[tf.data.Dataset, tf.data.Dataset]]] = None
 
 
 class Personalization(NamedTuple):
@@ -46,6 +48,16 @@ class Personalization(NamedTuple):
   log P_theta(y | x); FedEM: log P_theta_k(y | x)); `em_steps` EM steps fit pi_c from uniform."""
   log_terms: Callable
   em_steps: int
+
+
+class LocalTuning(NamedTuple):
+  """Per-client training before each held-out client's test (seed 004's FedAvg+ and Local baselines): from
+  `initial_weights` (None: the evaluated weights) for `epochs` passes over the client's personalization data in
+  order, one SGD step of `learning_rate` per batch on `objective`'s loss (`client_training.local_training`)."""
+  objective: Objective
+  epochs: int
+  learning_rate: float
+  initial_weights: Optional[tff.learning.models.ModelWeights] = None
 
 
 def fit_client_log_weights(log_terms: tf.Tensor, clients: tf.Tensor, num_clients: int, steps: int) -> tf.Tensor:
@@ -69,13 +81,14 @@ class Evaluator:
 
   def __init__(self, model: tf.keras.Model, test_datasets: dict[str, tf.data.Dataset],
                held_out: Optional[dict[str, HeldOutData]] = None,
-               novelty_dataset: Optional[tf.data.Dataset] = None):
+               novelty_dataset: Optional[tf.data.Dataset] = None, centralized: bool = True):
     """`test_datasets`: mode name -> batched test dataset (`tasks.task.Task.test_dataset`); `held_out`: name ->
     clients' own held-out data; `novelty_dataset`: batches of novel examples (`tasks.task.Task.novelty_dataset`),
-    scored against the test datasets' (`algorithms.novelty`)."""
+    scored against the test datasets' (`algorithms.novelty`). Without `centralized` only the held-out clients
+    are evaluated (a method without a global model: Local)."""
     self._model = model
     self._weights = tff.learning.models.ModelWeights.from_model(model)
-    self._test_datasets = test_datasets
+    self._test_datasets = test_datasets if centralized else {}
     self._held_out = held_out or {}
     self._evaluate_sums = tf.function(self._sums)
     self._novelty = novelty_dataset
@@ -84,6 +97,31 @@ class Evaluator:
   def with_model(self, model: tf.keras.Model) -> 'Evaluator':
     """An evaluator of the same test data for another network (a method whose model is not the task's)."""
     return Evaluator(model, self._test_datasets, self._held_out, self._novelty)
+
+  def held_out_only(self) -> 'Evaluator':
+    """An evaluator of the held-out clients alone (no centralized test sets, no novelty data)."""
+    return Evaluator(self._model, self._test_datasets, self._held_out, centralized=False)
+
+  @property
+  def held_out_names(self) -> tuple[str, ...]:
+    return tuple(self._held_out)
+
+  def _tuned_sums(self, data: HeldOutData, weights, objective: Objective, tuning: LocalTuning) -> dict:
+    """Summed test metrics of every client of `data` after `tuning` from `weights` (or its own initial weights)."""
+    if data.client_data is None:
+      raise ValueError('local tuning needs held-out data with client_data.')
+    optimizer = tff.learning.optimizers.build_sgdm(tuning.learning_rate)
+    start = tuning.initial_weights if tuning.initial_weights is not None else weights
+    tune = tf.function(lambda initial, dataset: client_training.local_training(
+        self._model, optimizer, initial, dataset, tuning.objective).num_examples)
+    total = None
+    for client in range(data.num_clients):
+      test, personalization = data.client_data(client)
+      tune(start, personalization.repeat(tuning.epochs))
+      sums = self._evaluate_sums(test, objective, None, ())
+      total = sums if total is None else tf.nest.map_structure(tf.add, total, sums)
+    tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
+    return total
 
   def _collect(self, dataset: tf.data.Dataset, per_example: Callable, objective_args,
                dtypes: tuple) -> tuple[tf.Tensor, ...]:
@@ -105,7 +143,7 @@ class Evaluator:
 
   def evaluate(self, weights: tff.learning.models.ModelWeights, objective: Objective, routing_shape=None,
                objective_args=(), personalization: Optional[Personalization] = None,
-               novelty_score: Optional[Callable] = None) -> dict:
+               novelty_score: Optional[Callable] = None, local_tuning: Optional[LocalTuning] = None) -> dict:
     """Returns test_loss, test_accuracy and test_<mode>_{loss,accuracy} for every mode.
 
     `objective(outputs, batch, *objective_args)` gives each batch's metrics; passing state such as a clustering
@@ -114,7 +152,8 @@ class Evaluator:
     as `test_routing` (numpy). With `personalization`, held-out tests call `objective(outputs, batch,
     *objective_args, client_log_weights)` with the fitted log pi [clients, M]. With a novelty dataset,
     `novelty_score(outputs, batch, *objective_args)` [B] (default `max_softmax_novelty`) scores it against the
-    test datasets: `novelty_auroc`, `novelty_average_precision`, `novelty_max_f1`.
+    test datasets: `novelty_auroc`, `novelty_average_precision`, `novelty_max_f1`. With `local_tuning`, each
+    held-out client is tested after its own tuning (`LocalTuning`).
     """
     tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
     metrics, total = {}, None
@@ -132,7 +171,10 @@ class Evaluator:
         log_terms, clients = self._collect_per_example(data.personalization, with_client, args,
                                                        (tf.float32, tf.int32))
         args += (fit_client_log_weights(log_terms, clients, data.num_clients, personalization.em_steps),)
-      sums = self._evaluate_sums(data.test, objective, routing_shape, args)
+      if local_tuning is not None:
+        sums = self._tuned_sums(data, weights, objective, local_tuning)
+      else:
+        sums = self._evaluate_sums(data.test, objective, routing_shape, args)
       metrics.update(_finalize({key: np.asarray(value) for key, value in sums.items()}, prefix=f'{name}_'))
     if self._novelty is not None and self._test_datasets:
       score = lambda outputs, batch, *a: ((novelty_score or max_softmax_novelty)(outputs, batch, *a),)

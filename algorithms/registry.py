@@ -13,10 +13,13 @@ import dataclasses
 from algorithms import certainty
 from algorithms import cfl
 from algorithms import evaluation
+from algorithms import fedavg_plus
 from algorithms import fedem
 from algorithms import fedgmm
+from algorithms import fedprox
 from algorithms import fedtem
 from algorithms import fedtkm
+from algorithms import local
 from algorithms import method
 from algorithms import min_loss
 from algorithms import objectives
@@ -139,6 +142,9 @@ METHOD_CONFIGS = {
     pfedem.NAME: (pfedem.Config, pfedem.build_algorithm),
     cfl.NAME: (cfl.Config, cfl.build_algorithm),
     fedgmm.NAME: (fedgmm.Config, fedgmm.build_algorithm),
+    fedprox.NAME: (fedprox.Config, fedprox.build_algorithm),
+    fedavg_plus.NAME: (fedavg_plus.Config, fedavg_plus.build_algorithm),
+    local.NAME: (local.Config, local.build_algorithm),
 }
 ALGORITHMS = tuple(_BUILDERS) + tuple(METHOD_CONFIGS)
 _SHIFT_FREE = frozenset({'nds', 'nds_single'})

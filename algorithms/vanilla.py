@@ -18,17 +18,19 @@ from tasks import task as task_lib
 
 def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
                       client_optimizer: tff.learning.optimizers.Optimizer,
-                      element_spec) -> tff.learning.templates.ClientWorkProcess:
+                      element_spec, proximal_strength: float = 0.0) -> tff.learning.templates.ClientWorkProcess:
   """Local training on the averaged-branch objective; reports (update, |D_i|) and train metrics.
 
-  `element_spec` is the spec of `tasks.task.preprocess_client` batches; `batch_fn` the task's.
+  `element_spec` is the spec of `tasks.task.preprocess_client` batches; `batch_fn` the task's; `proximal_strength`
+  adds FedProx's proximal term (`algorithms.fedprox`).
   """
   weights_type = learning_process.model_weights_type(model_fn)
   data_type = learning_process.client_data_type(element_spec)
 
   @tff.tensorflow.computation(weights_type, data_type)
   def client_update(weights, dataset):
-    train = client_training.build_train_fn(model_fn(), client_optimizer, objectives.averaged_branches)
+    train = client_training.build_train_fn(model_fn(), client_optimizer, objectives.averaged_branches,
+                                           proximal_strength)
     output = train(weights, task_lib.model_batches(dataset, batch_fn))
     return tff.learning.templates.ClientResult(update=output.update, update_weight=output.num_examples), \
         output.metrics
@@ -42,3 +44,14 @@ def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn
   client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
                                   element_spec)
   return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)
+
+
+def build_single_network_process(task: task_lib.Task, element_spec, client_learning_rate: float,
+                                 server_learning_rate: float, server_adam_epsilon: float,
+                                 proximal_strength: float = 0.0):
+  """(model_fn, process): FedAvg of the task's single-branch network (seed 004's FedAvg; FedProx with
+  `proximal_strength`), for the baselines that build on it (`algorithms.fedprox`, `algorithms.fedavg_plus`)."""
+  model_fn = lambda: task.model_fn(1)
+  client_work = build_client_work(model_fn, task.batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
+                                  element_spec, proximal_strength)
+  return model_fn, learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)

@@ -117,13 +117,19 @@ def read_metrics(output_dir: str) -> list[dict[str, float]]:
     return [{key: float(value) for key, value in row.items() if value != ''} for row in csv.DictReader(f)]
 
 
+def is_evaluation(row: dict) -> bool:
+  """True for a metrics row holding an evaluation: the centralized test accuracy or, for methods without a global
+  model (Local), every client's own (`personalized_accuracy`)."""
+  return 'test_accuracy' in row or 'personalized_accuracy' in row
+
+
 def final_metrics(rows: list[dict[str, float]], window_rounds: int) -> dict[str, float]:
   """The last evaluated row, and the mean of each test metric over the evaluations of the last `window_rounds`.
 
   Under a periodic shift the test accuracy oscillates within a period, so the mean over the last period
   (`<metric>_last_period_mean`) is the figure to compare methods by.
   """
-  evaluated = [row for row in rows if 'test_accuracy' in row]
+  evaluated = [row for row in rows if is_evaluation(row)]
   if not evaluated:
     return {}
   last = evaluated[-1]

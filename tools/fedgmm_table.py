@@ -23,12 +23,13 @@ import numpy as np
 _ROOT = flags.DEFINE_string('root', '/tmp/fedgmm_table', 'Directory of the runs.')
 COLUMNS = ('personalized_accuracy', 'unseen_accuracy', 'test_accuracy', 'routing_ari', 'novelty_auroc',
            'novelty_average_precision', 'novelty_max_f1')
-PAPER_TABLE_2 = {'fedgmm': 72.02, 'fedem': 65.61, 'vanilla_single': 53.21}
+PAPER_TABLE_2 = {'fedgmm': 72.02, 'fedem': 65.61, 'vanilla_single': 53.21, 'fedprox': 52.70, 'fedavg_plus': 53.41,
+                 'local': 57.52}
 
 
 def last_evaluation(path: str) -> dict:
   with open(path) as f:
-    rows = [row for row in csv.DictReader(f) if row.get('test_accuracy')]
+    rows = [row for row in csv.DictReader(f) if row.get('personalized_accuracy')]
   return {key: float(value) for key, value in rows[-1].items() if value != ''}
 
 

@@ -1,0 +1,49 @@
+"""FedProx (Li et al., 2020, "Federated Optimization in Heterogeneous Networks"), a baseline of seed 004 (Table 2).
+
+Client k approximately minimizes, from the broadcast weights w^t, its local objective plus a proximal term
+(Li et al., Eq. 2):
+
+  h_k(w; w^t) = F_k(w) + (mu / 2) ||w - w^t||^2,
+
+here by the suite's local SGD pass (`client_training.local_training` with `proximal_strength` mu). The rest is the
+suite's FedAvg (seed 004's FedAvg is the suite's `vanilla_single`): the task's single-branch network, updates
+averaged with the clients' example counts and applied by the FedAdam finalizer every method shares (Li et al.
+average with server learning rate 1; `--server_learning_rate` and the Adam epsilon are the suite's). Evaluation is
+the global model's, on the centralized test sets and on every held-out client.
+
+Choices: mu = 1.0 (`--fedprox_mu`), the FedGMM authors' setting for CIFAR-10 (digest section 3.3; the paper states
+none). TFF's `tff.learning.algorithms.build_weighted_fed_prox` applies the same term; the suite composes its own
+client work so that FedProx reports the suite's metrics and shares its finalizer with the method it is compared to.
+"""
+
+import dataclasses
+
+from algorithms import evaluation
+from algorithms import method
+from algorithms import objectives
+from algorithms import vanilla
+from tasks import task as task_lib
+
+NAME = 'fedprox'
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  mu: float = method.setting(1.0, 'FedProx: mu of the proximal term (mu / 2) ||w - w^t||^2.')
+
+  def validate(self) -> None:
+    method.check_settings(self, NAME, positive=('mu',))
+
+
+def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+  config.validate()
+  model_fn, process = vanilla.build_single_network_process(
+      task, element_spec, hparams.client_learning_rate, hparams.server_learning_rate, hparams.server_adam_epsilon,
+      proximal_strength=config.mu)
+  evaluator = evaluator.with_model(model_fn())
+
+  def evaluate(state):
+    return evaluator.evaluate(process.get_model_weights(state), objectives.averaged_branches)
+
+  return method.Algorithm(process, evaluate, shift_free=False, model_fn=model_fn)
