@@ -47,6 +47,11 @@ Choices (digest section 5; each a flag `--fedgmm_<field>`):
 - Initialization (item 3, unspecified): mu_m1 ~ N(0, `init_scale`^2 I) from the seed, Sigma_m1 = I, pi_c uniform.
 - Learners: M2 full copies of the task's single-branch network (`multi_branch.build_multi_network_model`).
 
+Algorithm 2 (Appendix A, the unsupervised Federated GMM: q proportional to pi_c(m) N(z; mu_m, Sigma_m), clients
+sending gamma-weighted mu and Sigma) is `--fedgmm_learners=1`: the one learner's log P_theta(y | x) is the same for
+every Gaussian and cancels in (E), so q, pi_c, mu and Sigma follow Algorithm 2 exactly, while the learner trains on
+every example (a FedAvg classifier beside the GMM; `train_log_likelihood` then adds its log P_theta(y | x)).
+
 Novelty detection (Table 4): the score is -log P(z) under the GMM with the global pi (footnote 4's marginal; item 8
 leaves open which likelihood), against the max-softmax score of the other methods (`algorithms.novelty`).
 

@@ -9,6 +9,7 @@ import tensorflow_federated as tff
 from algorithms import evaluation
 from algorithms import objectives
 from tasks import gaussian_mixture
+from tests import softmax_regression_reference as reference
 
 
 def _batches(x, y, mode, batch_size, client=0):
@@ -91,6 +92,38 @@ class EvaluatorTest(tf.test.TestCase):
     metrics = evaluator.evaluate(tff.learning.models.ModelWeights.from_model(model), objective,
                                  personalization=evaluation.Personalization(log_terms, em_steps=5))
     self.assertAllClose(metrics['unseen_accuracy'], 1.0)
+
+  def test_local_tuning_matches_numpy_sgd_client_by_client(self):
+    # Seed 004's FedAvg+ (tuning from the evaluated weights) and Local (from given initial weights): each client
+    # trains on its own personalization batches for 2 epochs and is tested on its own test batches.
+    rng = np.random.default_rng(3)
+    model = gaussian_mixture.create_model(dim=3, num_branches=1)
+    evaluated = [rng.normal(size=w.shape).astype(np.float32) for w in model.get_weights()]
+    initial = [rng.normal(size=w.shape).astype(np.float32) for w in model.get_weights()]
+    own = [(rng.normal(size=(n, 3)).astype(np.float32), rng.integers(0, 2, n).astype(np.int32)) for n in (7, 4)]
+    tests = [(rng.normal(size=(n, 3)).astype(np.float32), rng.integers(0, 2, n).astype(np.int32)) for n in (9, 6)]
+    client_data = lambda c: (_batches(*tests[c], 0, 4, c), _batches(*own[c], 0, 3, c))
+    union = (np.concatenate([x for x, _ in tests]), np.concatenate([y for _, y in tests]))
+    held_out = evaluation.HeldOutData(None, None, 2, client_data)
+    evaluator = evaluation.Evaluator(gaussian_mixture.create_model(dim=3, num_branches=1),
+                                     {'a': _batches(*union, 0, 8)}, {'personalized': held_out})
+    as_weights = lambda w: tff.learning.models.ModelWeights(trainable=w, non_trainable=[])
+    for start, given in ((evaluated, None), (initial, as_weights(initial))):
+      tuning = evaluation.LocalTuning(objectives.averaged_branches, epochs=2, learning_rate=0.5,
+                                      initial_weights=given)
+      metrics = evaluator.evaluate(as_weights(evaluated), objectives.averaged_branches, local_tuning=tuning)
+      correct, loss = 0, 0.0
+      for (x, y), test in zip(own, tests):
+        batches = [(x[i:i + 3], y[i:i + 3]) for i in range(0, len(y), 3)] * 2
+        z = reference.logits(reference.sgd(start, batches, learning_rate=0.5), test[0])
+        correct += np.sum(z.argmax(axis=-1) == test[1])
+        log_p = z - np.log(np.sum(np.exp(z), axis=1, keepdims=True))
+        loss -= np.sum(log_p[np.arange(len(test[1])), test[1]])
+      self.assertAllClose(metrics['personalized_accuracy'], correct / 15)
+      self.assertAllClose(metrics['personalized_loss'], loss / 15, atol=1e-5)
+      # The centralized test uses the evaluated weights.
+      untuned = np.mean(reference.logits(evaluated, union[0]).argmax(axis=-1) == union[1])
+      self.assertAllClose(metrics['test_accuracy'], untuned)
 
 
 if __name__ == '__main__':

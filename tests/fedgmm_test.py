@@ -69,6 +69,51 @@ class FedGmmTest(tf.test.TestCase):
     self.assertAllClose(sums['first'] / sums['mass'][:, None], client_means, atol=1e-4)
     self.assertAllClose(sums['second'] / sums['mass'][:, None, None], client_covariances, atol=1e-4)
 
+  def test_one_learner_is_algorithm_2(self):
+    # With M2 = 1 the learner's log-likelihood is the same for every Gaussian and cancels in (E): q is Algorithm
+    # 2's q(m) proportional to pi_c(m) N(z; mu_m, Sigma_m), whatever the labels.
+    rng = np.random.default_rng(4)
+    z, means = rng.normal(size=(30, 2)), rng.normal(size=(3, 2))
+    covariances = _random_covariances(rng, 3, 2)
+    pi = rng.dirichlet(np.ones(3))
+    densities = np.stack([stats.multivariate_normal(m, c).pdf(z) for m, c in zip(means, covariances)], axis=1)
+    unsupervised = pi * densities / (pi * densities).sum(axis=1, keepdims=True)
+    log_densities = fedgmm.log_gaussians(z.astype(np.float32), means.astype(np.float32),
+                                         covariances.astype(np.float32))
+    q = fedgmm.e_step(fedgmm.log_joint(np.log(pi)[:, None].astype(np.float32), log_densities,
+                                       np.log(rng.uniform(0.01, 1.0, size=(30, 1))).astype(np.float32)))
+    self.assertAllClose(q[:, :, 0], unsupervised, atol=1e-5)
+
+  def test_federated_gmm_rounds_raise_the_likelihood_and_find_the_components(self):
+    # Algorithm 2 with every client in every round and the exact aggregation is centralized EM of a GMM whose
+    # weights are per client (Lemma 2): the total log-likelihood never decreases (Theorem 1) and three
+    # well-separated Gaussians are recovered from four clients with different mixture weights.
+    rng = np.random.default_rng(5)
+    truth = np.array([[-4.0, 0.0], [4.0, 0.0], [0.0, 5.0]])
+    clients = []
+    for weights in rng.dirichlet(np.ones(3), size=4):
+      components = rng.choice(3, size=150, p=weights)
+      clients.append((truth[components] + rng.normal(size=(150, 2))).astype(np.float32))
+    config = fedgmm.Config(gaussians=3, learners=1, covariance_eps=1e-6, covariance_aggregation='exact')
+    mixture = fedgmm.initial_mixture(config, feature_dim=2, seed=0)
+    mixture['means'] = np.concatenate(clients)[rng.choice(600, 3, replace=False)]  # Means at data points.
+    client_pi = [np.full([3, 1], 1.0 / 3, np.float32) for _ in clients]
+    likelihoods = []
+    for _ in range(25):
+      sums, total = None, 0.0
+      for c, z in enumerate(clients):
+        log_densities = fedgmm.log_gaussians(z, mixture['means'], mixture['covariances'])
+        joint = fedgmm.log_joint(np.log(client_pi[c]), log_densities, np.zeros([len(z), 1], np.float32))
+        total += float(tf.reduce_sum(tf.reduce_logsumexp(joint, axis=[1, 2])))
+        statistics = fedgmm.m_step(z, fedgmm.e_step(joint), 'exact')
+        client_pi[c] = statistics['gamma'] / len(z)
+        sums = statistics if sums is None else {k: sums[k] + statistics[k] for k in sums}
+      likelihoods.append(total)
+      mixture = {k: np.asarray(v) for k, v in fedgmm.aggregate_mixture(mixture, sums, config, 600.0).items()}
+    self.assertTrue(np.all(np.diff(likelihoods) > -1e-5 * np.abs(likelihoods[1:])), likelihoods)
+    found = mixture['means'][np.argsort(mixture['means'][:, 0] + 10 * mixture['means'][:, 1])]
+    self.assertAllClose(found, truth[[0, 1, 2]], atol=0.3)
+
   def _clients(self):
     rng = np.random.default_rng(2)
     clients = []
