@@ -81,14 +81,13 @@ class Evaluator:
 
   def __init__(self, model: tf.keras.Model, test_datasets: dict[str, tf.data.Dataset],
                held_out: Optional[dict[str, HeldOutData]] = None,
-               novelty_dataset: Optional[tf.data.Dataset] = None, centralized: bool = True):
+               novelty_dataset: Optional[tf.data.Dataset] = None):
     """`test_datasets`: mode name -> batched test dataset (`tasks.task.Task.test_dataset`); `held_out`: name ->
     clients' own held-out data; `novelty_dataset`: batches of novel examples (`tasks.task.Task.novelty_dataset`),
-    scored against the test datasets' (`algorithms.novelty`). Without `centralized` only the held-out clients
-    are evaluated (a method without a global model: Local)."""
+    scored against the test datasets' (`algorithms.novelty`)."""
     self._model = model
     self._weights = tff.learning.models.ModelWeights.from_model(model)
-    self._test_datasets = test_datasets if centralized else {}
+    self._test_datasets = test_datasets
     self._held_out = held_out or {}
     self._evaluate_sums = tf.function(self._sums)
     self._novelty = novelty_dataset
@@ -99,8 +98,9 @@ class Evaluator:
     return Evaluator(model, self._test_datasets, self._held_out, self._novelty)
 
   def held_out_only(self) -> 'Evaluator':
-    """An evaluator of the held-out clients alone (no centralized test sets, no novelty data)."""
-    return Evaluator(self._model, self._test_datasets, self._held_out, centralized=False)
+    """An evaluator of the held-out clients alone (no centralized test sets, no novelty data): a method without a
+    global model (Local)."""
+    return Evaluator(self._model, {}, self._held_out)
 
   @property
   def held_out_names(self) -> tuple[str, ...]:
