@@ -29,14 +29,14 @@ from absl import flags
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import certainty
-from algorithms import evaluation
-from algorithms import fedtem
-from algorithms import fedtkm
-from algorithms import learning_process
-from algorithms import method
 from algorithms import registry as algorithms
-from algorithms import scsgd
+from algorithms.core import certainty
+from algorithms.core import evaluation
+from algorithms.core import learning_process
+from algorithms.core import method
+from algorithms.methods import fedtem
+from algorithms.methods import fedtkm
+from algorithms.methods import scsgd
 from experiment import run_directory
 from experiment import shift_metrics
 from experiment import training_loop
@@ -132,7 +132,7 @@ _CLIENT_ESTIMATE = flags.DEFINE_string('client_estimate', 'mle', 'FedTEM client 
                                        'bayesian (Eq. 22).')
 _PI_MOMENTUM = flags.DEFINE_float('pi_momentum', 0.99, 'beta of the GMM weights\' running average (Appendix A.4).')
 _STATISTICS_DECAY = flags.DEFINE_float('statistics_decay', 0.7, 'FedTEM online-EM decay of the GMM statistics; 0 '
-                                       'is Eq. 10 exactly (see algorithms/fedtem.py).')
+                                       'is Eq. 10 exactly (see algorithms/methods/fedtem.py).')
 _EVAL_ROUTING = flags.DEFINE_string('eval_routing', 'batch', 'Test-time branch choice: per batch or per sample.')
 # Baselines.
 _SCSGD_HALVES = flags.DEFINE_string('scsgd_halves', 'period', 'SCSGD: period (branch 1 in [0, T/2), the paper\'s '
@@ -149,14 +149,14 @@ _ETA_SCHEDULE = flags.DEFINE_string('eta_schedule', 'prior_weighted', 'FedTKM et
 _CLIENT_RULE = flags.DEFINE_string('client_rule', 'mean_distance', 'FedTKM client cluster: mean_distance (Eq. 11) '
                                    'or majority_vote (of the examples\' nearest centers, as the public code).')
 _CENTER_DECAY = flags.DEFINE_float('center_decay', 0.7, 'FedTKM online k-means decay of the center masses; 0 is '
-                                   'Eq. 12 exactly (see algorithms/fedtkm.py).')
+                                   'Eq. 12 exactly (see algorithms/methods/fedtkm.py).')
 _EVAL_SCALING = flags.DEFINE_string('eval_scaling', 'learned', 'FedTKM test distances: scaled by the learned '
                                     'alpha (Eq. 11) or none (alpha = 1).')
 
 
 
 def _define_method_flags() -> dict:
-  """One flag per field of every self-describing method's Config (`algorithms.method`), `--<method>_<field>`."""
+  """One flag per field of every self-describing method's Config (`algorithms.core.method`), `--<method>_<field>`."""
   defined = {}
   for name, (config_class, _) in algorithms.METHOD_CONFIGS.items():
     for field in dataclasses.fields(config_class):

@@ -1,32 +1,37 @@
 """Methods by name: each builds a learning process and a test evaluation for a task.
 
-An `Algorithm` (`algorithms.method`) is what the training loop needs from a method. The methods built before the
+An `Algorithm` (`algorithms.core.method`) is what the training loop needs from a method. The methods built before the
 registry grew have a builder here; newer ones (`METHOD_CONFIGS`) own their settings and builder in their module.
 
 `vanilla_single` and `nds_single` are Vanilla and No-Dist-Shift with a single-branch network (Appendix A.8), whatever
 `num_branches` says. Methods that choose a branch without a temporal prior report routing accuracy under the best
 matching of modes to branches.
+
+Layout: `algorithms/core` holds the building blocks methods compose (the learning-process composition, local
+training, objectives, client state, routing, evaluation) and never imports a method; `algorithms/methods` has one
+module per method, importing only `algorithms/core` (FedProx and FedAvg+ are Vanilla's process with one change and
+import it); this registry is the only module that imports every method.
 """
 
 import dataclasses
 
-from algorithms import certainty
-from algorithms import cfl
-from algorithms import evaluation
-from algorithms import fedavg_plus
-from algorithms import fedem
-from algorithms import fedgmm
-from algorithms import fedprox
-from algorithms import fedtem
-from algorithms import fedtkm
-from algorithms import local
-from algorithms import method
-from algorithms import min_loss
-from algorithms import objectives
-from algorithms import pfedem
-from algorithms import scsgd
-from algorithms import tshot_kmeans
-from algorithms import vanilla
+from algorithms.core import certainty
+from algorithms.core import evaluation
+from algorithms.core import method
+from algorithms.core import objectives
+from algorithms.methods import cfl
+from algorithms.methods import fedavg_plus
+from algorithms.methods import fedem
+from algorithms.methods import fedgmm
+from algorithms.methods import fedprox
+from algorithms.methods import fedtem
+from algorithms.methods import fedtkm
+from algorithms.methods import local
+from algorithms.methods import min_loss
+from algorithms.methods import pfedem
+from algorithms.methods import scsgd
+from algorithms.methods import tshot_kmeans
+from algorithms.methods import vanilla
 from tasks import task as task_lib
 
 
@@ -137,7 +142,7 @@ _BUILDERS = {
     'fedtem': _build_fedtem,
     'fedtkm': _build_fedtkm,
 }
-# Methods that own their settings (`algorithms.method`): name -> (Config class, build_algorithm).
+# Methods that own their settings (`algorithms.core.method`): name -> (Config class, build_algorithm).
 METHOD_CONFIGS = {
     pfedem.NAME: (pfedem.Config, pfedem.build_algorithm),
     cfl.NAME: (cfl.Config, cfl.build_algorithm),

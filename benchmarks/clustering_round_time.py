@@ -20,11 +20,11 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-from algorithms import fedtem
-from algorithms import fedtkm
-from algorithms import learning_process
-from algorithms import objectives
-from algorithms import vanilla
+from algorithms.core import learning_process
+from algorithms.core import objectives
+from algorithms.methods import fedtem
+from algorithms.methods import fedtkm
+from algorithms.methods import vanilla
 from benchmarks import timing
 from models import multi_branch
 from tasks import synthetic

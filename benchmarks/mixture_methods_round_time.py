@@ -21,13 +21,13 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-from algorithms import cfl
-from algorithms import evaluation
-from algorithms import fedgmm
-from algorithms import learning_process
-from algorithms import method
-from algorithms import pfedem
-from algorithms import vanilla
+from algorithms.core import evaluation
+from algorithms.core import learning_process
+from algorithms.core import method
+from algorithms.methods import cfl
+from algorithms.methods import fedgmm
+from algorithms.methods import pfedem
+from algorithms.methods import vanilla
 from benchmarks import timing
 from models import multi_branch
 from tasks import synthetic

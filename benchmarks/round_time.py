@@ -23,8 +23,8 @@ from absl import flags
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import objectives
-from algorithms import vanilla
+from algorithms.core import objectives
+from algorithms.methods import vanilla
 from benchmarks import timing
 from models import multi_branch
 from tasks import synthetic

@@ -26,10 +26,10 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-from algorithms import fedtem
-from algorithms import fedtkm
-from algorithms import learning_process
-from algorithms import vanilla
+from algorithms.core import learning_process
+from algorithms.methods import fedtem
+from algorithms.methods import fedtkm
+from algorithms.methods import vanilla
 from benchmarks import timing
 from tasks import fake_tff_files
 from tasks import registry

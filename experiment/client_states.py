@@ -2,7 +2,7 @@
 
 A client's state (a structure of float32 arrays, the method's `initial_client_state`) is created at the client's
 first round with the initial value, handed to the client computation as a one-element dataset
-(`algorithms.client_state`), and replaced by the value the round returns. The store is saved in every checkpoint
+(`algorithms.core.client_state`), and replaced by the value the round returns. The store is saved in every checkpoint
 (`snapshot` / `restore`: the ids and one stacked array per field), so a resumed run continues from exactly the
 states of the checkpointed round.
 """
@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from algorithms import client_state
+from algorithms.core import client_state
 
 IDS = 'ids'
 

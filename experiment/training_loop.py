@@ -34,8 +34,8 @@ import numpy as np
 import tensorflow_federated as tff
 import tree
 
-from algorithms import client_state
 from algorithms import registry as algorithms
+from algorithms.core import client_state
 from experiment import client_states
 from experiment import run_directory
 from periodic_shift import client_sampler

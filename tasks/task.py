@@ -55,7 +55,7 @@ class Task:
     test_data: One centralized test dataset per mode, raw unbatched elements.
     test_sizes: Examples in each mode's test dataset.
     batch_fn: Maps a batch of raw elements to `OrderedDict(x=..., y=...)`, optionally with per-label
-      `loss_mask` and `accuracy_mask` (see `algorithms.objectives`); applied to train and test data.
+      `loss_mask` and `accuracy_mask` (see `algorithms.core.objectives`); applied to train and test data.
     model_fn: num_branches -> a fresh, uncompiled multi-branch Keras model (see `models.multi_branch`).
     num_classes: Output classes (vocabulary size for next-word prediction).
     mode_names: A name per mode (base population).

@@ -6,11 +6,11 @@ import numpy as np
 from scipy import special
 import tensorflow as tf
 
-from algorithms import certainty
-from algorithms import fedem
-from algorithms import min_loss
-from algorithms import scsgd
-from algorithms import tshot_kmeans
+from algorithms.core import certainty
+from algorithms.methods import fedem
+from algorithms.methods import min_loss
+from algorithms.methods import scsgd
+from algorithms.methods import tshot_kmeans
 
 
 class CertaintyTest(tf.test.TestCase):

@@ -8,9 +8,9 @@ from sklearn import cluster
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import cfl
-from algorithms import learning_process
-from algorithms import per_tensor_mean
+from algorithms.core import learning_process
+from algorithms.core import per_tensor_mean
+from algorithms.methods import cfl
 from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context

@@ -7,9 +7,9 @@ from scipy import special
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import client_state
-from algorithms import fedem
-from algorithms import learning_process
+from algorithms.core import client_state
+from algorithms.core import learning_process
+from algorithms.methods import fedem
 from experiment import client_states
 from experiment import run_directory
 from models import multi_branch

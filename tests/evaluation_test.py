@@ -6,8 +6,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import evaluation
-from algorithms import objectives
+from algorithms.core import evaluation
+from algorithms.core import objectives
 from tasks import gaussian_mixture
 from tests import softmax_regression_reference as reference
 

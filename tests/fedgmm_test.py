@@ -6,7 +6,7 @@ import numpy as np
 from scipy import stats
 import tensorflow as tf
 
-from algorithms import fedgmm
+from algorithms.methods import fedgmm
 from utils import execution_context
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import client_training
-from algorithms import fedprox
-from algorithms import objectives
+from algorithms.core import client_training
+from algorithms.core import objectives
+from algorithms.methods import fedprox
 from tasks import gaussian_mixture
 from tests import softmax_regression_reference as reference
 

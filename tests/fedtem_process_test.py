@@ -7,8 +7,8 @@ from scipy import special
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import fedtem
-from algorithms import learning_process
+from algorithms.core import learning_process
+from algorithms.methods import fedtem
 from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context

@@ -6,10 +6,10 @@ import numpy as np
 from scipy import special
 import tensorflow as tf
 
-from algorithms import fedtem
-from algorithms import gmm
-from algorithms import objectives
-from algorithms import routing
+from algorithms.core import gmm
+from algorithms.core import objectives
+from algorithms.core import routing
+from algorithms.methods import fedtem
 
 
 def _numpy_m_step(weights, means, variances, assignments, counts, client_means, client_variances, beta, floor):

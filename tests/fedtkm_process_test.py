@@ -6,10 +6,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import aggregation_only
-from algorithms import fedtem
-from algorithms import fedtkm
-from algorithms import learning_process
+from algorithms.core import aggregation_only
+from algorithms.core import learning_process
+from algorithms.methods import fedtem
+from algorithms.methods import fedtkm
 from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context

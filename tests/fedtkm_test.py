@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from algorithms import fedtkm
+from algorithms.methods import fedtkm
 
 
 def _numpy_distances(features, centers, scales):

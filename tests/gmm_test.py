@@ -5,7 +5,7 @@ from scipy import special
 from scipy import stats
 import tensorflow as tf
 
-from algorithms import gmm
+from algorithms.core import gmm
 
 
 def _problem(seed=0, n=50, k=2, d=8):

@@ -11,11 +11,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import fedtem
-from algorithms import fedtkm
-from algorithms import learning_process
-from algorithms import tshot_kmeans
-from algorithms import vanilla
+from algorithms.core import learning_process
+from algorithms.methods import fedtem
+from algorithms.methods import fedtkm
+from algorithms.methods import tshot_kmeans
+from algorithms.methods import vanilla
 from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context

@@ -4,7 +4,7 @@ from absl.testing import absltest
 import numpy as np
 from sklearn import metrics
 
-from algorithms import novelty
+from algorithms.core import novelty
 
 
 class NoveltyMetricsTest(absltest.TestCase):

@@ -8,10 +8,10 @@ from scipy import stats
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import aggregation_only
-from algorithms import learning_process
-from algorithms import per_tensor_mean
-from algorithms import pfedem
+from algorithms.core import aggregation_only
+from algorithms.core import learning_process
+from algorithms.core import per_tensor_mean
+from algorithms.methods import pfedem
 from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context

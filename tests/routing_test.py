@@ -5,7 +5,7 @@ import numpy as np
 from sklearn import metrics
 import tensorflow as tf
 
-from algorithms import routing
+from algorithms.core import routing
 
 
 class RoutingTest(tf.test.TestCase):

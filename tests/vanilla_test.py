@@ -6,8 +6,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import learning_process
-from algorithms import vanilla
+from algorithms.core import learning_process
+from algorithms.methods import vanilla
 from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context

@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import objectives
+from algorithms.core import objectives
 
 Objective = Callable[[dict, dict], objectives.BatchResult]
 

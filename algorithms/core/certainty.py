@@ -11,8 +11,8 @@ one with the largest mean KL over the batch (default), or each example's own (`r
 
 import tensorflow as tf
 
-from algorithms import objectives
-from algorithms import routing
+from algorithms.core import objectives
+from algorithms.core import routing
 from models import multi_branch
 
 ROUTINGS = ('batch', 'sample')

@@ -10,9 +10,9 @@ The client work has no state; it reports the train loss and accuracy, aggregated
 
 import tensorflow_federated as tff
 
-from algorithms import client_training
-from algorithms import learning_process
-from algorithms import objectives
+from algorithms.core import client_training
+from algorithms.core import learning_process
+from algorithms.core import objectives
 from tasks import task as task_lib
 
 
@@ -22,7 +22,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   """Local training on the averaged-branch objective; reports (update, |D_i|) and train metrics.
 
   `element_spec` is the spec of `tasks.task.preprocess_client` batches; `batch_fn` the task's; `proximal_strength`
-  adds FedProx's proximal term (`algorithms.fedprox`).
+  adds FedProx's proximal term (`algorithms.methods.fedprox`).
   """
   weights_type = learning_process.model_weights_type(model_fn)
   data_type = learning_process.client_data_type(element_spec)
@@ -50,7 +50,8 @@ def build_single_network_process(task: task_lib.Task, element_spec, client_learn
                                  server_learning_rate: float, server_adam_epsilon: float,
                                  proximal_strength: float = 0.0):
   """(model_fn, process): FedAvg of the task's single-branch network (seed 004's FedAvg; FedProx with
-  `proximal_strength`), for the baselines that build on it (`algorithms.fedprox`, `algorithms.fedavg_plus`)."""
+  `proximal_strength`), for the baselines that build on it (`algorithms.methods.fedprox`,
+  `algorithms.methods.fedavg_plus`)."""
   model_fn = lambda: task.model_fn(1)
   client_work = build_client_work(model_fn, task.batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
                                   element_spec, proximal_strength)

@@ -18,10 +18,10 @@ client work so that FedProx reports the suite's metrics and shares its finalizer
 
 import dataclasses
 
-from algorithms import evaluation
-from algorithms import method
-from algorithms import objectives
-from algorithms import vanilla
+from algorithms.core import evaluation
+from algorithms.core import method
+from algorithms.core import objectives
+from algorithms.methods import vanilla
 from tasks import task as task_lib
 
 NAME = 'fedprox'

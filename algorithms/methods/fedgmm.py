@@ -23,7 +23,7 @@ and the server (Algorithm 1 lines 12-17), from `federated_sum`s only:
             = sum_c sum_i r_i z_i z_i^T / sum_c R_c(m1) - mu mu^T + eps I   (`'exact'`: sufficient statistics, the
               centralized M step, which the literal rule misses by the between-client spread; digest item 6)
   theta_m2  = sum_c Lambda_c(m2) theta_m2,c / sum_c Lambda_c(m2),  Lambda_c(m2) = sum_m1 gamma_c(m1, m2)
-              (per-tensor weights, `algorithms.per_tensor_mean`; the suite's FedAdam finalizer applies the mean
+              (per-tensor weights, `algorithms.core.per_tensor_mean`; the suite's FedAdam finalizer applies the mean
               update, as for every method of the suite)
   pi        = sum_c gamma_c / sum_c N_c                               (footnote 3, its typo corrected; item 7)
 
@@ -34,7 +34,7 @@ pi(m1, m2) N(z; mu_m1, Sigma_m1): with the global pi on the task's union test se
 held-out clients (`personalized_accuracy`, `unseen_accuracy`). Each evaluated client's pi_c is fitted, with every
 shared parameter frozen, by `eval_em_steps` EM steps from uniform on its own data (the training split for training
 clients, as the official code's refresh before every evaluation; the adaptation half for unseen clients, Section
-4.6), the E step using the labels (Alg. 1 lines 6 and 8; `algorithms.evaluation.Personalization`).
+4.6), the E step using the labels (Alg. 1 lines 6 and 8; `algorithms.core.evaluation.Personalization`).
 
 Choices (digest section 5; each a flag `--fedgmm_<field>`):
 - `gaussians`, `learners`: M1 = M2 = 3 (Appendix C.1; Section 4.7 prefers 2 and 2 "in our setting").
@@ -53,7 +53,7 @@ every Gaussian and cancels in (E), so q, pi_c, mu and Sigma follow Algorithm 2 e
 every example (a FedAvg classifier beside the GMM; `train_log_likelihood` then adds its log P_theta(y | x)).
 
 Novelty detection (Table 4): the score is -log P(z) under the GMM with the global pi (footnote 4's marginal; item 8
-leaves open which likelihood), against the max-softmax score of the other methods (`algorithms.novelty`).
+leaves open which likelihood), against the max-softmax score of the other methods (`algorithms.core.novelty`).
 
 Metrics: `train_log_likelihood` (mean over the round's examples of log sum_m pi_c N P_theta, before the M step: the
 EM objective), `train_routing_accuracy` / `train_routing_ari` of argmax_m1 r_i against the examples' true
@@ -67,15 +67,14 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import client_state
-from algorithms import client_training
-from algorithms import evaluation
-from algorithms import fedem
-from algorithms import learning_process
-from algorithms import method
-from algorithms import objectives
-from algorithms import per_tensor_mean
-from algorithms import routing
+from algorithms.core import client_state
+from algorithms.core import client_training
+from algorithms.core import evaluation
+from algorithms.core import learning_process
+from algorithms.core import method
+from algorithms.core import objectives
+from algorithms.core import per_tensor_mean
+from algorithms.core import routing
 from models import multi_branch
 from tasks import task as task_lib
 
@@ -177,7 +176,7 @@ def aggregate_mixture(mixture: dict, sums: dict, config: Config, num_examples: t
 
 def learner_log_likelihoods(logits: tf.Tensor, batch: dict) -> tf.Tensor:
   """log P_theta_m2(y_i | x_i) = -CE [N, M2] from the learners' logits [N, M2, C]."""
-  return -fedem.per_branch_losses(logits, batch)
+  return -objectives.per_branch_losses(logits, batch)
 
 
 def mixture_logits(logits: tf.Tensor, learner_log_weights: tf.Tensor) -> tf.Tensor:

@@ -59,11 +59,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import client_training
-from algorithms import learning_process
-from algorithms import objectives
-from algorithms import online_average
-from algorithms import routing
+from algorithms.core import client_training
+from algorithms.core import learning_process
+from algorithms.core import objectives
+from algorithms.core import online_average
+from algorithms.core import routing
 from models import multi_branch
 from periodic_shift import temporal_prior
 from tasks import task as task_lib

@@ -17,10 +17,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import client_training
-from algorithms import learning_process
-from algorithms import objectives
-from algorithms import routing
+from algorithms.core import client_training
+from algorithms.core import learning_process
+from algorithms.core import objectives
+from algorithms.core import routing
 from tasks import task as task_lib
 
 HALVES = ('period', 'mode_centered')

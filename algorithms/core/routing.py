@@ -15,8 +15,8 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from algorithms import client_training
-from algorithms import objectives
+from algorithms.core import client_training
+from algorithms.core import objectives
 from models import multi_branch
 
 

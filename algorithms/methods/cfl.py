@@ -21,10 +21,10 @@ How the suite realizes it (documented choices):
   receives that cluster's averaged update, so the networks of one cluster stay identical copies; a split hands
   half of the parent's networks to the new cluster, which thereby starts from a copy of the parent's model. A
   cluster owning one network cannot split further. Updates are averaged per tensor with the clients' example
-  counts on their cluster's networks (`algorithms.per_tensor_mean`) and applied by the suite's FedAdam finalizer.
+  counts on their cluster's networks (`algorithms.core.per_tensor_mean`) and applied by the suite's FedAdam finalizer.
 - Partial participation (the paper has every client in every round): the criteria and the bipartition use the
   cluster's participants of the round; members of a split cluster that did not take part stay in the first half.
-- Cluster membership is client state (`algorithms.client_state`, checkpointed): a client keeps its cluster across
+- Cluster membership is client state (`algorithms.core.client_state`, checkpointed): a client keeps its cluster across
   rounds; a client seen for the first time joins the cluster whose model has the lowest loss on its data (the
   paper's rule for clients joining after training).
 - Test data (no client identity): each test batch uses the cluster model with the lowest loss on it, the label
@@ -45,15 +45,14 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import client_state
-from algorithms import client_training
-from algorithms import evaluation
-from algorithms import fedem
-from algorithms import learning_process
-from algorithms import method
-from algorithms import objectives
-from algorithms import per_tensor_mean
-from algorithms import routing
+from algorithms.core import client_state
+from algorithms.core import client_training
+from algorithms.core import evaluation
+from algorithms.core import learning_process
+from algorithms.core import method
+from algorithms.core import objectives
+from algorithms.core import per_tensor_mean
+from algorithms.core import routing
 from models import multi_branch
 from tasks import task as task_lib
 
@@ -118,7 +117,7 @@ def lowest_loss_cluster(logits: tf.Tensor, batch: dict, owner: tf.Tensor, num_cl
                         num_networks: int) -> tuple[tf.Tensor, tf.Tensor]:
   """(cluster, its representative network) whose model has the lowest mean loss on `batch` (logits [B, K, ...])."""
   representatives = _representatives(owner, num_networks)
-  losses = tf.reduce_mean(fedem.per_branch_losses(logits, batch), axis=0)  # [K]: each network's loss.
+  losses = tf.reduce_mean(objectives.per_branch_losses(logits, batch), axis=0)  # [K]: each network's loss.
   cluster_losses = tf.where(tf.range(num_networks) < num_clusters,
                             tf.gather(losses, tf.minimum(representatives, num_networks - 1)), np.inf)
   cluster = tf.argmin(cluster_losses, output_type=tf.int32)

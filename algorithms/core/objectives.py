@@ -92,3 +92,12 @@ def selected_branch(branch: tf.Tensor, smoothing_weight: float, smoothing_epsilo
     return result._replace(loss=result.loss + smoothing_weight * regularizer)
 
   return objective
+
+
+def per_branch_losses(logits: tf.Tensor, batch: dict) -> tf.Tensor:
+  """l_jk [B, K]: each branch's per-example loss (masked mean over positions for sequences)."""
+  labels = tf.cast(batch['y'], tf.int32)
+  loss_mask, _ = label_masks(batch)
+  return tf.stack([per_example_mean(
+      tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits[:, k]), loss_mask)
+                   for k in range(logits.shape[1])], axis=1)

@@ -23,10 +23,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import client_training
-from algorithms import novelty
-from algorithms import objectives
-from algorithms import routing
+from algorithms.core import client_training
+from algorithms.core import novelty
+from algorithms.core import objectives
+from algorithms.core import routing
 from models import multi_branch
 
 Objective = Callable[[dict, dict], objectives.BatchResult]
@@ -84,7 +84,7 @@ class Evaluator:
                novelty_dataset: Optional[tf.data.Dataset] = None):
     """`test_datasets`: mode name -> batched test dataset (`tasks.task.Task.test_dataset`); `held_out`: name ->
     clients' own held-out data; `novelty_dataset`: batches of novel examples (`tasks.task.Task.novelty_dataset`),
-    scored against the test datasets' (`algorithms.novelty`)."""
+    scored against the test datasets' (`algorithms.core.novelty`)."""
     self._model = model
     self._weights = tff.learning.models.ModelWeights.from_model(model)
     self._test_datasets = test_datasets
@@ -188,7 +188,7 @@ class Evaluator:
 
 
 def max_softmax_novelty(outputs: dict, batch: dict, *objective_args) -> tf.Tensor:
-  """1 - max_y softmax of the branch-averaged logits [B] (the max-softmax baseline; `algorithms.novelty`)."""
+  """1 - max_y softmax of the branch-averaged logits [B] (the max-softmax baseline; `algorithms.core.novelty`)."""
   del batch, objective_args  # Unused.
   logits = multi_branch.average_branch_logits(tf.convert_to_tensor(outputs[multi_branch.LOGITS]))
   return 1.0 - tf.reduce_max(tf.nn.softmax(logits), axis=-1)

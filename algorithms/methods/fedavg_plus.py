@@ -6,7 +6,7 @@ the FedAdam finalizer). Before a held-out client's test (`personalized_accuracy`
 split; `unseen_accuracy`: an unseen client's test half), the client tunes the global model on its own
 personalization data (its training split; an unseen client's adaptation half) for `tuning_epochs` passes of SGD at
 `tuning_learning_rate`, one step per batch, and is tested with the tuned model
-(`algorithms.evaluation.LocalTuning`). Centralized test sets and novelty scores use the global model.
+(`algorithms.core.evaluation.LocalTuning`). Centralized test sets and novelty scores use the global model.
 
 Choices: one tuning epoch (`--fedavg_plus_tuning_epochs`; the FedGMM authors' code tunes for the round's local
 epochs, one); the learning rate defaults to `--client_learning_rate` (`--fedavg_plus_tuning_learning_rate`; their
@@ -16,10 +16,10 @@ reshuffled per epoch.
 
 import dataclasses
 
-from algorithms import evaluation
-from algorithms import method
-from algorithms import objectives
-from algorithms import vanilla
+from algorithms.core import evaluation
+from algorithms.core import method
+from algorithms.core import objectives
+from algorithms.methods import vanilla
 from tasks import task as task_lib
 
 NAME = 'fedavg_plus'

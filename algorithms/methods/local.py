@@ -3,12 +3,13 @@
 No model is communicated. Each held-out client trains the task's single-branch network from the shared seeded
 initialization on its own personalization data (its training split; an unseen client's adaptation half) for
 `epochs` passes of SGD at `--client_learning_rate`, one step per batch, and is tested on its own test data
-(`personalized_accuracy`, `unseen_accuracy`; `algorithms.evaluation.LocalTuning`).
+(`personalized_accuracy`, `unseen_accuracy`; `algorithms.core.evaluation.LocalTuning`).
 
 How the suite realizes it (documented choices):
 - The local training happens at evaluation, from scratch each time, rather than spread over the rounds the client
   is sampled in: the same number of SGD passes over the client's own data (`epochs` set to its number of rounds)
-  without a client state holding every client's model; only the order of the batches differs. Default 20 (`--local_epochs`): about what a training client of the suite's seed 004 setting gets
+  without a client state holding every client's model; only the order of the batches differs. Default 20
+  (`--local_epochs`): about what a training client of the suite's seed 004 setting gets
   (150 rounds x 30 of 240 clients = 18.75 rounds of one epoch); the FedGMM authors' clients train every round.
 - The learning process exists because the training loop runs one: its client work evaluates the shared initial
   model on the round's data (`train_loss`, `train_accuracy` of that untrained model) and sends a zero update, so
@@ -23,11 +24,11 @@ import dataclasses
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import client_training
-from algorithms import evaluation
-from algorithms import learning_process
-from algorithms import method
-from algorithms import objectives
+from algorithms.core import client_training
+from algorithms.core import evaluation
+from algorithms.core import learning_process
+from algorithms.core import method
+from algorithms.core import objectives
 from tasks import task as task_lib
 
 NAME = 'local'

@@ -16,7 +16,7 @@ Client mixture weights (`keep_client_state`, flag `--fedem_client_state`):
   paper attributes FedEM's weak results to that staleness. This variant re-estimates instead; the suite's result
   for FedEM may therefore be better than the paper's.
 - True (Marfoq et al.'s algorithm): each client keeps its pi_i across rounds in the suite's client-state store
-  (`algorithms.client_state`; uniform at its first round), starts the E and M steps from it and stores the new pi_i
+  (`algorithms.core.client_state`; uniform at its first round), starts the E and M steps from it and stores the new pi_i
   (a client left out as non-finite keeps its old one).
 
 Test clients use their labels, the privilege the paper grants FedEM: each test minibatch estimates its own pi by the
@@ -33,25 +33,16 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import client_state
-from algorithms import client_training
-from algorithms import evaluation
-from algorithms import learning_process
-from algorithms import objectives
-from algorithms import routing
+from algorithms.core import client_state
+from algorithms.core import client_training
+from algorithms.core import evaluation
+from algorithms.core import learning_process
+from algorithms.core import objectives
+from algorithms.core import routing
 from models import multi_branch
 from tasks import task as task_lib
 
 RESPONSIBILITY = 'responsibility'
-
-
-def per_branch_losses(logits: tf.Tensor, batch: dict) -> tf.Tensor:
-  """l_jk [B, K]: each branch's per-example loss (masked mean over positions for sequences)."""
-  labels = tf.cast(batch['y'], tf.int32)
-  loss_mask, _ = objectives.label_masks(batch)
-  return tf.stack([objectives.per_example_mean(
-      tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits[:, k]), loss_mask)
-                   for k in range(logits.shape[1])], axis=1)
 
 
 def expectation_maximization(losses: tf.Tensor, iterations: int,
@@ -83,7 +74,7 @@ def training_objective(pi: tf.Tensor):
 
   def objective(outputs, batch):
     logits = outputs[multi_branch.LOGITS]
-    losses = per_branch_losses(logits, batch)
+    losses = objectives.per_branch_losses(logits, batch)
     mixture = mixture_log_probs(logits, tf.repeat(pi[tf.newaxis], tf.shape(losses)[0], axis=0))
     result = objectives.classification_result(mixture, batch)
     return result._replace(loss=tf.reduce_mean(tf.reduce_sum(batch[RESPONSIBILITY] * losses, axis=1)))
@@ -105,7 +96,7 @@ def build_client_round(model: tf.keras.Model, client_optimizer: tff.learning.opt
   def run(weights, dataset, initial_pi):
     examples, batches, batch_size = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
     client_training.assign_weights(model, weights)
-    losses = batches.map(lambda b: per_branch_losses(model(b['x'], training=False)[multi_branch.LOGITS], b))
+    losses = batches.map(lambda b: objectives.per_branch_losses(model(b['x'], training=False)[multi_branch.LOGITS], b))
     losses = losses.unbatch().batch(tf.int64.max).get_single_element()  # [N, K]
     pi, q = expectation_maximization(losses, em_iterations, initial_pi)
     weighted = tf.data.Dataset.from_tensor_slices(dict(examples, **{RESPONSIBILITY: q})).batch(batch_size)
@@ -166,7 +157,7 @@ def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str, e
       weights = tf.exp(tf.gather(client_log_weights, batch['client']))
       branches = tf.argmax(weights, axis=-1, output_type=tf.int32)
     else:
-      pi, q = expectation_maximization(per_branch_losses(logits, batch), em_iterations)
+      pi, q = expectation_maximization(objectives.per_branch_losses(logits, batch), em_iterations)
       if routing_rule == 'batch':
         weights = tf.repeat(pi[tf.newaxis], tf.shape(q)[0], axis=0)
         branches = routing.batch_branches(batch, tf.argmax(pi))
@@ -184,5 +175,5 @@ def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str, e
 def personalization(em_iterations: int):
   """Held-out clients fit their pi on their own data (training split or adaptation half) with the components
   frozen, Marfoq et al.'s adaptation of a new client: the E step's terms are log P_k(y | x) = -l_jk."""
-  return evaluation.Personalization(lambda outputs, batch: -per_branch_losses(outputs[multi_branch.LOGITS], batch),
-                                    em_iterations)
+  log_likelihoods = lambda outputs, batch: -objectives.per_branch_losses(outputs[multi_branch.LOGITS], batch)
+  return evaluation.Personalization(log_likelihoods, em_iterations)

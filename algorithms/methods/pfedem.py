@@ -38,7 +38,7 @@ Choices (digest section 5; the literal reading is the default, each other readin
   its pi_ik of Eq. 11 across rounds in the suite's client-state store and uses it in its next E step; at its first
   round it uses the global pi).
 - `model_weights` (item A6): `client_size` (Eq. 5's p_i) or `partition_size` (Eq. 6: sub-model k's tensors weighted
-  by n_ik, a shared extractor by N_i; `algorithms.per_tensor_mean`).
+  by n_ik, a shared extractor by N_i; `algorithms.core.per_tensor_mean`).
 - `variance_floor`: sigma^2 >= floor after the client M step and the server aggregation (the paper has none;
   1e-6 only keeps log-densities finite).
 - `collapse_guard` (item A5): a component no example was assigned to in the round (sum_i n_ik = 0) keeps its mean
@@ -62,15 +62,15 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import client_state
-from algorithms import client_training
-from algorithms import evaluation
-from algorithms import gmm
-from algorithms import learning_process
-from algorithms import method
-from algorithms import objectives
-from algorithms import per_tensor_mean
-from algorithms import routing
+from algorithms.core import client_state
+from algorithms.core import client_training
+from algorithms.core import evaluation
+from algorithms.core import gmm
+from algorithms.core import learning_process
+from algorithms.core import method
+from algorithms.core import objectives
+from algorithms.core import per_tensor_mean
+from algorithms.core import routing
 from models import multi_branch
 from tasks import task as task_lib
 

@@ -5,18 +5,18 @@ An `Algorithm` is what the training loop needs from a method:
   evaluate:   learning-process state -> test metrics (`test_accuracy`, `test_<mode>_accuracy`, ...);
   shift_free: True for methods defined by training without distribution shift (No-Dist-Shift), whose clients the
               training loop draws without the shift;
-  initial_client_state: for methods that keep state on clients (`algorithms.client_state`), a client's state at
+  initial_client_state: for methods that keep state on clients (`algorithms.core.client_state`), a client's state at
               its first round; None for the others;
   model_fn:   for methods whose network is not the task's K-branch network (pFedEM's K full networks), the
               builder of their network; None for the task's.
 
 `Hyperparameters` are the settings every method shares (learning rates, branches, the period, ...).
 
-A method module added since the registry grew (`algorithms.pfedem`, `algorithms.cfl`, ...) owns its settings: a
-frozen dataclass `Config` whose fields carry `setting(default, help)` metadata and a `validate()` raising a
-one-line ValueError, and a `build_algorithm(task, element_spec, hparams, evaluator, config)`. The binary defines
-one flag per field, named `<method>_<field>` (`method_flags`), so a new method touches neither the binary nor the
-registry beyond its one entry.
+A method module added since the registry grew (`algorithms.methods.pfedem`, `algorithms.methods.cfl`, ...) owns its
+settings: a frozen dataclass `Config` whose fields carry `setting(default, help)` metadata and a `validate()`
+raising a one-line ValueError, and a `build_algorithm(task, element_spec, hparams, evaluator, config)`. The binary
+defines one flag per field, named `<method>_<field>` (`method_flags`), so a new method touches neither the binary
+nor the registry beyond its one entry.
 """
 
 import dataclasses

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import learning_process
+from algorithms.core import learning_process
 
 POSITION = 'position'
 CLIENT_STATES = 'client_states'
