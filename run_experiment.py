@@ -377,8 +377,9 @@ def main(argv):
 
   parameters = multi_branch.parameter_counts(model_fn())
   print(f'Task {task.name}: {task.population_summary()}')
-  print(f'Model: {parameters["total"]:,} parameters, one branch {parameters["branch"]:,} '
-        f'({parameters["branch_overhead_percent"]:.1f}% of the single-branch network)')
+  branch = (f', one branch {parameters["branch"]:,} ({parameters["branch_overhead_percent"]:.1f}% of the '
+            'single-branch network)' if 'branch' in parameters else '')
+  print(f'Model: {parameters["total"]:,} parameters{branch}')
   loop_config = training_loop.LoopConfig(
       total_rounds=values['total_rounds'], rounds_per_eval=_ROUNDS_PER_EVAL.value, client_spec=client_spec,
       seed=_SEED.value, rounds_per_checkpoint=_ROUNDS_PER_CHECKPOINT.value)

@@ -22,6 +22,8 @@ from algorithms.core import objectives
 from algorithms.methods import cfl
 from algorithms.methods import fedavg_plus
 from algorithms.methods import fedem
+from algorithms.methods import fedevolve
+from algorithms.methods import fedevp
 from algorithms.methods import fedgmm
 from algorithms.methods import fedprox
 from algorithms.methods import fedtem
@@ -150,6 +152,8 @@ METHOD_CONFIGS = {
     fedprox.NAME: (fedprox.Config, fedprox.build_algorithm),
     fedavg_plus.NAME: (fedavg_plus.Config, fedavg_plus.build_algorithm),
     local.NAME: (local.Config, local.build_algorithm),
+    fedevolve.NAME: (fedevolve.Config, fedevolve.build_algorithm),
+    fedevp.NAME: (fedevp.Config, fedevp.build_algorithm),
 }
 ALGORITHMS = tuple(_BUILDERS) + tuple(METHOD_CONFIGS)
 _SHIFT_FREE = frozenset({'nds', 'nds_single'})

@@ -119,8 +119,8 @@ def read_metrics(output_dir: str) -> list[dict[str, float]]:
 
 def is_evaluation(row: dict) -> bool:
   """True for a metrics row holding an evaluation: the centralized test accuracy or, for methods without a global
-  model (Local), every client's own (`personalized_accuracy`)."""
-  return 'test_accuracy' in row or 'personalized_accuracy' in row
+  model (Local), the held-out clients' own (`personalized_accuracy`, `target_accuracy`, ...)."""
+  return any(key.endswith('_accuracy') and not key.startswith('train_') for key in row)
 
 
 def final_metrics(rows: list[dict[str, float]], window_rounds: int) -> dict[str, float]:
@@ -203,7 +203,7 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
     if round_num % config.rounds_per_eval == 0 or round_num == config.total_rounds:
       row.update(algorithm.evaluate(state))
       weights = scenario.test_weights(round_num)
-      if weights is not None:
+      if weights is not None and f'test_{task.domain_names[0]}_accuracy' in row:  # Methods with a global model.
         row['test_mixture_accuracy'] = mixture_accuracy(row, task.domain_names, weights)
     row['round_seconds'] = time.monotonic() - round_started
     outputs.release(row, round_num)

@@ -31,7 +31,8 @@ These are parametric stand-ins for the published corruption suites (which cannot
 tables follow CIFAR-10-C where it has the family.
 
 A scenario whose domains are all plain bases needs no transform, and `DomainTransform.is_identity` lets the task
-skip it, so such runs trace exactly the graphs they traced before domains existed.
+skip it, so such runs trace exactly the graphs they traced before domains existed. Domains with time stages
+(`Domain.stage`) add each example's stage to the batch, `stage` [B], the one domain property methods may read.
 """
 
 import dataclasses
@@ -58,7 +59,12 @@ _SEVERITIES = {
 
 @dataclasses.dataclass(frozen=True)
 class Domain:
-  """One domain: examples of base population `base`, transformed."""
+  """One domain: examples of base population `base`, transformed.
+
+  `stage` is not a transform: it is when the domain's data were collected (seed 001's domain index m), which a
+  client knows of its own data, so unlike the domain index methods may read it (a model batch's `stage` [B]).
+  Scenarios without time stages leave it 0 everywhere, and their batches have no `stage`.
+  """
   name: str
   base: int
   rotation_degrees: float = 0.0
@@ -67,6 +73,7 @@ class Domain:
   label_permutation: Optional[tuple[int, ...]] = None
   corruption: Optional[str] = None
   severity: int = 0
+  stage: int = 0
 
   def __post_init__(self):
     if self.corruption is not None and (self.corruption not in CORRUPTIONS or not 1 <= self.severity <= 5):
@@ -130,15 +137,20 @@ class DomainTransform:
       if sorted(permutation) != list(range(num_classes)):
         raise ValueError(f'label_permutation of domain {domain.name} is not a permutation of {num_classes} labels.')
     self._permutations = np.array(permutations, np.int32)
+    self._stages = np.array([d.stage for d in domains], np.int32)
 
   @property
   def is_identity(self) -> bool:
-    return all(domain.is_plain for domain in self.domains)
+    """True when batches leave unchanged: every domain plain, no time stages."""
+    return all(domain.is_plain for domain in self.domains) and not self._stages.any()
 
   def __call__(self, batch: dict, domain_ids: tf.Tensor) -> dict:
-    if self.is_identity:
-      return batch
     domain_ids = tf.cast(domain_ids, tf.int32)
+    result = dict(batch)
+    if self._stages.any():
+      result['stage'] = tf.gather(self._stages, domain_ids)
+    if all(domain.is_plain for domain in self.domains):
+      return result
     x = self._corrupt(tf.convert_to_tensor(batch['x']), domain_ids)
     angles = tf.gather(self._angles, domain_ids)
     flips = tf.gather(self._flips, domain_ids)
@@ -148,7 +160,6 @@ class DomainTransform:
       x = self._transform_vectors(x, angles, flips)
     inverts = tf.reshape(tf.gather(self._inverts, domain_ids), [-1] + [1] * (x.shape.rank - 1))
     reflected = (self._input_range[0] + self._input_range[1] - x) if self._input_range else -x
-    result = dict(batch)
     result['x'] = tf.where(inverts, reflected, x)
     result['y'] = tf.gather_nd(self._permutations, tf.stack([domain_ids, tf.cast(batch['y'], tf.int32)], axis=-1))
     return result

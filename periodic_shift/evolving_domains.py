@@ -19,7 +19,14 @@ class EvolvingDomainsScenario(scenario.Scenario):
   Clients: `num_clients` scenario clients; client c holds every source domain, domain m's data being all the data
   of a distinct client of the base population (a seeded permutation assigns clients c * M + m), so domains are
   disjoint, as the seed's disjoint split of MNIST into domains. Every round draws `clients_per_round` clients
-  uniformly without replacement; each trains on all its source data.
+  uniformly without replacement; each trains on all its source data. Domain m is time stage m
+  (`domains.Domain.stage`): a client knows which of its datasets came first, which FedEvolve and FedEvp need.
+
+  Each client's own target data (`evaluation_plans`, `target`): the data of one more distinct base client
+  (M * num_clients + c) in the target domain, with the client's label skew, and as personalization data the
+  client's own sources. Metrics `target_accuracy` (the method's global model, the seed's "server accuracy") and,
+  for methods that personalize, `target_client_accuracy` (the seed's "client accuracy") pool every client's target
+  examples.
 
   Label heterogeneity (`dirichlet_alpha`, the seed's "Dir", values inf, 1.0 and 0.1): client c draws class weights
   w_c ~ Dir(alpha 1_C) once and keeps an example of label y with probability w_c[y] / max w_c in every source
@@ -39,9 +46,9 @@ class EvolvingDomainsScenario(scenario.Scenario):
       raise ValueError(f'--evolving_base must be a base population index below {len(base_client_ids)}; got {base}.')
     num_sources = num_domains - 1
     population = base_client_ids[base]
-    if num_clients * num_sources > len(population):
-      raise ValueError(f'--num_clients x (--num_domains - 1) = {num_clients * num_sources} needs that many clients '
-                       f'in base population {base}, which has {len(population)}.')
+    if num_clients * num_domains > len(population):
+      raise ValueError(f'--num_clients x --num_domains = {num_clients * num_domains} (sources and each client\'s own '
+                       f'target) needs that many clients in base population {base}, which has {len(population)}.')
     if not 1 <= clients_per_round <= num_clients:
       raise ValueError(f'--clients_per_round must be between 1 and --num_clients ({num_clients}); got '
                        f'{clients_per_round}.')
@@ -55,6 +62,7 @@ class EvolvingDomainsScenario(scenario.Scenario):
     order = np.random.default_rng([seed, 3]).permutation(len(population))
     self._sources = [[population[order[c * num_sources + m]] for m in range(num_sources)]
                      for c in range(num_clients)]
+    self._targets = [population[order[num_clients * num_sources + c]] for c in range(num_clients)]
     self.label_weights = [None if np.isinf(dirichlet_alpha) else
                           tuple(float(w) for w in np.random.default_rng([seed, 48, c]).dirichlet(
                               np.full(num_classes, dirichlet_alpha)))
@@ -66,16 +74,27 @@ class EvolvingDomainsScenario(scenario.Scenario):
 
   def domains(self, base_names: Sequence[str], num_classes: int) -> tuple[domains_lib.Domain, ...]:
     del num_classes  # Unused.
-    return tuple(domains_lib.Domain(f'{base_names[self._base]}_rot{angle:g}', self._base, rotation_degrees=angle)
-                 for angle in self._angles)
+    return tuple(domains_lib.Domain(f'{base_names[self._base]}_rot{angle:g}', self._base, rotation_degrees=angle,
+                                    stage=m) for m, angle in enumerate(self._angles))
+
+  def _sources_plan(self, client: int, order_seed=None) -> scenario.ClientPlan:
+    return scenario.ClientPlan(f'client_{client}', tuple(
+        scenario.Part(m, source, label_weights=self.label_weights[client], order_seed=order_seed)
+        for m, source in enumerate(self._sources[client])))
 
   def round_plan(self, round_num: int) -> scenario.RoundPlan:
     chosen = np.random.default_rng([self._seed, 4, round_num]).choice(len(self._sources), self._clients_per_round,
                                                                       replace=False)
-    return scenario.RoundPlan(tuple(
-        scenario.ClientPlan(f'client_{c}', tuple(scenario.Part(m, source, label_weights=self.label_weights[c])
-                                                 for m, source in enumerate(self._sources[c])))
-        for c in chosen))
+    return scenario.RoundPlan(tuple(self._sources_plan(c) for c in chosen))
+
+  def evaluation_plans(self) -> dict[str, scenario.HeldOutClients]:
+    """`target`: every client's own target-domain data, with its sources as personalization data."""
+    target = self._num_domains - 1
+    tests = tuple(scenario.ClientPlan(f'client_{c}', (scenario.Part(
+        target, source, label_weights=self.label_weights[c], order_seed=self._seed),))
+                  for c, source in enumerate(self._targets))
+    return {'target': scenario.HeldOutClients(tests, tuple(self._sources_plan(c, order_seed=self._seed)
+                                                          for c in range(len(self._sources))))}
 
   def round_metrics(self, round_num: int, plan: scenario.RoundPlan) -> dict[str, float]:
     """`source_domains`: the domains the round's clients hold (always all M sources)."""

@@ -18,7 +18,8 @@ source domains take 29,000 points, the seed's scale.
 
 Model: a 5-layer MLP as the seed describes (3 representation layers + 2 classifier layers; widths not given, 32
 here): the extractor is the three representation layers and a first classifier layer (Dense 32, ReLU), each branch
-the last, linear layer. FedEvp (the FedEvolve issue) builds its own split of the same network.
+the last, linear layer. FedEvolve and FedEvp split the same network into 3 representation and 2 classifier layers
+(`models.representation.mlp_representation`).
 """
 
 import collections
@@ -29,6 +30,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from models import multi_branch
+from models import representation
 from tasks import task as task_lib
 
 NUM_CLASSES = 2
@@ -74,4 +76,5 @@ def create_task(seed: int = 0, config: CircleConfig = CircleConfig()) -> task_li
       name='circle', train_data=[tff.simulation.datasets.TestClientData(clients)],
       client_sizes=[{client_id: config.client_size for client_id in clients}],
       test_data=[tf.data.Dataset.from_tensor_slices(test)], test_sizes=[config.test_examples],
-      batch_fn=lambda batch: batch, model_fn=create_model, num_classes=NUM_CLASSES, mode_names=('circle',))
+      batch_fn=lambda batch: batch, model_fn=create_model, num_classes=NUM_CLASSES, mode_names=('circle',),
+      representation=representation.mlp_representation(2, NUM_CLASSES, HIDDEN_UNITS))

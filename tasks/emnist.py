@@ -9,7 +9,8 @@ Data: TFF's EMNIST-62 (`tff.simulation.datasets.emnist.load_data(only_digits=Fal
   the full file this gives Table 1's 3,383 day clients (341,873 examples) and 3,400 night clients (329,712).
 - test: the whole `all_test` split (77,483 examples), with its digit and character subsets as the per-mode test
   sets (held in memory after the first evaluation).
-- model: the paper's two-conv LeNet (`models.emnist_cnn`), 128-d feature, 62-way branches.
+- model: the paper's two-conv LeNet (`models.emnist_cnn`), 128-d feature, 62-way branches; seed 001's methods
+  (FedEvolve, FedEvp) use seed 001's 4-block CNN and 128-64-C head (`models.representation.conv_representation`).
 - preprocessing: x = pixels[..., None] (TFF's pixels are already in [0, 1]; no augmentation), y = label.
 """
 
@@ -19,6 +20,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from models import emnist_cnn
+from models import representation
 from tasks import task as task_lib
 from tasks import tff_files
 
@@ -71,4 +73,5 @@ def create_task(cache_dir: str, seed: int = 0) -> task_lib.Task:
   return task_lib.Task(name='emnist', train_data=train_data, client_sizes=client_sizes, test_data=test_data,
                        test_sizes=test_sizes, batch_fn=batch_fn, model_fn=emnist_cnn.create_model,
                        num_classes=emnist_cnn.NUM_CLASSES, input_range=(0.0, 1.0),
-                       raw_label_key='label')
+                       raw_label_key='label',
+                       representation=representation.conv_representation((28, 28, 1), emnist_cnn.NUM_CLASSES))

@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from models import representation as representation_lib
 from periodic_shift import client_sampler
 from periodic_shift import domains as domains_lib
 from periodic_shift import scenario as scenario_lib
@@ -64,6 +65,8 @@ class Task:
     domains: The domains examples are labelled with; None: one untransformed domain per mode.
     raw_label_key: The label's key in raw elements (what a part's `label_weights` select on).
     novelty_data: Raw unbatched examples of none of the task's populations (for novelty detection), or None.
+    representation: The task's network split into representation tower and classifier head
+      (`models.representation`), or None for the split of its multi-branch network at the extractor.
   """
   name: str
   train_data: Sequence[tff.simulation.datasets.ClientData]
@@ -78,6 +81,12 @@ class Task:
   domains: Optional[tuple[domains_lib.Domain, ...]] = None
   raw_label_key: str = 'y'
   novelty_data: Optional[tf.data.Dataset] = None
+  representation: Optional[representation_lib.Representation] = None
+
+  def representation_split(self) -> representation_lib.Representation:
+    """The network split into a representation and a classifier (seed 001's methods): the task's own, or its
+    multi-branch network split at the shared extractor."""
+    return self.representation or representation_lib.extractor_representation(self.model_fn, self.num_classes)
 
   @property
   def domain_list(self) -> tuple[domains_lib.Domain, ...]:
@@ -87,6 +96,11 @@ class Task:
   def num_modes(self) -> int:
     """K, the number of domains examples are labelled with (the modes, unless `with_domains` set others)."""
     return len(self.domain_list)
+
+  @property
+  def num_stages(self) -> int:
+    """The time stages of the domains (`periodic_shift.domains.Domain.stage`); 1 when they have none."""
+    return 1 + max(domain.stage for domain in self.domain_list)
 
   @property
   def domain_names(self) -> list[str]:
@@ -237,6 +251,6 @@ def _model_batch(raw_batch, mode, batch_fn: BatchFn) -> collections.OrderedDict:
 
 
 def model_batches(dataset: tf.data.Dataset, batch_fn: BatchFn) -> tf.data.Dataset:
-  """Maps batches `(raw_batch, mode)` to `OrderedDict(x, y, [loss_mask, accuracy_mask,] mode)` with the task's
-  `batch_fn` (and, for a `DomainBatchFn`, each example's domain transform)."""
+  """Maps batches `(raw_batch, mode)` to `OrderedDict(x, y, [loss_mask, accuracy_mask,] mode[, stage])` with the
+  task's `batch_fn` (and, for a `DomainBatchFn`, each example's domain transform and time stage)."""
   return dataset.map(lambda raw_batch, mode: _model_batch(raw_batch, mode, batch_fn))

@@ -1,44 +1,15 @@
 """Every method on every scenario: a two-round run of each pair ends with its scenario's metrics.
 
-The runs call run_experiment's `main` in this process (flags reset to their defaults before each), which spares each
-of the pairs the interpreter, TensorFlow and TFF start-up of a subprocess (about 5 of its 10 seconds here); the
-binary as users run it is tested in run_experiment_test.
+The runs call run_experiment's `main` in this process (`tests.in_process_run`).
 """
 
-import contextlib
-import csv
-import io
 import json
 import os
 
-from absl import flags
 from absl.testing import absltest
 from absl.testing import parameterized
-import tensorflow as tf
-import tensorflow_federated as tff
 
-import run_experiment
-from utils import execution_context
-
-
-def _run_in_process(args) -> tuple[int, str]:
-  """run_experiment's main with `args` (other flags at their defaults): (exit status, stderr)."""
-  for flag in flags.FLAGS.flags_by_module_dict().get(run_experiment.__name__, []):
-    flag.unparse()
-  flags.FLAGS(['run_experiment', *args])
-  stdout, stderr = io.StringIO(), io.StringIO()
-  with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-    try:
-      run_experiment.main(['run_experiment'])
-      status = 0
-    except SystemExit as exit_:
-      status = exit_.code
-  return status, stderr.getvalue()
-
-
-def _rows(output_dir):
-  with open(os.path.join(output_dir, 'metrics.csv')) as f:
-    return list(csv.DictReader(f))
+from tests import in_process_run
 
 
 class MethodScenarioMatrixTest(parameterized.TestCase):
@@ -46,15 +17,13 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    # TFF starts its worker with this process's stdout and stderr, which the runs redirect to buffers without
-    # file descriptors: start it first (the runs then share it).
-    execution_context.install()
-    tff.tensorflow.computation(lambda: tf.constant(0))()
+    in_process_run.start_worker()
 
   @parameterized.product(
       scenario=['mixture_drift', 'evolving_domains', 'concept_drift', 'windowed', 'dirichlet_mixture'],
       algorithm=['vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',
-                 'fedtem', 'fedtkm', 'pfedem', 'cfl', 'fedgmm', 'fedprox', 'fedavg_plus', 'local'])
+                 'fedtem', 'fedtkm', 'pfedem', 'cfl', 'fedgmm', 'fedprox', 'fedavg_plus', 'local', 'fedevolve',
+                 'fedevp'])
   def test_every_method_runs_on_every_scenario(self, scenario, algorithm):
     root = self.create_tempdir().full_path
     settings = {
@@ -68,17 +37,23 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
         # 12 day clients, 3 of them unseen.
         'dirichlet_mixture': ['--num_clients=12', '--unseen_fraction=0.25'],
     }[scenario]
-    status, stderr = _run_in_process([
+    status, stderr = in_process_run.run([
         '--task=synthetic', f'--scenario={scenario}', f'--algorithm={algorithm}', '--clients_per_round=3',
         '--total_rounds=2', '--period=2', '--rounds_per_eval=2', '--eval_batch_size=500',
         f'--root_output_dir={root}', '--experiment_name=s', *settings])
-    if algorithm == 'local' and scenario != 'dirichlet_mixture':  # Local needs clients' own test data.
+    if algorithm == 'local' and scenario not in ('dirichlet_mixture', 'evolving_domains'):  # Clients' test data.
       self.assertEqual((status, stderr.strip().splitlines()[-1]), (
           2, 'run_experiment: error: local evaluates every client on its own test data and needs a scenario with '
-          'per-client test data (--scenario=dirichlet_mixture).'))
+          'per-client test data (--scenario=dirichlet_mixture or evolving_domains).'))
+      return
+    if algorithm == 'fedevolve' and scenario != 'evolving_domains':  # Only there are domains time stages.
+      self.assertEqual((status, stderr.strip().splitlines()[-1]), (
+          2, 'run_experiment: error: fedevolve learns from the order of a client\'s domains and needs a scenario '
+          'whose domains are time stages, at least 3 (--scenario=evolving_domains --num_domains>=3); this one has '
+          '1.'))
       return
     self.assertEqual(status, 0, stderr[-3000:])
-    rows = _rows(os.path.join(root, 's'))
+    rows = in_process_run.metrics_rows(os.path.join(root, 's'))
     self.assertLen(rows, 2)
     shift_free = algorithm.startswith('nds')
     if scenario == 'mixture_drift':
@@ -86,9 +61,14 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
       self.assertBetween(float(rows[1]['test_mixture_accuracy']), 0.0, 1.0)
     elif scenario == 'evolving_domains':
       self.assertEqual(float(rows[1]['source_domains']), 3.0)
-      # The target, rotated by 3 x 15 degrees, is the last domain; test_mixture_accuracy is its accuracy.
-      target = 'test_day_rot0_accuracy' if shift_free else 'test_day_rot45_accuracy'
-      self.assertEqual(rows[1]['test_mixture_accuracy'], rows[1][target])
+      # Each client's own target data, and for methods with a global model the centralized target test set: the
+      # target, rotated by 3 x 15 degrees, is the last domain, and test_mixture_accuracy is its accuracy.
+      self.assertBetween(float(rows[1]['target_accuracy']), 0.0, 1.0)
+      if algorithm in ('fedevolve', 'fedevp', 'fedavg_plus'):  # Personalized, and the global model's view.
+        self.assertBetween(float(rows[1]['target_server_accuracy']), 0.0, 1.0)
+      if algorithm != 'local':
+        target = 'test_day_rot0_accuracy' if shift_free else 'test_day_rot45_accuracy'
+        self.assertEqual(rows[1]['test_mixture_accuracy'], rows[1][target])
     elif scenario == 'windowed':
       self.assertEqual([float(row['window']) for row in rows], [0.0, 0.0 if shift_free else 1.0])
       self.assertBetween(float(rows[1]['new_regime_share']), 0.0, 1.0)

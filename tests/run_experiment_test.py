@@ -55,6 +55,8 @@ class BadInputTest(parameterized.TestCase):
       ('fedgmm_gaussians', ['--algorithm=fedgmm', '--fedgmm_gaussians=0'], 'fedgmm_gaussians must be >= 1'),
       ('fedprox_mu', ['--algorithm=fedprox', '--fedprox_mu=0'], 'fedprox_mu must be > 0'),
       ('local_without_clients_test_data', ['--algorithm=local'], 'needs a scenario with per-client test data'),
+      ('fedevolve_without_time_stages', ['--algorithm=fedevolve'], 'needs a scenario whose domains are time stages'),
+      ('fedevp_momentum', ['--algorithm=fedevp', '--fedevp_momentum=2'], 'fedevp_momentum must be in'),
       ('routing_with_one_branch', ['--algorithm=min_loss', '--num_branches=1'], 'needs --num_branches >= 2'),
       ('missing_dataset', ['--task=cifar', '--cache_dir=/nonexistent'], '/nonexistent/cifar100.sqlite'),
   )

@@ -155,6 +155,7 @@ class EvolvingDomainsScenarioTest(absltest.TestCase):
     self.assertEqual([d.rotation_degrees for d in domain_list], [0.0, 15.0, 30.0, 45.0, 60.0])
     self.assertEqual({d.base for d in domain_list}, {1})
     self.assertEqual(domain_list[-1].name, 'night_rot60')
+    self.assertEqual([d.stage for d in domain_list], [0, 1, 2, 3, 4])
     np.testing.assert_array_equal(evolving.test_weights(3), [0, 0, 0, 0, 1])
     unexpected = scenarios.build(dataclasses.replace(self.config, target_extra_rotation=20.0), self.ids, self.sizes,
                                 clients_per_round=4, seed=0)
@@ -178,7 +179,7 @@ class EvolvingDomainsScenarioTest(absltest.TestCase):
     self.assertEqual(evolving.round_plan(9), scenarios.build(self.config, self.ids, self.sizes, 4, 0).round_plan(9))
 
   def test_dirichlet_label_weights_recover_the_concentration(self):
-    ids, sizes = _populations([[10] * 4400])
+    ids, sizes = _populations([[10] * 6000])
     config = dataclasses.replace(self.config, evolving_base=0, num_domains=3, num_clients=2000, dirichlet_alpha=0.5)
     evolving = scenarios.build(config, ids, sizes, clients_per_round=4, seed=1, num_classes=5)
     weights = np.array(evolving.label_weights)
@@ -196,8 +197,24 @@ class EvolvingDomainsScenarioTest(absltest.TestCase):
       dataclasses.replace(self.config, dirichlet_alpha=0.0).validate()
 
   def test_too_few_base_clients_names_the_flags(self):
-    with self.assertRaisesRegex(ValueError, '--num_clients x \\(--num_domains - 1\\) = 80 .* has 70'):
-      scenarios.build(dataclasses.replace(self.config, num_clients=20), self.ids, self.sizes, 4, 0)
+    with self.assertRaisesRegex(ValueError, '--num_clients x --num_domains = 75 .* has 70'):
+      scenarios.build(dataclasses.replace(self.config, num_clients=15), self.ids, self.sizes, 4, 0)
+
+  def test_each_client_is_tested_on_its_own_target_data_from_a_base_client_of_its_own(self):
+    config = dataclasses.replace(self.config, dirichlet_alpha=0.3)
+    evolving = scenarios.build(config, self.ids, self.sizes, clients_per_round=4, seed=0, num_classes=10)
+    target = evolving.evaluation_plans()['target']
+    self.assertLen(target.test, 12)
+    training_sources = {part.source_id for r in range(60) for c in evolving.round_plan(r).clients for part in c.parts}
+    for c, (test, own) in enumerate(zip(target.test, target.personalization)):
+      self.assertEqual(test.client_id, own.client_id)
+      (part,) = test.parts
+      self.assertEqual(part.domain, 4)
+      self.assertNotIn(part.source_id, training_sources)
+      self.assertEqual(part.label_weights, evolving.label_weights[c])
+      self.assertEqual([p.domain for p in own.parts], [0, 1, 2, 3])
+      self.assertEqual({p.order_seed for p in own.parts + test.parts}, {0})  # Fixed splits, the same every round.
+    self.assertLen({test.parts[0].source_id for test in target.test}, 12)
 
 
 class ConceptDriftScenarioTest(absltest.TestCase):

@@ -12,12 +12,14 @@ leaves the client out of them with `exclude_unless` (the same client must be lef
 """
 
 import collections
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import learning_process
 from algorithms.core import objectives
+from tasks import task as task_lib
 
 Objective = Callable[[dict, dict], objectives.BatchResult]
 
@@ -93,11 +95,14 @@ def proximal_term(trainable, initial_trainable, strength: float) -> tf.Tensor:
 
 def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Optimizer,
                    initial_weights: tff.learning.models.ModelWeights, dataset: tf.data.Dataset,
-                   objective: Objective, proximal_strength: float = 0.0) -> TrainingOutput:
+                   objective: Objective, proximal_strength: float = 0.0,
+                   trained_mask: Optional[tuple[bool, ...]] = None) -> TrainingOutput:
   """Assigns `initial_weights` to `model`, trains on `dataset`, returns the update; runs inside a `tf.function`.
 
   With `proximal_strength` mu > 0 every step minimizes the objective's loss plus `proximal_term` to
-  `initial_weights` (FedProx); the reported loss sums stay the objective's.
+  `initial_weights` (FedProx); the reported loss sums stay the objective's. With `trained_mask` (a bool per
+  trainable tensor) only the marked tensors are trained, the others keep `initial_weights` (partial
+  personalization, FedEvp).
 
   The caller's `tf.function` must close over `model` (passing a Keras model as a `tf.function` argument makes the
   function see copies of its variables); its automatic control dependencies order the variable reads after
@@ -116,6 +121,9 @@ def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
       if proximal_strength > 0:
         loss += proximal_term(trainable, initial_trainable, proximal_strength)
     gradients = tape.gradient(loss, trainable)
+    if trained_mask is not None:
+      gradients = tuple(gradient if trained else tf.zeros_like(variable)
+                        for gradient, variable, trained in zip(gradients, trainable, trained_mask))
     optimizer_state, updated = optimizer.next(optimizer_state, trainable, gradients)
     for variable, value in zip(trainable, updated):
       variable.assign(value)
@@ -136,3 +144,26 @@ def build_train_fn(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
   """`local_training` as a `tf.function` (initial_weights, dataset) -> TrainingOutput; build it in a computation."""
   return tf.function(lambda initial_weights, dataset: local_training(model, optimizer, initial_weights, dataset,
                                                                     objective, proximal_strength))
+
+
+def objective_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
+                          client_optimizer: tff.learning.optimizers.Optimizer, element_spec, objective: Objective,
+                          proximal_strength: float = 0.0, uniform_weights: bool = False
+                          ) -> tff.learning.templates.ClientWorkProcess:
+  """The client work of a method that is local training on a per-batch `objective` and nothing else: reports
+  (update, weight) and train metrics, summed. The weight is the number of examples the objective counted, or 1
+  per client with `uniform_weights` (a plain average of the client models; a left-out client still weighs 0).
+
+  `element_spec` is the spec of `tasks.task.preprocess_client` batches; `batch_fn` the task's.
+  """
+  weights_type = learning_process.model_weights_type(model_fn)
+  data_type = learning_process.client_data_type(element_spec)
+
+  @tff.tensorflow.computation(weights_type, data_type)
+  def client_update(weights, dataset):
+    train = build_train_fn(model_fn(), client_optimizer, objective, proximal_strength)
+    output = train(weights, task_lib.model_batches(dataset, batch_fn))
+    weight = tf.cast(output.finite, tf.float32) if uniform_weights else output.num_examples
+    return tff.learning.templates.ClientResult(update=output.update, update_weight=weight), output.metrics
+
+  return learning_process.stateless_client_work(client_update, finalize_train_metrics)

@@ -51,13 +51,15 @@ class Personalization(NamedTuple):
 
 
 class LocalTuning(NamedTuple):
-  """Per-client training before each held-out client's test (seed 004's FedAvg+ and Local baselines): from
-  `initial_weights` (None: the evaluated weights) for `epochs` passes over the client's personalization data in
-  order, one SGD step of `learning_rate` per batch on `objective`'s loss (`client_training.local_training`)."""
+  """Per-client training before each held-out client's test (seed 004's FedAvg+ and Local baselines, seed 001's
+  FedEvp): from `initial_weights` (None: the evaluated weights) for `epochs` passes over the client's
+  personalization data in order, one SGD step of `learning_rate` per batch on `objective`'s loss
+  (`client_training.local_training`), of the trainable tensors `trained_mask` marks (None: all)."""
   objective: Objective
   epochs: int
   learning_rate: float
   initial_weights: Optional[tff.learning.models.ModelWeights] = None
+  trained_mask: Optional[tuple[bool, ...]] = None
 
 
 def fit_client_log_weights(log_terms: tf.Tensor, clients: tf.Tensor, num_clients: int, steps: int) -> tf.Tensor:
@@ -106,6 +108,19 @@ class Evaluator:
   def held_out_names(self) -> tuple[str, ...]:
     return tuple(self._held_out)
 
+  def held_out_clients(self, name: str) -> int:
+    return self._held_out[name].num_clients
+
+  def collect_personalization(self, weights: tff.learning.models.ModelWeights, name: str, per_example: Callable,
+                              dtypes: tuple) -> tuple[tf.Tensor, ...]:
+    """`per_example(outputs, batch)`'s tensors of `dtypes` over held-out `name`'s personalization data, with
+    `weights`, concatenated, followed by the examples' client indices [N] (for client-specific objective
+    arguments, `evaluate(..., client_args=...)`)."""
+    tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
+    with_client = lambda outputs, batch: tuple(per_example(outputs, batch)) + (batch['client'],)
+    return self._collect_per_example(self._held_out[name].personalization, with_client, (),
+                                     tuple(dtypes) + (tf.int32,))
+
   def _tuned_sums(self, data: HeldOutData, weights, objective: Objective, tuning: LocalTuning) -> dict:
     """Summed test metrics of every client of `data` after `tuning` from `weights` (or its own initial weights)."""
     if data.client_data is None:
@@ -113,7 +128,7 @@ class Evaluator:
     optimizer = tff.learning.optimizers.build_sgdm(tuning.learning_rate)
     start = tuning.initial_weights if tuning.initial_weights is not None else weights
     tune = tf.function(lambda initial, dataset: client_training.local_training(
-        self._model, optimizer, initial, dataset, tuning.objective).num_examples)
+        self._model, optimizer, initial, dataset, tuning.objective, trained_mask=tuning.trained_mask).num_examples)
     total = None
     for client in range(data.num_clients):
       test, personalization = data.client_data(client)
@@ -143,7 +158,8 @@ class Evaluator:
 
   def evaluate(self, weights: tff.learning.models.ModelWeights, objective: Objective, routing_shape=None,
                objective_args=(), personalization: Optional[Personalization] = None,
-               novelty_score: Optional[Callable] = None, local_tuning: Optional[LocalTuning] = None) -> dict:
+               novelty_score: Optional[Callable] = None, local_tuning: Optional[LocalTuning] = None,
+               client_args: Optional[dict[str, tuple]] = None) -> dict:
     """Returns test_loss, test_accuracy and test_<mode>_{loss,accuracy} for every mode.
 
     `objective(outputs, batch, *objective_args)` gives each batch's metrics; passing state such as a clustering
@@ -153,7 +169,8 @@ class Evaluator:
     *objective_args, client_log_weights)` with the fitted log pi [clients, M]. With a novelty dataset,
     `novelty_score(outputs, batch, *objective_args)` [B] (default `max_softmax_novelty`) scores it against the
     test datasets: `novelty_auroc`, `novelty_average_precision`, `novelty_max_f1`. With `local_tuning`, each
-    held-out client is tested after its own tuning (`LocalTuning`).
+    held-out client is tested after its own tuning (`LocalTuning`). `client_args[name]` are objective arguments
+    added for held-out `name` only (tables indexed by `batch['client']`).
     """
     tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
     metrics, total = {}, None
@@ -165,7 +182,7 @@ class Evaluator:
     if total is not None:
       metrics.update(_finalize(total, prefix='test_'))
     for name, data in self._held_out.items():
-      args = tuple(objective_args)
+      args = tuple(objective_args) + tuple((client_args or {}).get(name, ()))
       if personalization is not None:
         with_client = lambda outputs, batch, *a: (personalization.log_terms(outputs, batch, *a), batch['client'])
         log_terms, clients = self._collect_per_example(data.personalization, with_client, args,
@@ -185,6 +202,17 @@ class Evaluator:
     if routing_shape is not None:
       metrics['test_routing'] = total['routing']
     return metrics
+
+
+def server_view(held_out_metrics: dict, names: tuple[str, ...]) -> dict:
+  """Held-out metrics `<name>_<metric>` of the global model, without personalization, renamed
+  `<name>_server_<metric>` (seed 001's "server accuracy" beside the personalized "client accuracy")."""
+  renamed = {}
+  for key, value in held_out_metrics.items():
+    name = next((n for n in names if key.startswith(f'{n}_')), None)
+    if name is not None:
+      renamed[f'{name}_server_{key[len(name) + 1:]}'] = value
+  return renamed
 
 
 def max_softmax_novelty(outputs: dict, batch: dict, *objective_args) -> tf.Tensor:

@@ -6,7 +6,9 @@ the FedAdam finalizer). Before a held-out client's test (`personalized_accuracy`
 split; `unseen_accuracy`: an unseen client's test half), the client tunes the global model on its own
 personalization data (its training split; an unseen client's adaptation half) for `tuning_epochs` passes of SGD at
 `tuning_learning_rate`, one step per batch, and is tested with the tuned model
-(`algorithms.core.evaluation.LocalTuning`). Centralized test sets and novelty scores use the global model.
+(`algorithms.core.evaluation.LocalTuning`). Centralized test sets, novelty scores and the held-out clients'
+`<name>_server_accuracy` use the global model. Seed 001's FedAvg+FT is this method: FedAvg, then one epoch of
+fine-tuning on each client's sources before its target test.
 
 Choices: one tuning epoch (`--fedavg_plus_tuning_epochs`; the FedGMM authors' code tunes for the round's local
 epochs, one); the learning rate defaults to `--client_learning_rate` (`--fedavg_plus_tuning_learning_rate`; their
@@ -43,10 +45,16 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   model_fn, process = vanilla.build_single_network_process(
       task, element_spec, hparams.client_learning_rate, hparams.server_learning_rate, hparams.server_adam_epsilon)
   evaluator = evaluator.with_model(model_fn())
+  server = evaluator.held_out_only()
   tuning = evaluation.LocalTuning(objectives.averaged_branches, config.tuning_epochs,
                                   config.tuning_learning_rate or hparams.client_learning_rate)
 
   def evaluate(state):
-    return evaluator.evaluate(process.get_model_weights(state), objectives.averaged_branches, local_tuning=tuning)
+    weights = process.get_model_weights(state)
+    metrics = evaluator.evaluate(weights, objectives.averaged_branches, local_tuning=tuning)
+    if server.held_out_names:
+      metrics.update(evaluation.server_view(server.evaluate(weights, objectives.averaged_branches),
+                                            server.held_out_names))
+    return metrics
 
   return method.Algorithm(process, evaluate, shift_free=False, model_fn=model_fn)

@@ -15,7 +15,7 @@ How the suite realizes it (documented choices):
   model on the round's data (`train_loss`, `train_accuracy` of that untrained model) and sends a zero update, so
   the model stays the initialization the evaluation starts from.
 - Local has no global model: it reports no centralized test metrics and needs a scenario with per-client test data
-  (`--scenario=dirichlet_mixture`).
+  (`--scenario=dirichlet_mixture` or `evolving_domains`).
 """
 
 import collections
@@ -74,7 +74,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   config.validate()
   if not evaluator.held_out_names:
     raise ValueError('local evaluates every client on its own test data and needs a scenario with per-client '
-                     'test data (--scenario=dirichlet_mixture).')
+                     'test data (--scenario=dirichlet_mixture or evolving_domains).')
   model_fn = lambda: task.model_fn(1)
   process = learning_process.compose(model_fn, build_client_work(model_fn, task.batch_fn, element_spec),
                                      hparams.server_learning_rate, hparams.server_adam_epsilon)

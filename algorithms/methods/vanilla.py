@@ -24,18 +24,8 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   `element_spec` is the spec of `tasks.task.preprocess_client` batches; `batch_fn` the task's; `proximal_strength`
   adds FedProx's proximal term (`algorithms.methods.fedprox`).
   """
-  weights_type = learning_process.model_weights_type(model_fn)
-  data_type = learning_process.client_data_type(element_spec)
-
-  @tff.tensorflow.computation(weights_type, data_type)
-  def client_update(weights, dataset):
-    train = client_training.build_train_fn(model_fn(), client_optimizer, objectives.averaged_branches,
-                                           proximal_strength)
-    output = train(weights, task_lib.model_batches(dataset, batch_fn))
-    return tff.learning.templates.ClientResult(update=output.update, update_weight=output.num_examples), \
-        output.metrics
-
-  return learning_process.stateless_client_work(client_update, client_training.finalize_train_metrics)
+  return client_training.objective_client_work(model_fn, batch_fn, client_optimizer, element_spec,
+                                               objectives.averaged_branches, proximal_strength)
 
 
 def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn, element_spec,

@@ -1,0 +1,86 @@
+"""FedEvolve's and FedEvp's seconds per round against FedAvg's on the same clients (seed 001).
+
+Workloads: the synthetic task and Circle under `evolving_domains` (synthetic: 5 domains rotated 20 degrees apart,
+each client holding its 4 sources; Circle: the seed's 30 domains, 29 sources), the same sampled clients and
+batches for every method, all as TFF learning processes. FedAvg is the task's single-branch network (on both
+tasks the same layers as FedEvp's tower and head); FedEvolve trains two towers and no head.
+
+    bazel run //benchmarks:evolving_methods_round_time -- --rounds=10
+"""
+
+import collections
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app
+from absl import flags
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms.core import learning_process
+from algorithms.core import method
+from algorithms.methods import fedevolve
+from algorithms.methods import fedevp
+from algorithms.methods import vanilla
+from benchmarks import timing
+from periodic_shift import scenarios
+from tasks import circle
+from tasks import synthetic
+from utils import execution_context
+
+_ROUNDS = flags.DEFINE_integer('rounds', 10, 'Timed rounds (after the warm-up rounds).')
+_CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
+_BATCH_SIZE = flags.DEFINE_integer('batch_size', 128, 'Client batch size (the README\'s seed 001 runs use 128).')
+_CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
+
+
+def _evolving(task, num_domains, rotation_step, num_clients):
+  """The task with the scenario's domains, and per round its sampled clients' preprocessed datasets."""
+  config = scenarios.Config(name='evolving_domains', num_domains=num_domains, rotation_step=rotation_step,
+                            num_clients=num_clients)
+  scenario = scenarios.build(config, task.mode_client_ids(), task.client_sizes, _CLIENTS_PER_ROUND.value, seed=0,
+                             num_classes=task.num_classes)
+  task = task.with_domains(scenario.domains(task.mode_names, task.num_classes))
+  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=_BATCH_SIZE.value)
+  rounds = [[task.plan_dataset(plan, spec, shuffle_seed=r * 1000 + i)
+             for i, plan in enumerate(scenario.round_plan(r).clients)]
+            for r in range(1, _ROUNDS.value + timing.WARMUP_ROUNDS + 1)]
+  return task, rounds
+
+
+def _seconds(model_fn, process, rounds):
+  state = [process.set_model_weights(process.initialize(), learning_process.initial_weights(model_fn, 0))]
+
+  def step(datasets):
+    state[0] = process.next(state[0], datasets).state
+
+  return timing.seconds_per_round(step, rounds)
+
+
+def _measure(task, rounds):
+  element_spec = rounds[0][0].element_spec
+  hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_LR, _EPSILON, num_branches=1)
+  seconds = collections.OrderedDict()
+  model_fn, process = vanilla.build_single_network_process(task, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON)
+  seconds['fedavg'] = _seconds(model_fn, process, rounds)
+  seconds['fedevp'] = _seconds(*fedevp.build_process(task, element_spec, hparams, fedevp.Config()), rounds)
+  seconds['fedevolve'] = _seconds(*fedevolve.build_process(task, element_spec, hparams, fedevolve.Config()), rounds)
+  return seconds
+
+
+def main(argv):
+  del argv  # Unused.
+  execution_context.install()
+  tf.get_logger().setLevel('ERROR')
+  print(f'clients/round {_CLIENTS_PER_ROUND.value}, batch {_BATCH_SIZE.value}, {_ROUNDS.value} timed rounds')
+  for name, (task, rounds) in (('synthetic', _evolving(synthetic.create_task(seed=0), 5, 20.0, 20)),
+                               ('circle', _evolving(circle.create_task(seed=0), 30, 180.0 / 29, 20))):
+    seconds = _measure(task, rounds)
+    base = seconds['fedavg']
+    print(name + '  ' + '  '.join(f'{method_name} {value:.3f} s ({value / base:.2f}x)'
+                                  for method_name, value in seconds.items()))
+
+
+if __name__ == '__main__':
+  app.run(main)
