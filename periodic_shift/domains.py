@@ -145,6 +145,8 @@ class DomainTransform:
     return all(domain.is_plain for domain in self.domains) and not self._stages.any()
 
   def __call__(self, batch: dict, domain_ids: tf.Tensor) -> dict:
+    if self.is_identity:
+      return batch
     domain_ids = tf.cast(domain_ids, tf.int32)
     result = dict(batch)
     if self._stages.any():

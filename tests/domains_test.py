@@ -73,6 +73,16 @@ class DomainTransformTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, 'not a permutation of 3 labels'):
       domains.DomainTransform([domains.Domain('bad', 0, label_permutation=(0, 0, 1))], 3)
 
+  def test_time_stages_are_added_to_the_batch_without_transforming_it(self):
+    transform = domains.DomainTransform([domains.Domain('first', 0), domains.Domain('later', 0, stage=4)], 3)
+    self.assertFalse(transform.is_identity)
+    batch = {'x': np.arange(6, dtype=np.float32).reshape(2, 3), 'y': np.array([2, 1], np.int32)}
+    result = transform(batch, np.array([1, 0], np.int32))
+    self.assertAllEqual(result['stage'], [4, 0])
+    self.assertAllEqual(result['x'], batch['x'])
+    self.assertAllEqual(result['y'], batch['y'])
+    self.assertNotIn('stage', domains.DomainTransform(domains.plain_domains(('a', 'b')), 3)(batch, [0, 1]))
+
 
 class CorruptionTest(tf.test.TestCase):
 
