@@ -94,6 +94,7 @@ class Evaluator:
     self._evaluate_sums = tf.function(self._sums)
     self._novelty = novelty_dataset
     self._collect_per_example = tf.function(self._collect)
+    self._untuned = None
 
   def with_model(self, model: tf.keras.Model) -> 'Evaluator':
     """An evaluator of the same test data for another network (a method whose model is not the task's)."""
@@ -103,6 +104,16 @@ class Evaluator:
     """An evaluator of the held-out clients alone (no centralized test sets, no novelty data): a method without a
     global model (Local)."""
     return Evaluator(self._model, {}, self._held_out)
+
+  def evaluate_tuned(self, weights: tff.learning.models.ModelWeights, objective: Objective,
+                     local_tuning: LocalTuning) -> dict:
+    """`evaluate` with `local_tuning` (methods that fine-tune before each held-out client's test: FedAvg+,
+    FedEvp), plus the held-out clients' metrics of the untuned global model as `<name>_server_<metric>`."""
+    metrics = self.evaluate(weights, objective, local_tuning=local_tuning)
+    if self._held_out:
+      self._untuned = self._untuned or self.held_out_only()
+      metrics.update(server_view(self._untuned.evaluate(weights, objective), self.held_out_names))
+    return metrics
 
   @property
   def held_out_names(self) -> tuple[str, ...]:

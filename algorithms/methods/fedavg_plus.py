@@ -45,16 +45,10 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   model_fn, process = vanilla.build_single_network_process(
       task, element_spec, hparams.client_learning_rate, hparams.server_learning_rate, hparams.server_adam_epsilon)
   evaluator = evaluator.with_model(model_fn())
-  server = evaluator.held_out_only()
   tuning = evaluation.LocalTuning(objectives.averaged_branches, config.tuning_epochs,
                                   config.tuning_learning_rate or hparams.client_learning_rate)
 
   def evaluate(state):
-    weights = process.get_model_weights(state)
-    metrics = evaluator.evaluate(weights, objectives.averaged_branches, local_tuning=tuning)
-    if server.held_out_names:
-      metrics.update(evaluation.server_view(server.evaluate(weights, objectives.averaged_branches),
-                                            server.held_out_names))
-    return metrics
+    return evaluator.evaluate_tuned(process.get_model_weights(state), objectives.averaged_branches, tuning)
 
   return method.Algorithm(process, evaluate, shift_free=False, model_fn=model_fn)

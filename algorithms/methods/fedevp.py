@@ -118,17 +118,11 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   objective = training_objective(task.num_stages, task.num_classes, config)
   model = model_fn()
   evaluator = evaluator.with_model(model)
-  server = evaluator.held_out_only()
   tuning = evaluation.LocalTuning(objective, config.personalization_epochs,
                                   config.personalization_learning_rate or hparams.client_learning_rate,
                                   trained_mask=representation.personalized_mask(model, network.last_layers))
 
   def evaluate(state):
-    weights = process.get_model_weights(state)
-    metrics = evaluator.evaluate(weights, objectives.averaged_branches, local_tuning=tuning)
-    if server.held_out_names:
-      metrics.update(evaluation.server_view(server.evaluate(weights, objectives.averaged_branches),
-                                            server.held_out_names))
-    return metrics
+    return evaluator.evaluate_tuned(process.get_model_weights(state), objectives.averaged_branches, tuning)
 
   return method.Algorithm(process, evaluate, shift_free=False, model_fn=model_fn)
