@@ -14,8 +14,8 @@ import os
 
 from absl import app
 from absl import flags
-import numpy as np
 
+from experiment import statistics
 from experiment import training_loop
 
 _ROOT = flags.DEFINE_string('root', '/tmp/periodic_shift', 'Directory whose sub-directories hold runs.')
@@ -33,16 +33,6 @@ def _setting(summary: dict) -> tuple:
   return tuple(values.get(name) for name in _SETTING_FLAGS)
 
 
-def mean_error_cell(values: list, scale: float = 1.0, digits: int = 3) -> str:
-  """'mean +- standard error' of `values` times `scale` (the value alone for one, '' for none)."""
-  if not values:
-    return ''
-  values = scale * np.asarray(values, float)
-  if len(values) == 1:
-    return f'{values[0]:.{digits}f}'
-  return f'{np.mean(values):.{digits}f} +- {np.std(values, ddof=1) / np.sqrt(len(values)):.{digits}f}'
-
-
 def table(root: str) -> str:
   """The markdown table of all runs under `root`."""
   runs = collections.defaultdict(list)
@@ -55,7 +45,7 @@ def table(root: str) -> str:
   header = list(_SETTING_FLAGS) + ['seeds'] + [c.replace('_last_period_mean', '') for c in _COLUMNS]
   lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
   for setting, finals in sorted(runs.items(), key=lambda item: tuple(map(str, item[0]))):
-    cells = [mean_error_cell([f[c] for f in finals if c in f]) for c in _COLUMNS]
+    cells = [statistics.mean_error_cell([f[c] for f in finals if c in f]) for c in _COLUMNS]
     lines.append('| ' + ' | '.join(map(str, setting)) + f' | {len(finals)} | ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines)
 

@@ -120,7 +120,7 @@ def read_metrics(output_dir: str) -> list[dict[str, float]]:
 def is_evaluation(row: dict) -> bool:
   """True for a metrics row holding an evaluation: the centralized test accuracy or, for methods without a global
   model (Local), the held-out clients' own (`personalized_accuracy`, `target_accuracy`, ...)."""
-  return any(key.endswith('_accuracy') and not key.startswith('train_') for key in row)
+  return 'test_accuracy' in row or any(f'{name}_accuracy' in row for name in scenario_lib.HELD_OUT_NAMES)
 
 
 def final_metrics(rows: list[dict[str, float]], window_rounds: int) -> dict[str, float]:

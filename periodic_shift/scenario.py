@@ -49,6 +49,11 @@ class RoundPlan:
   clients: tuple[ClientPlan, ...]
 
 
+# The names scenarios give their held-out clients (`Scenario.evaluation_plans`): every training client's own test
+# split (seed 004), unseen clients (seed 004), every client's own target domain (seed 001).
+HELD_OUT_NAMES = ('personalized', 'unseen', 'target')
+
+
 @dataclasses.dataclass(frozen=True)
 class HeldOutClients:
   """Clients evaluated on their own held-out data: `test[i]` is client i's test data and `personalization[i]` the
@@ -85,8 +90,9 @@ class Scenario(abc.ABC):
     return None
 
   def evaluation_plans(self) -> dict[str, HeldOutClients]:
-    """Per-client held-out data by name (e.g. `personalized`: every client's own test split), each client's data
-    evaluated in batches of its own; empty when the scenario has only the task's centralized test sets."""
+    """Per-client held-out data by name (one of `HELD_OUT_NAMES`; e.g. `personalized`: every client's own test
+    split), each client's data evaluated in batches of its own; empty when the scenario has only the task's
+    centralized test sets."""
     return {}
 
   def concept_domains(self) -> Optional[list[list[int]]]:

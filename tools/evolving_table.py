@@ -17,7 +17,7 @@ import re
 from absl import app
 from absl import flags
 
-from experiment import summarize
+from experiment import statistics
 from experiment import training_loop
 
 _ROOT = flags.DEFINE_string('root', '/tmp/evolving_table', 'Directory of the runs.')
@@ -41,7 +41,7 @@ def table(root: str) -> str:
            '|---|---|---|---|---|---|---|']
   order = lambda key: (key[0], key[2], METHODS.index(key[1]) if key[1] in METHODS else len(METHODS))
   for (task, method, alpha), finals in sorted(runs.items(), key=lambda item: order(item[0])):
-    cells = [summarize.mean_error_cell([f[c] for f in finals if f[c] is not None], 100.0, 2)
+    cells = [statistics.mean_error_cell([f[c] for f in finals if f[c] is not None], 100.0, 2)
              for c in ('server', 'client', 'test')]
     lines.append(f'| {task} | {alpha} | {LABELS.get(method, method)} | {len(finals)} | ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines)
