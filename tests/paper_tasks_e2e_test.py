@@ -66,7 +66,8 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
                                    '--drift_length=2']),
       ('emnist', 'windowed', ['--window_rounds=1', '--corruptions=blur,haze,jitter', '--label_skew_alpha=0.5']),
       ('emnist', 'dirichlet_mixture', ['--num_clients=4', '--unseen_fraction=0.25']),
-      ('mnist', 'evolving_domains', ['--num_domains=3', '--num_clients=1', '--dirichlet_alpha=0.5']),
+      ('mnist', 'evolving_domains', ['--num_domains=2', '--rotation_step=30', '--num_clients=1',
+                                     '--dirichlet_alpha=0.5']),
       ('emnist_fashion', 'mixture_drift', ['--num_clients=2', '--num_cycles=0.5']))
   def test_scenarios_on_image_tasks(self, task, scenario, settings):
     root = self.create_tempdir().full_path
@@ -80,8 +81,9 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
       rows = list(csv.DictReader(f))
     self.assertLen(rows, 2)
     self.assertBetween(float(rows[-1]['test_accuracy']), 0.0, 1.0)
-    if scenario == 'evolving_domains':  # Images rotated by 0, 15 and 30 degrees; the last is the target.
+    if scenario == 'evolving_domains':  # Images rotated by 0, 15 and 30 (or 0 and 30) degrees; the last is the target.
       self.assertEqual(rows[-1]['test_mixture_accuracy'], rows[-1]['test_day_rot30_accuracy'])
+      self.assertBetween(float(rows[-1]['target_accuracy']), 0.0, 1.0)  # Every client's own target data.
     if task == 'emnist_fashion':  # K = 3: digits, characters and Fashion-MNIST.
       self.assertAlmostEqual(sum(float(rows[-1][f'domain_share_{k}']) for k in range(3)), 1.0)
       self.assertBetween(float(rows[-1]['test_fashion_accuracy']), 0.0, 1.0)
