@@ -76,10 +76,7 @@ def main(argv):
   print(f'clients/round {_CLIENTS_PER_ROUND.value}, batch {_BATCH_SIZE.value}, {_ROUNDS.value} timed rounds')
   for name, (task, rounds) in (('synthetic', _evolving(synthetic.create_task(seed=0), 5, 20.0, 20)),
                                ('circle', _evolving(circle.create_task(seed=0), 30, 180.0 / 29, 20))):
-    seconds = _measure(task, rounds)
-    base = seconds['fedavg']
-    print(name + '  ' + '  '.join(f'{method_name} {value:.3f} s ({value / base:.2f}x)'
-                                  for method_name, value in seconds.items()))
+    print(timing.ratio_line(name, _measure(task, rounds), 'fedavg'))
 
 
 if __name__ == '__main__':

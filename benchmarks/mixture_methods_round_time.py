@@ -81,10 +81,7 @@ def main(argv):
   print(f'clients/round {_CLIENTS_PER_ROUND.value}, {_ROUNDS.value} timed rounds')
   for name, task in (('synthetic', synthetic.create_task(seed=0)),
                      ('emnist_shaped', timing.emnist_shaped_task())):
-    seconds = _measure(task)
-    base = seconds['vanilla']
-    print(name + '  ' + '  '.join(f'{method_name} {value:.3f} s ({value / base:.2f}x)'
-                                  for method_name, value in seconds.items()))
+    print(timing.ratio_line(name, _measure(task), 'vanilla'))
 
 
 if __name__ == '__main__':

@@ -58,3 +58,9 @@ def emnist_shaped_task(seed=0, clients_per_mode=60):
   return task_lib.Task(name='emnist_shaped', train_data=train_data, client_sizes=sizes, test_data=[test, test],
                        test_sizes=[64, 64], batch_fn=lambda batch: batch, model_fn=emnist_cnn.create_model,
                        num_classes=62)
+
+
+def ratio_line(workload: str, seconds: dict, base: str) -> str:
+  """'<workload>  <method> <s> s (<ratio>x) ...' with every method's seconds per round over `base`'s."""
+  return workload + '  ' + '  '.join(f'{name} {value:.3f} s ({value / seconds[base]:.2f}x)'
+                                     for name, value in seconds.items())
