@@ -308,7 +308,7 @@ def _held_out_data(task, clients, client_batch_size: int) -> evaluation.HeldOutD
                            task.held_out_dataset(clients.personalization[i:i + 1], client_batch_size))
   return evaluation.HeldOutData(task.held_out_dataset(clients.test, _EVAL_BATCH_SIZE.value),
                                 task.held_out_dataset(clients.personalization, _EVAL_BATCH_SIZE.value),
-                                len(clients.test), client_data)
+                                len(clients.test), client_data, tuple(plan.client_id for plan in clients.test))
 
 
 @execution_context.exits_with_signal_status

@@ -26,6 +26,7 @@ from algorithms.methods import fedevolve
 from algorithms.methods import fedevp
 from algorithms.methods import fedgmm
 from algorithms.methods import fedprox
+from algorithms.methods import fedrep
 from algorithms.methods import fedtem
 from algorithms.methods import fedtkm
 from algorithms.methods import local
@@ -154,6 +155,7 @@ METHOD_CONFIGS = {
     local.NAME: (local.Config, local.build_algorithm),
     fedevolve.NAME: (fedevolve.Config, fedevolve.build_algorithm),
     fedevp.NAME: (fedevp.Config, fedevp.build_algorithm),
+    fedrep.NAME: (fedrep.Config, fedrep.build_algorithm),
 }
 ALGORITHMS = tuple(_BUILDERS) + tuple(METHOD_CONFIGS)
 _SHIFT_FREE = frozenset({'nds', 'nds_single'})

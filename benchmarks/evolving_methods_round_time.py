@@ -1,9 +1,10 @@
-"""FedEvolve's and FedEvp's seconds per round against FedAvg's on the same clients (seed 001).
+"""FedEvolve's, FedEvp's and FedRep's seconds per round against FedAvg's on the same clients (seed 001).
 
 Workloads: the synthetic task and Circle under `evolving_domains` (synthetic: 5 domains rotated 20 degrees apart,
 each client holding its 4 sources; Circle: the seed's 30 domains, 29 sources), the same sampled clients and
 batches for every method, all as TFF learning processes. FedAvg is the task's single-branch network (on both
-tasks the same layers as FedEvp's tower and head); FedEvolve trains two towers and no head.
+tasks the same layers as FedEvp's tower and head); FedEvolve trains two towers and no head; FedRep (default 10
+head epochs and one representation epoch) every client at its first round (the same computation as later rounds).
 
     bazel run //benchmarks:evolving_methods_round_time -- --rounds=10
 """
@@ -18,10 +19,12 @@ from absl import flags
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import client_state
 from algorithms.core import learning_process
 from algorithms.core import method
 from algorithms.methods import fedevolve
 from algorithms.methods import fedevp
+from algorithms.methods import fedrep
 from algorithms.methods import vanilla
 from benchmarks import timing
 from periodic_shift import scenarios
@@ -66,6 +69,11 @@ def _measure(task, rounds):
   seconds['fedavg'] = _seconds(model_fn, process, rounds)
   seconds['fedevp'] = _seconds(*fedevp.build_process(task, element_spec, hparams, fedevp.Config()), rounds)
   seconds['fedevolve'] = _seconds(*fedevolve.build_process(task, element_spec, hparams, fedevolve.Config()), rounds)
+  model_fn, process, initial_state = fedrep.build_process(task, element_spec, hparams, fedrep.Config())
+  with_states = [[collections.OrderedDict(dataset=dataset, client_state=tf.data.Dataset.from_tensors(
+      client_state.element(initial_state, position))) for position, dataset in enumerate(datasets)]
+                 for datasets in rounds]
+  seconds['fedrep'] = _seconds(model_fn, process, with_states)
   return seconds
 
 

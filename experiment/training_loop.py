@@ -201,7 +201,8 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
     row = scenario.round_metrics(round_num, plan)
     row.update({key: float(np.asarray(value)) for key, value in measurements.items()})
     if round_num % config.rounds_per_eval == 0 or round_num == config.total_rounds:
-      row.update(algorithm.evaluate(state))
+      row.update(algorithm.evaluate(state, store.get) if algorithm.evaluates_client_states else
+                 algorithm.evaluate(state))
       weights = scenario.test_weights(round_num)
       if weights is not None and f'test_{task.domain_names[0]}_accuracy' in row:  # Methods with a global model.
         row['test_mixture_accuracy'] = mixture_accuracy(row, task.domain_names, weights)

@@ -99,9 +99,10 @@ def tower_head_model(representation: Representation) -> tf.keras.Model:
 
 def personalized_mask(model: tf.keras.Model, last_layers: int) -> tuple[bool, ...]:
   """For each trainable tensor of a `tower_head_model` (in `ModelWeights.trainable` order), whether FedEvp's
-  personalization tunes it: the head's, and the tower's last `last_layers` weighted layers'."""
+  personalization tunes it: the head's, and the tower's last `last_layers` weighted layers' (0: the head alone,
+  FedRep's personal part)."""
   tower, head = [layer for layer in model.layers if isinstance(layer, tf.keras.Model)]
   weighted = [layer for layer in tower.layers if layer.trainable_weights]
   tuned = {id(v) for v in head.trainable_weights}
-  tuned |= {id(v) for layer in weighted[-last_layers:] for v in layer.trainable_weights}
+  tuned |= {id(v) for layer in weighted[len(weighted) - last_layers:] for v in layer.trainable_weights}
   return tuple(id(v) in tuned for v in model.trainable_variables)

@@ -104,14 +104,14 @@ class EvaluatorTest(tf.test.TestCase):
     tests = [(rng.normal(size=(n, 3)).astype(np.float32), rng.integers(0, 2, n).astype(np.int32)) for n in (9, 6)]
     client_data = lambda c: (_batches(*tests[c], 0, 4, c), _batches(*own[c], 0, 3, c))
     union = (np.concatenate([x for x, _ in tests]), np.concatenate([y for _, y in tests]))
-    held_out = evaluation.HeldOutData(None, None, 2, client_data)
+    held_out = evaluation.HeldOutData(None, None, 2, client_data, ('c0', 'c1'))
     evaluator = evaluation.Evaluator(gaussian_mixture.create_model(dim=3, num_branches=1),
                                      {'a': _batches(*union, 0, 8)}, {'personalized': held_out})
     as_weights = lambda w: tff.learning.models.ModelWeights(trainable=w, non_trainable=[])
-    for start, given in ((evaluated, None), (initial, as_weights(initial))):
-      tuning = evaluation.LocalTuning(objectives.averaged_branches, epochs=2, learning_rate=0.5,
-                                      initial_weights=given)
-      metrics = evaluator.evaluate(as_weights(evaluated), objectives.averaged_branches, local_tuning=tuning)
+    tuning = evaluation.LocalTuning(objectives.averaged_branches, epochs=2, learning_rate=0.5)
+    for start, client_weights in ((evaluated, None), (initial, lambda _: as_weights(initial))):
+      metrics = evaluator.evaluate(as_weights(evaluated), objectives.averaged_branches, local_tuning=tuning,
+                                   client_weights=client_weights)
       correct, loss = 0, 0.0
       for (x, y), test in zip(own, tests):
         batches = [(x[i:i + 3], y[i:i + 3]) for i in range(0, len(y), 3)] * 2
@@ -124,6 +124,26 @@ class EvaluatorTest(tf.test.TestCase):
       # The centralized test uses the evaluated weights.
       untuned = np.mean(reference.logits(evaluated, union[0]).argmax(axis=-1) == union[1])
       self.assertAllClose(metrics['test_accuracy'], untuned)
+
+  def test_client_weights_test_each_client_on_its_own_model(self):
+    # FedRep's client accuracy: client i (id 'c<i>') is tested with its own weights, looked up by id; the server
+    # view tests every client with the evaluated weights.
+    rng = np.random.default_rng(5)
+    shapes = [w.shape for w in gaussian_mixture.create_model(dim=3, num_branches=1).get_weights()]
+    own = {f'c{c}': [rng.normal(size=s).astype(np.float32) for s in shapes] for c in range(2)}
+    evaluated = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    tests = [(rng.normal(size=(n, 3)).astype(np.float32), rng.integers(0, 2, n).astype(np.int32)) for n in (9, 6)]
+    client_data = lambda c: (_batches(*tests[c], 0, 4, c), None)
+    together = _batches(*tests[0], 0, 4, 0).concatenate(_batches(*tests[1], 0, 4, 1))
+    evaluator = evaluation.Evaluator(gaussian_mixture.create_model(dim=3, num_branches=1), {},
+                                     {'target': evaluation.HeldOutData(together, None, 2, client_data, ('c0', 'c1'))})
+    as_weights = lambda w: tff.learning.models.ModelWeights(trainable=w, non_trainable=[])
+    metrics = evaluator.evaluate_personal(as_weights(evaluated), objectives.averaged_branches,
+                                          client_weights=lambda client_id: as_weights(own[client_id]))
+    correct = lambda weights, x, y: np.sum(reference.logits(weights, x).argmax(axis=-1) == y)
+    self.assertAllClose(metrics['target_accuracy'],
+                        sum(correct(own[f'c{c}'], *tests[c]) for c in range(2)) / 15)
+    self.assertAllClose(metrics['target_server_accuracy'], sum(correct(evaluated, *t) for t in tests) / 15)
 
 
 if __name__ == '__main__':

@@ -23,7 +23,7 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
       scenario=['mixture_drift', 'evolving_domains', 'concept_drift', 'windowed', 'dirichlet_mixture'],
       algorithm=['vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',
                  'fedtem', 'fedtkm', 'pfedem', 'cfl', 'fedgmm', 'fedprox', 'fedavg_plus', 'local', 'fedevolve',
-                 'fedevp'])
+                 'fedevp', 'fedrep'])
   def test_every_method_runs_on_every_scenario(self, scenario, algorithm):
     root = self.create_tempdir().full_path
     settings = {
@@ -64,7 +64,7 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
       # Each client's own target data, and for methods with a global model the centralized target test set: the
       # target, rotated by 3 x 15 degrees, is the last domain, and test_mixture_accuracy is its accuracy.
       self.assertBetween(float(rows[1]['target_accuracy']), 0.0, 1.0)
-      if algorithm in ('fedevolve', 'fedevp', 'fedavg_plus'):  # Personalized, and the global model's view.
+      if algorithm in ('fedevolve', 'fedevp', 'fedavg_plus', 'fedrep'):  # Personalized, and the global model's view.
         self.assertBetween(float(rows[1]['target_server_accuracy']), 0.0, 1.0)
       if algorithm != 'local':
         target = 'test_day_rot0_accuracy' if shift_free else 'test_day_rot45_accuracy'

@@ -36,6 +36,11 @@ class RepresentationTest(tf.test.TestCase):
     # Block 4: conv kernel and bias, the norm's scale and offset; the head's two kernels.
     self.assertEqual(tuned, [[3, 3, 128, 128], [128], [128], [128], [128, 64], [64, 10]])
 
+  def test_no_tower_layer_leaves_the_head_alone(self):
+    model = representation.tower_head_model(representation.conv_representation((28, 28, 1), 10))
+    mask = representation.personalized_mask(model, 0)
+    self.assertEqual([v.shape.as_list() for v, m in zip(model.trainable_variables, mask) if m], [[128, 64], [64, 10]])
+
 
 if __name__ == '__main__':
   tf.test.main()

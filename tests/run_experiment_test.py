@@ -170,7 +170,9 @@ class EndToEndTest(parameterized.TestCase):
       ('cfl', ['--algorithm=cfl', '--cfl_eps1=10', '--cfl_eps2=0', '--cfl_warmup_rounds=2']),
       ('pfedem_with_client_pi', ['--algorithm=pfedem', '--pfedem_client_pi']),
       # FedGMM's GMM (server state) and every client's pi_c (client state).
-      ('fedgmm', ['--algorithm=fedgmm', '--fedgmm_gaussians=2', '--fedgmm_learners=2']))
+      ('fedgmm', ['--algorithm=fedgmm', '--fedgmm_gaussians=2', '--fedgmm_learners=2']),
+      # FedRep's representation (server state) and every client's head (client state).
+      ('fedrep', ['--algorithm=fedrep', '--fedrep_head_epochs=2']))
   def test_interrupted_run_resumes_to_the_same_metrics(self, method_args):
     root = self.create_tempdir().full_path
     # 80 rounds: the interruption after round 5 must land well before the run would end by itself, also when the

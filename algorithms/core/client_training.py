@@ -120,10 +120,11 @@ def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
       loss = result.loss
       if proximal_strength > 0:
         loss += proximal_term(trainable, initial_trainable, proximal_strength)
-    gradients = tape.gradient(loss, trainable)
-    if trained_mask is not None:
-      gradients = tuple(gradient if trained else tf.zeros_like(variable)
-                        for gradient, variable, trained in zip(gradients, trainable, trained_mask))
+    if trained_mask is None:
+      gradients = tape.gradient(loss, trainable)
+    else:  # Differentiates the trained tensors only: the frozen ones' backward pass is never built.
+      trained = iter(tape.gradient(loss, [v for v, t in zip(trainable, trained_mask) if t]))
+      gradients = tuple(next(trained) if t else tf.zeros_like(v) for v, t in zip(trainable, trained_mask))
     optimizer_state, updated = optimizer.next(optimizer_state, trainable, gradients)
     for variable, value in zip(trainable, updated):
       variable.assign(value)

@@ -35,11 +35,13 @@ Objective = Callable[[dict, dict], objectives.BatchResult]
 class HeldOutData(NamedTuple):
   """Clients' own held-out data (`tasks.task.Task.held_out_dataset` of `scenario.HeldOutClients`): `test` batches
   and `personalization` batches, both with `client` [B] indices below `num_clients`; `client_data(i)` gives client
-  i's (test, personalization) batches alone, the latter in training batches (for `LocalTuning`)."""
+  i's (test, personalization) batches alone, the latter in training batches (for `LocalTuning`); `client_ids[i]` is
+  client i's id in the scenario (the key of its training state, for `ClientWeights`)."""
   test: tf.data.Dataset
   personalization: tf.data.Dataset
   num_clients: int
   client_data: Optional[Callable[[int], tuple[tf.data.Dataset, tf.data.Dataset]]] = None
+  client_ids: tuple[str, ...] = ()
 
 
 class Personalization(NamedTuple):
@@ -52,14 +54,18 @@ class Personalization(NamedTuple):
 
 class LocalTuning(NamedTuple):
   """Per-client training before each held-out client's test (seed 004's FedAvg+ and Local baselines, seed 001's
-  FedEvp): from `initial_weights` (None: the evaluated weights) for `epochs` passes over the client's
-  personalization data in order, one SGD step of `learning_rate` per batch on `objective`'s loss
+  FedEvp): from the client's weights (the evaluated weights, or its `ClientWeights`) for `epochs` passes over the
+  client's personalization data in order, one SGD step of `learning_rate` per batch on `objective`'s loss
   (`client_training.local_training`), of the trainable tensors `trained_mask` marks (None: all)."""
   objective: Objective
   epochs: int
   learning_rate: float
-  initial_weights: Optional[tff.learning.models.ModelWeights] = None
   trained_mask: Optional[tuple[bool, ...]] = None
+
+
+# A held-out client's own model weights from its scenario id (FedRep: the global representation with the client's
+# stored head).
+ClientWeights = Callable[[str], tff.learning.models.ModelWeights]
 
 
 def fit_client_log_weights(log_terms: tf.Tensor, clients: tf.Tensor, num_clients: int, steps: int) -> tf.Tensor:
@@ -105,11 +111,13 @@ class Evaluator:
     global model (Local)."""
     return Evaluator(self._model, {}, self._held_out)
 
-  def evaluate_tuned(self, weights: tff.learning.models.ModelWeights, objective: Objective,
-                     local_tuning: LocalTuning) -> dict:
-    """`evaluate` with `local_tuning` (methods that fine-tune before each held-out client's test: FedAvg+,
-    FedEvp), plus the held-out clients' metrics of the untuned global model as `<name>_server_<metric>`."""
-    metrics = self.evaluate(weights, objective, local_tuning=local_tuning)
+  def evaluate_personal(self, weights: tff.learning.models.ModelWeights, objective: Objective,
+                        local_tuning: Optional[LocalTuning] = None,
+                        client_weights: Optional[ClientWeights] = None) -> dict:
+    """`evaluate` with every held-out client tested on its own model (its `client_weights`, after `local_tuning`:
+    FedAvg+, FedEvp, FedRep), plus the held-out clients' metrics of the global model `weights` as
+    `<name>_server_<metric>`."""
+    metrics = self.evaluate(weights, objective, local_tuning=local_tuning, client_weights=client_weights)
     if self._held_out:
       self._untuned = self._untuned or self.held_out_only()
       metrics.update(server_view(self._untuned.evaluate(weights, objective), self.held_out_names))
@@ -132,18 +140,24 @@ class Evaluator:
     return self._collect_per_example(self._held_out[name].personalization, with_client, (),
                                      tuple(dtypes) + (tf.int32,))
 
-  def _tuned_sums(self, data: HeldOutData, weights, objective: Objective, tuning: LocalTuning) -> dict:
-    """Summed test metrics of every client of `data` after `tuning` from `weights` (or its own initial weights)."""
-    if data.client_data is None:
-      raise ValueError('local tuning needs held-out data with client_data.')
-    optimizer = tff.learning.optimizers.build_sgdm(tuning.learning_rate)
-    start = tuning.initial_weights if tuning.initial_weights is not None else weights
-    tune = tf.function(lambda initial, dataset: client_training.local_training(
-        self._model, optimizer, initial, dataset, tuning.objective, trained_mask=tuning.trained_mask).num_examples)
+  def _client_sums(self, data: HeldOutData, weights, objective: Objective, tuning: Optional[LocalTuning],
+                   client_weights: Optional[ClientWeights]) -> dict:
+    """Summed test metrics of every client of `data`, each tested with its own weights (`client_weights` of its
+    id, else `weights`) after `tuning` (when given)."""
+    if data.client_data is None or (client_weights is not None and len(data.client_ids) != data.num_clients):
+      raise ValueError('per-client evaluation needs held-out data with client_data and client_ids.')
+    if tuning is not None:
+      optimizer = tff.learning.optimizers.build_sgdm(tuning.learning_rate)
+      tune = tf.function(lambda initial, dataset: client_training.local_training(
+          self._model, optimizer, initial, dataset, tuning.objective, trained_mask=tuning.trained_mask).num_examples)
     total = None
     for client in range(data.num_clients):
       test, personalization = data.client_data(client)
-      tune(start, personalization.repeat(tuning.epochs))
+      start = weights if client_weights is None else client_weights(data.client_ids[client])
+      if tuning is None:
+        tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, start)
+      else:
+        tune(start, personalization.repeat(tuning.epochs))
       sums = self._evaluate_sums(test, objective, None, ())
       total = sums if total is None else tf.nest.map_structure(tf.add, total, sums)
     tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
@@ -170,7 +184,8 @@ class Evaluator:
   def evaluate(self, weights: tff.learning.models.ModelWeights, objective: Objective, routing_shape=None,
                objective_args=(), personalization: Optional[Personalization] = None,
                novelty_score: Optional[Callable] = None, local_tuning: Optional[LocalTuning] = None,
-               client_args: Optional[dict[str, tuple]] = None) -> dict:
+               client_args: Optional[dict[str, tuple]] = None,
+               client_weights: Optional[ClientWeights] = None) -> dict:
     """Returns test_loss, test_accuracy and test_<mode>_{loss,accuracy} for every mode.
 
     `objective(outputs, batch, *objective_args)` gives each batch's metrics; passing state such as a clustering
@@ -179,8 +194,9 @@ class Evaluator:
     as `test_routing` (numpy). With `personalization`, held-out tests call `objective(outputs, batch,
     *objective_args, client_log_weights)` with the fitted log pi [clients, M]. With a novelty dataset,
     `novelty_score(outputs, batch, *objective_args)` [B] (default `max_softmax_novelty`) scores it against the
-    test datasets: `novelty_auroc`, `novelty_average_precision`, `novelty_max_f1`. With `local_tuning`, each
-    held-out client is tested after its own tuning (`LocalTuning`). `client_args[name]` are objective arguments
+    test datasets: `novelty_auroc`, `novelty_average_precision`, `novelty_max_f1`. With `client_weights`, each
+    held-out client is tested with its own weights; with `local_tuning`, after its own tuning from them (or from
+    `weights`) (`LocalTuning`). `client_args[name]` are objective arguments
     added for held-out `name` only (tables indexed by `batch['client']`).
     """
     tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
@@ -199,8 +215,8 @@ class Evaluator:
         log_terms, clients = self._collect_per_example(data.personalization, with_client, args,
                                                        (tf.float32, tf.int32))
         args += (fit_client_log_weights(log_terms, clients, data.num_clients, personalization.em_steps),)
-      if local_tuning is not None:
-        sums = self._tuned_sums(data, weights, objective, local_tuning)
+      if local_tuning is not None or client_weights is not None:
+        sums = self._client_sums(data, weights, objective, local_tuning, client_weights)
       else:
         sums = self._evaluate_sums(data.test, objective, routing_shape, args)
       metrics.update(_finalize({key: np.asarray(value) for key, value in sums.items()}, prefix=f'{name}_'))

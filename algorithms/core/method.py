@@ -2,7 +2,9 @@
 
 An `Algorithm` is what the training loop needs from a method:
   process:    the `tff.learning.templates.LearningProcess` (broadcast + client work + aggregator + finalizer);
-  evaluate:   learning-process state -> test metrics (`test_accuracy`, `test_<mode>_accuracy`, ...);
+  evaluate:   learning-process state -> test metrics (`test_accuracy`, `test_<mode>_accuracy`, ...); for a
+              method that `evaluates_client_states` (FedRep's personal heads), (state, client_states) -> metrics,
+              where client_states(client id) is the client's stored state (its initial state if never sampled);
   shift_free: True for methods defined by training without distribution shift (No-Dist-Shift), whose clients the
               training loop draws without the shift;
   initial_client_state: for methods that keep state on clients (`algorithms.core.client_state`), a client's state at
@@ -51,6 +53,7 @@ class Algorithm(NamedTuple):
   shift_free: bool
   initial_client_state: Optional[dict] = None
   model_fn: Optional[Callable[[], tf.keras.Model]] = None
+  evaluates_client_states: bool = False
 
 
 def setting(default, help_text: str):
