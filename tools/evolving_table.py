@@ -21,8 +21,9 @@ from experiment import statistics
 from experiment import training_loop
 
 _ROOT = flags.DEFINE_string('root', '/tmp/evolving_table', 'Directory of the runs.')
-METHODS = ('vanilla_single', 'fedavg_plus', 'fedevp', 'fedevolve')
-LABELS = {'vanilla_single': 'FedAvg', 'fedavg_plus': 'FedAvg+FT', 'fedevp': 'FedEvp', 'fedevolve': 'FedEvolve'}
+METHODS = ('vanilla_single', 'fedavg_plus', 'fedrep', 'fedevp', 'fedevolve')
+LABELS = {'vanilla_single': 'FedAvg', 'fedavg_plus': 'FedAvg+FT', 'fedrep': 'FedRep', 'fedevp': 'FedEvp',
+          'fedevolve': 'FedEvolve'}
 
 
 def last_evaluation(run_dir: str) -> dict:

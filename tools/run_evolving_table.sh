@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Seed 001's comparison at this machine's scale: FedAvg (single-branch Vanilla), FedAvg+FT (fedavg_plus: one epoch
-# of fine-tuning on the client's sources), FedEvp and FedEvolve under evolving_domains, 20 clients (the seed's), 10
+# of fine-tuning on the client's sources), FedRep (per-client heads), FedEvp and FedEvolve under evolving_domains, 20 clients (the seed's), 10
 # per round, batches of 128 (FedEvolve's and FedEvp's in-batch prototypes need several examples per class and
 # stage), Dirichlet label skew alpha in {inf, 1.0, 0.1}, seeds 0-2, on
 #   synthetic: the rotated-digits stand-in (no EMNIST files here), 12 domains 15 degrees apart (RMNIST's), 60 rounds;
 #   circle:    the seed's 30 domains on the half circle, 60 rounds;
 # two runs at a time (set JOBS), then the table of tools/evolving_table.py. Finished runs are skipped, so rerunning
-# resumes; TASKS restricts the tasks (e.g. TASKS=synthetic).
+# resumes; TASKS and METHODS restrict the tasks and methods (e.g. TASKS=synthetic METHODS=fedrep).
 #
 #   bash tools/run_evolving_table.sh [OUTPUT_ROOT] [extra run_experiment flags...]
 set -euo pipefail
@@ -19,7 +19,7 @@ declare -A settings=([synthetic]="--num_domains=12 --rotation_step=15"
 for task in ${TASKS:-synthetic circle}; do
   for alpha in inf 1.0 0.1; do
     for seed in 0 1 2; do
-      for method in vanilla_single fedavg_plus fedevp fedevolve; do
+      for method in ${METHODS:-vanilla_single fedavg_plus fedrep fedevp fedevolve}; do
         name="${task}_${method}_a${alpha}_s${seed}"
         [[ -f "$root/$name/summary.json" ]] && continue
         # No trailing blank: xargs -L would join the next line to this one.
