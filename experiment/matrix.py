@@ -1,0 +1,77 @@
+r"""Runs a grid of experiments: every combination of the swept flags, N runs at a time, resumably.
+
+    bazel run //experiment:matrix -- --grid=experiment/grids/seed_001.toml --root=/tmp/seed_001
+    python -m experiment.matrix --sweep=algorithm=vanilla,fedtkm --sweep=seed=0,1,2 --set=total_rounds=64 \
+        --root=/tmp/m
+
+The grid comes from a TOML file (`--grid`, format in `experiment/grid.py`) and/or flags: `--sweep=flag=v1,v2`
+adds or replaces a swept flag, `--set=flag=value` fixes one for every run. Each run writes to `<root>/<name>/`;
+rerunning the same command skips finished runs and resumes interrupted ones (`experiment/matrix_runner.py`).
+`--dry_run` lists the runs and their flags.
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+from experiment import grid as grid_lib
+from experiment import matrix_runner
+
+_GRID = flags.DEFINE_string('grid', None, 'A TOML grid file (experiment/grids/).')
+_SWEEP = flags.DEFINE_multi_string('sweep', [], 'flag=v1,v2,...: sweep a run_experiment flag over these values.')
+_SET = flags.DEFINE_multi_string('set', [], 'flag=value: give every run this run_experiment flag.')
+_ROOT = flags.DEFINE_string('root', None, 'Directory of the runs (each in <root>/<run name>/).')
+_JOBS = flags.DEFINE_integer('jobs', os.cpu_count() or 1, 'Runs at a time. Default: the machine\'s cores.')
+_DRY_RUN = flags.DEFINE_bool('dry_run', False, 'List the runs and their flags, run nothing.')
+
+
+def _pair(text: str, flag: str) -> tuple[str, str]:
+  name, separator, value = text.partition('=')
+  if not separator or not name:
+    raise grid_lib.GridError(f'--{flag} takes flag=value; got {text!r}.')
+  return name, value
+
+
+def _from_working_directory(path: str) -> str:
+  """`path` relative to where the user ran the command (`bazel run` runs binaries in their runfiles)."""
+  return os.path.join(os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd()), path)
+
+
+def _fail(message: str) -> None:
+  print(f'matrix: error: {message}', file=sys.stderr)
+  sys.exit(2)
+
+
+def main(argv):
+  if len(argv) > 1:
+    _fail(f'unexpected arguments: {" ".join(argv[1:])}')
+  try:
+    sweeps = [(name, values.split(',')) for name, values in (_pair(s, 'sweep') for s in _SWEEP.value)]
+    grid_path = _GRID.value and _from_working_directory(_GRID.value)
+    grid = grid_lib.load(grid_path, [_pair(s, 'set') for s in _SET.value], sweeps)
+    runs = grid.runs()
+    if _JOBS.value < 1:
+      raise grid_lib.GridError(f'--jobs must be >= 1; got {_JOBS.value}.')
+    if _DRY_RUN.value:
+      for run in runs:
+        print(run.name, ' '.join(run.arguments()))
+      return
+    if not _ROOT.value:
+      raise grid_lib.GridError('--root is required: the directory of the runs.')
+    root = os.path.abspath(_from_working_directory(_ROOT.value))
+    repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repository, os.environ.get('PYTHONPATH')])),
+               TF_CPP_MIN_LOG_LEVEL=os.environ.get('TF_CPP_MIN_LOG_LEVEL', '3'))
+    outcomes = matrix_runner.run_matrix(runs, root, _JOBS.value, matrix_runner.default_command(), env=env)
+  except (grid_lib.GridError, matrix_runner.MatrixError) as error:
+    _fail(str(error))
+  unsuccessful = [o for o in outcomes if o.status != 'finished']
+  for outcome in unsuccessful:
+    print(f'matrix: {outcome.status}: {outcome.name}: {outcome.message}')
+  sys.exit(1 if unsuccessful else 0)
+
+
+if __name__ == '__main__':
+  app.run(main)

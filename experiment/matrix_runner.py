@@ -1,0 +1,171 @@
+"""Runs a grid's runs (`experiment.grid`) as separate `run_experiment` processes, N at a time, resumably.
+
+Each run writes to `<root>/<run name>/` as `run_experiment` does by itself, so a rerun of the matrix
+- skips finished runs (those with a `summary.json`),
+- resumes interrupted ones from their checkpoints (`run_experiment` resumes a directory of the same configuration
+  and refuses one of another, so a changed grid never mixes results into an old run),
+- reruns failed ones.
+A run's output goes to `<root>/.matrix/<run name>.log`. A run that fails is reported with its one-line error and
+the others go on: exit status 2 is a configuration `run_experiment` refuses before any compute (a method that does
+not support a scenario, a bad flag), any other status a failure. A progress line after every run says how many are
+done, running, left and failed, with the time left estimated from the runs finished in this invocation.
+
+Stopping: SIGINT, SIGTERM or SIGHUP stop the running runs with SIGTERM (each checkpoints what it has and exits) and
+end the matrix; each child also gets SIGTERM from the kernel if the matrix process dies without cleanup (SIGKILL),
+so no orphan keeps writing to a directory a rerun resumes. One matrix at a time per root (a lock file).
+"""
+
+import ctypes
+import dataclasses
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable, Optional, Sequence
+
+from experiment import grid as grid_lib
+
+LOG_DIR = '.matrix'
+SUMMARY = 'summary.json'
+REFUSED_STATUS = 2
+_PR_SET_PDEATHSIG = 1
+
+
+class MatrixError(RuntimeError):
+  """A matrix that cannot start (its root is locked or cannot be written); its message is one line."""
+
+
+@dataclasses.dataclass
+class Outcome:
+  """How one run ended in this invocation: `finished`, `refused` (exit status 2), `failed` or `stopped`."""
+  name: str
+  status: str
+  seconds: float
+  message: str = ''
+
+
+def is_finished(root: str, name: str) -> bool:
+  return os.path.exists(os.path.join(root, name, SUMMARY))
+
+
+def _die_with_parent() -> None:
+  """Runs in the forked child before exec: the kernel sends it SIGTERM when the matrix process ends."""
+  ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def error_line(log_path: str) -> str:
+  """The run's one-line error: the last `... error: ...` line of its log, else its last non-empty line."""
+  try:
+    with open(log_path, errors='replace') as f:
+      lines = [line.strip() for line in f if line.strip()]
+  except OSError:
+    return 'no log'
+  errors = [line for line in lines if 'error: ' in line]
+  return (errors or lines or ['no output'])[-1]
+
+
+def _duration(seconds: float) -> str:
+  minutes = int(round(seconds / 60))
+  return f'{minutes // 60}h{minutes % 60:02d}m'
+
+
+class _Stop(Exception):
+
+  def __init__(self, signum: int):
+    super().__init__(signum)
+    self.signum = signum
+
+
+def _raise_stop(signum, frame):
+  del frame  # Unused.
+  raise _Stop(signum)
+
+
+def _lock(root: str):
+  os.makedirs(os.path.join(root, LOG_DIR), exist_ok=True)
+  handle = open(os.path.join(root, LOG_DIR, 'lock'), 'w')
+  try:
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except OSError:
+    handle.close()
+    raise MatrixError(f'another matrix is running in {root}; wait for it or stop it first.') from None
+  return handle
+
+
+def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequence[str],
+               print_line: Callable[[str], None] = print, env: Optional[dict] = None,
+               poll_seconds: float = 0.2) -> list[Outcome]:
+  """Runs every unfinished run of `runs` as `command + run.arguments() + [--root_output_dir, --experiment_name]`,
+  `jobs` at a time; returns the outcomes of the runs started. Raises `MatrixError` when the root is locked; on a
+  stop signal, stops the running runs and exits with status 128 + signal (`SystemExit`)."""
+  try:
+    lock = _lock(root)
+  except OSError as error:
+    raise MatrixError(f'cannot write to {root}: {error.strerror}.') from None
+  skipped = sum(is_finished(root, run.name) for run in runs)
+  pending = [run for run in runs if not is_finished(root, run.name)]
+  total = len(runs)
+  print_line(f'matrix: {total} runs in {root}, {skipped} already finished, {len(pending)} to run, {jobs} at a time')
+  running: dict[str, tuple[subprocess.Popen, float, object]] = {}
+  outcomes: list[Outcome] = []
+  handlers = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+  def progress() -> str:
+    done = skipped + sum(o.status == 'finished' for o in outcomes)
+    failed = sum(o.status in ('failed', 'refused') for o in outcomes)
+    finished = [o.seconds for o in outcomes if o.status == 'finished']
+    left = len(pending) + len(running)
+    estimate = (f', ~{_duration(sum(finished) / len(finished) * left / jobs)} left' if finished and left else '')
+    return f'matrix: {done}/{total} done, {len(running)} running, {len(pending)} waiting, {failed} failed{estimate}'
+
+  try:
+    while pending or running:
+      while pending and len(running) < jobs:
+        run = pending.pop(0)
+        log = open(os.path.join(root, LOG_DIR, f'{run.name}.log'), 'w')
+        arguments = run.arguments() + [f'--root_output_dir={root}', f'--experiment_name={run.name}']
+        process = subprocess.Popen(list(command) + arguments, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                   preexec_fn=_die_with_parent)
+        running[run.name] = (process, time.monotonic(), log)
+      time.sleep(poll_seconds)
+      for name, (process, started, log) in list(running.items()):
+        status = process.poll()
+        if status is None:
+          continue
+        log.close()
+        del running[name]
+        seconds = time.monotonic() - started
+        if status == 0:
+          outcomes.append(Outcome(name, 'finished', seconds))
+        else:
+          kind = 'refused' if status == REFUSED_STATUS else 'failed'
+          outcomes.append(Outcome(name, kind, seconds, error_line(log.name)))
+          print_line(f'matrix: {name} {kind} (exit status {status}): {outcomes[-1].message}')
+        print_line(progress())
+  except _Stop as stop:
+    for process, _, _ in running.values():
+      process.send_signal(signal.SIGTERM)
+    for name, (process, started, log) in running.items():
+      try:
+        process.wait(timeout=120)
+      except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+      log.close()
+      outcomes.append(Outcome(name, 'stopped', time.monotonic() - started))
+    print_line(f'matrix: stopped by signal {stop.signum}; {len(running) + len(pending)} runs left, rerun the same '
+               'command to finish them.')
+    raise SystemExit(128 + stop.signum) from None
+  finally:
+    for signum, handler in handlers.items():
+      signal.signal(signum, handler)
+    lock.close()
+  return outcomes
+
+
+def default_command() -> list[str]:
+  """This Python running the repository's `run_experiment.py`."""
+  return [sys.executable, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                       'run_experiment.py')]

@@ -1,0 +1,213 @@
+"""The matrix: grids expand to the runs a researcher means, and the runner runs them resumably, N at a time.
+
+The runner's tests drive a stand-in for run_experiment (a few lines of Python below) that finishes, fails, refuses
+or waits as its flags say, so they check the runner's bookkeeping in seconds; one test runs the real binary.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from absl.testing import absltest
+
+from experiment import grid as grid_lib
+from experiment import matrix_runner
+
+# Writes <root>/<name>/summary.json after --sleep seconds, or exits as --exit says; logs start and end times.
+_FAKE_RUN = textwrap.dedent('''
+    import json, os, signal, sys, time
+    args = dict(a[2:].split('=', 1) for a in sys.argv[1:])
+    out = os.path.join(args['root_output_dir'], args['experiment_name'])
+    os.makedirs(out, exist_ok=True)
+    def stopped(signum, frame):
+      open(os.path.join(out, 'stopped'), 'w').close()
+      sys.exit(128 + signum)
+    signal.signal(signal.SIGTERM, stopped)
+    with open(os.path.join(out, 'times'), 'a') as f:
+      f.write(f'{time.time()} ')
+    time.sleep(float(args.get('sleep', '0')))
+    with open(os.path.join(out, 'times'), 'a') as f:
+      f.write(f'{time.time()}\\n')
+    if args.get('exit', '0') == '2':
+      print('run_experiment: error: --x must be positive; got 0.', file=sys.stderr)
+      sys.exit(2)
+    if args.get('exit', '0') != '0':
+      raise RuntimeError('the run broke')
+    json.dump({}, open(os.path.join(out, 'summary.json'), 'w'))
+''')
+
+
+def _grid(spec: str, **kwargs) -> grid_lib.Grid:
+  import tomllib  # pylint: disable=g-import-not-at-top
+  return grid_lib.from_spec(tomllib.loads(textwrap.dedent(spec)), **kwargs)
+
+
+class GridTest(absltest.TestCase):
+
+  def test_sweep_is_the_product_with_when_tables_and_exclusions(self):
+    grid = _grid('''
+        name = "{algorithm}_p{shift_p}_s{seed}"
+        [sweep]
+        algorithm = ["vanilla", "nds"]
+        shift_p = [0.25, 1.0]
+        seed = [0, 1]
+        [flags]
+        total_rounds = 8
+        fedem_client_state = true
+        [when.algorithm.nds]
+        total_rounds = 4
+        [[exclude]]
+        algorithm = "nds"
+        shift_p = 0.25
+    ''')
+    runs = grid.runs()
+    self.assertEqual([run.name for run in runs], [
+        'vanilla_p0.25_s0', 'vanilla_p0.25_s1', 'vanilla_p1_s0', 'vanilla_p1_s1', 'nds_p1_s0', 'nds_p1_s1'])
+    self.assertEqual(runs[0].arguments(), ['--algorithm=vanilla', '--shift_p=0.25', '--seed=0', '--total_rounds=8',
+                                           '--fedem_client_state=true'])
+    self.assertIn('--total_rounds=4', runs[-1].arguments())
+    self.assertNotIn('--total_rounds=8', runs[-1].arguments())
+
+  def test_default_names_and_command_line_sweeps_and_overrides(self):
+    grid = grid_lib.from_spec({'sweep': {'seed': [0]}, 'flags': {'total_rounds': 8}},
+                              overrides=[('total_rounds', '2')], sweeps=[('algorithm', ['a', 'b']), ('seed', ['3'])])
+    self.assertEqual([(run.name, run.arguments()) for run in grid.runs()], [
+        ('seed=3,algorithm=a', ['--seed=3', '--algorithm=a', '--total_rounds=2']),
+        ('seed=3,algorithm=b', ['--seed=3', '--algorithm=b', '--total_rounds=2'])])
+
+  def test_flag_values_are_written_as_the_binary_reads_them(self):
+    self.assertEqual([grid_lib.flag_value(v) for v in (True, False, 1.0, 0.25, float('inf'), 3, 'inf')],
+                     ['true', 'false', '1', '0.25', 'inf', '3', 'inf'])
+
+  def test_bad_grids_are_one_line(self):
+    cases = [
+        ({'sweep': {}}, 'the grid sweeps no flag'),
+        ({'sweep': {'seed': []}}, "sweep 'seed' has no values"),
+        ({'sweep': {'seed': [0]}, 'flag': {}}, 'unknown grid keys flag'),
+        ({'sweep': {'seed': [0]}, 'when': {'task': {'x': {}}}}, "depends on 'task', which is not swept"),
+        ({'sweep': {'seed': [0]}, 'exclude': [{'task': 'x'}]}, "names 'task', which is not swept"),
+        ({'sweep': {'seed': [0]}, 'flags': {'--seed': 1}}, 'is not a flag name'),
+        ({'sweep': {'seed': [0]}, 'flags': {'root_output_dir': '/x'}}, "root_output_dir is the matrix's to set"),
+        ({'sweep': {'seed': [0, 1]}, 'name': 'run'}, "two runs of the grid are named 'run'"),
+        ({'sweep': {'seed': [0]}, 'name': '{task}'}, "uses 'task', which is not a swept flag"),
+    ]
+    for spec, message in cases:
+      with self.assertRaisesRegex(grid_lib.GridError, message):
+        grid_lib.from_spec(spec).runs()
+    with self.assertRaisesRegex(grid_lib.GridError, 'fixes a swept flag'):
+      grid_lib.from_spec({'sweep': {'seed': [0]}}, overrides=[('seed', '1')])
+
+  def test_the_repository_grids_load(self):
+    grids = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'experiment', 'grids')
+    counts = {name: len(grid_lib.load(os.path.join(grids, name)).runs()) for name in sorted(os.listdir(grids))}
+    # 4 x 2 x 3; 2 tasks x 3 alphas x 3 seeds x 5 methods; 8 x 3 x 3 less No-Dist-Shift at 2 p; 3 x 6.
+    self.assertEqual(counts, {'seed_000.toml': 24, 'seed_001.toml': 90, 'seed_002_synthetic.toml': 66,
+                              'seed_004.toml': 18})
+
+
+class RunnerTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    self.command = [sys.executable, self.create_tempfile('fake_run.py', _FAKE_RUN).full_path]
+    self.lines = []
+
+  def _run(self, sweeps, overrides=(), jobs=2):
+    runs = grid_lib.from_spec({}, overrides=list(overrides), sweeps=sweeps).runs()
+    return matrix_runner.run_matrix(runs, self.root, jobs, self.command, print_line=self.lines.append,
+                                    poll_seconds=0.02)
+
+  def test_runs_n_at_a_time_and_reports_failures_while_the_rest_go_on(self):
+    outcomes = self._run([('exit', ['0', '1', '2'])], [('sleep', '0.3')], jobs=2)
+    self.assertEqual(sorted((o.name, o.status) for o in outcomes), [
+        ('exit=0', 'finished'), ('exit=1', 'failed'), ('exit=2', 'refused')])
+    self.assertEqual(next(o.message for o in outcomes if o.status == 'refused'),
+                     'run_experiment: error: --x must be positive; got 0.')
+    self.assertEqual(next(o.message for o in outcomes if o.status == 'failed'), 'RuntimeError: the run broke')
+    # Never more than 2 at once: each run's [start, end] overlaps at most one other.
+    spans = []
+    for name in ('exit=0', 'exit=1', 'exit=2'):
+      with open(os.path.join(self.root, name, 'times')) as f:
+        spans += [tuple(map(float, line.split())) for line in f]
+    for start, _ in spans:
+      self.assertLessEqual(sum(s <= start < e for s, e in spans), 2)
+    self.assertEqual(self.lines[-1].split(',')[0], 'matrix: 1/3 done')
+    self.assertIn('2 failed', self.lines[-1])
+    self.assertTrue(os.path.exists(os.path.join(self.root, matrix_runner.LOG_DIR, 'exit=1.log')))
+
+  def test_a_rerun_skips_finished_runs_and_retries_the_others(self):
+    self._run([('exit', ['0', '1'])])
+    self.lines.clear()
+    outcomes = self._run([('exit', ['0', '1'])])
+    self.assertEqual([(o.name, o.status) for o in outcomes], [('exit=1', 'failed')])
+    self.assertEqual(self.lines[0], f'matrix: 2 runs in {self.root}, 1 already finished, 1 to run, 2 at a time')
+
+  def test_one_matrix_per_root(self):
+    lock = matrix_runner._lock(self.root)
+    self.addCleanup(lock.close)
+    with self.assertRaisesRegex(matrix_runner.MatrixError, 'another matrix is running in'):
+      self._run([('exit', ['0'])])
+
+  def _start_matrix(self):
+    """A matrix of two long runs in another process; returns it once both runs have started."""
+    script = textwrap.dedent(f'''
+        from experiment import grid, matrix_runner
+        runs = grid.from_spec({{}}, overrides=[('sleep', '60')], sweeps=[('seed', ['0', '1'])]).runs()
+        matrix_runner.run_matrix(runs, {self.root!r}, 2, {self.command!r}, poll_seconds=0.02)
+    ''')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    matrix = subprocess.Popen([sys.executable, '-c', script], env=env, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not all(os.path.exists(os.path.join(self.root, f'seed={s}', 'times')) for s in (0, 1)):
+      self.assertLess(time.monotonic(), deadline)
+      time.sleep(0.05)
+    return matrix
+
+  def _wait_for_stopped_runs(self):
+    deadline = time.monotonic() + 60
+    while not all(os.path.exists(os.path.join(self.root, f'seed={s}', 'stopped')) for s in (0, 1)):
+      self.assertLess(time.monotonic(), deadline, 'a run outlived the matrix')
+      time.sleep(0.05)
+
+  def test_sigterm_stops_the_runs_and_says_how_to_finish(self):
+    matrix = self._start_matrix()
+    matrix.send_signal(signal.SIGTERM)
+    output, _ = matrix.communicate(timeout=60)
+    self.assertEqual(matrix.returncode, 128 + signal.SIGTERM)
+    self.assertIn('matrix: stopped by signal 15; 2 runs left, rerun the same command to finish them.', output)
+    self._wait_for_stopped_runs()
+
+  def test_a_killed_matrix_leaves_no_run_behind(self):
+    matrix = self._start_matrix()
+    matrix.kill()
+    matrix.communicate(timeout=60)
+    self._wait_for_stopped_runs()  # The kernel's parent-death signal reached both runs.
+
+
+class EndToEndTest(absltest.TestCase):
+
+  def test_the_binary_runs_a_small_grid_and_refuses_an_unsupported_pair(self):
+    root = self.create_tempdir().full_path
+    repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=repository, TF_CPP_MIN_LOG_LEVEL='3')
+    args = [sys.executable, '-m', 'experiment.matrix', f'--root={root}', '--jobs=2',
+            '--sweep=algorithm=vanilla_single,fedevolve', '--set=task=synthetic', '--set=total_rounds=2',
+            '--set=rounds_per_eval=2', '--set=clients_per_round=3']
+    result = subprocess.run(args, env=env, cwd=repository, capture_output=True, text=True, timeout=600)
+    self.assertEqual(result.returncode, 1, result.stderr[-3000:])
+    self.assertIn("matrix: refused: algorithm=fedevolve: run_experiment: error: fedevolve learns from the order of "
+                  "a client's domains", result.stdout)
+    with open(os.path.join(root, 'algorithm=vanilla_single', 'summary.json')) as f:
+      self.assertIn('final_metrics', json.load(f))
+    self.assertIn('matrix: 1/2 done, 0 running, 0 waiting, 1 failed', result.stdout)
+    bad = subprocess.run(args[:3] + ['--sweep=seed'], env=env, cwd=repository, capture_output=True, text=True)
+    self.assertEqual((bad.returncode, bad.stderr.strip()), (2, "matrix: error: --sweep takes flag=value; got 'seed'."))
+
+
+if __name__ == '__main__':
+  absltest.main()
