@@ -57,6 +57,7 @@ class Grid:
   when: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
   exclude: tuple[tuple[tuple[str, frozenset[str]], ...], ...] = ()
   name: Optional[str] = None
+  overrides: tuple[tuple[str, str], ...] = ()
 
   def runs(self) -> list[Run]:
     """Every run of the grid, in sweep order, without the excluded ones."""
@@ -72,6 +73,7 @@ class Grid:
       for flag, value, extra in self.when:
         if chosen.get(flag) == value:
           flags.update(extra)
+      flags.update(self.overrides)
       runs.append(Run(self._name(settings), settings, tuple(flags.items())))
     names = [run.name for run in runs]
     if len(set(names)) != len(names):
@@ -147,15 +149,15 @@ def from_spec(spec: Mapping, overrides: Sequence[tuple[str, str]] = (),
         raise GridError(f'[[exclude]] names {flag!r}, which is not swept.')
     exclude.append(tuple((flag, frozenset(_values(flag, values))) for flag, values in rule.items()))
   flags = dict(_flag_table(spec.get('flags', {}), '[flags]'))
-  for flag, value in overrides:
+  for flag, _ in overrides:
     _check_flag(flag, '--set')
     if flag in swept:
       raise GridError(f'--set {flag} fixes a swept flag; use --sweep={flag}=... to change its values.')
-    flags[flag] = value
   for flag in ('root_output_dir', 'experiment_name'):
-    if flag in flags or flag in swept:
+    if flag in flags or flag in swept or flag in dict(overrides):
       raise GridError(f'{flag} is the matrix\'s to set (--root and the run names).')
-  return Grid(tuple(swept.items()), tuple(flags.items()), tuple(when), tuple(exclude), spec.get('name'))
+  return Grid(tuple(swept.items()), tuple(flags.items()), tuple(when), tuple(exclude), spec.get('name'),
+              tuple(overrides))
 
 
 def load(path: Optional[str], overrides: Sequence[tuple[str, str]] = (),

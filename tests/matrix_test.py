@@ -71,6 +71,10 @@ class GridTest(absltest.TestCase):
                                            '--fedem_client_state=true'])
     self.assertIn('--total_rounds=4', runs[-1].arguments())
     self.assertNotIn('--total_rounds=8', runs[-1].arguments())
+    # The command line's --set wins over [flags] and [when] tables.
+    overridden = grid_lib.from_spec({'sweep': {'algorithm': ['nds']}, 'when': {'algorithm': {'nds': {'seed': 4}}}},
+                                    overrides=[('seed', '5')]).runs()
+    self.assertEqual(overridden[0].arguments(), ['--algorithm=nds', '--seed=5'])
 
   def test_default_names_and_command_line_sweeps_and_overrides(self):
     grid = grid_lib.from_spec({'sweep': {'seed': [0]}, 'flags': {'total_rounds': 8}},
