@@ -121,6 +121,7 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
     return f'matrix: {done}/{total} done, {len(running)} running, {len(pending)} waiting, {failed} failed{estimate}'
 
   try:
+    ended = False
     while pending or running:
       while pending and len(running) < jobs:
         run = pending.pop(0)
@@ -129,6 +130,9 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
         process = subprocess.Popen(list(command) + arguments, stdout=log, stderr=subprocess.STDOUT, env=env,
                                    preexec_fn=_die_with_parent)
         running[run.name] = (process, time.monotonic(), log)
+      if ended:  # After the freed slots are filled again.
+        print_line(progress())
+        ended = False
       time.sleep(poll_seconds)
       for name, (process, started, log) in list(running.items()):
         status = process.poll()
@@ -136,6 +140,7 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
           continue
         log.close()
         del running[name]
+        ended = True
         seconds = time.monotonic() - started
         if status == 0:
           outcomes.append(Outcome(name, 'finished', seconds))
@@ -143,7 +148,8 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
           kind = 'refused' if status == REFUSED_STATUS else 'failed'
           outcomes.append(Outcome(name, kind, seconds, error_line(log.name)))
           print_line(f'matrix: {name} {kind} (exit status {status}): {outcomes[-1].message}')
-        print_line(progress())
+    if ended:
+      print_line(progress())
   except _Stop as stop:
     for process, _, _ in running.values():
       process.send_signal(signal.SIGTERM)
