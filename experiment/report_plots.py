@@ -1,0 +1,155 @@
+"""The report's plots (matplotlib, PNG): per comparison of methods (`experiment.run_results`),
+
+- test accuracy against rounds, one line per method (mean over seeds, the band +- one standard error), with the
+  scenario's shift drawn under it (q(t), a domain's share, the new regime's share or the window);
+- routing accuracy against rounds, for methods that route;
+- per-domain accuracy of the last evaluation, one bar per method and domain;
+and, when a numeric flag is swept, the final accuracy against its values, one line per method (the paper's
+accuracy against p). Running runs are drawn with what they have so far.
+"""
+
+import re
+from typing import Optional
+
+import matplotlib
+
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+import numpy as np
+
+from experiment import run_results
+
+# The accuracy a curve shows, the first one the runs report.
+ACCURACIES = ('test_mixture_accuracy', 'test_accuracy', 'target_accuracy', 'personalized_accuracy')
+# What the shift looks like, the first column the rows have: label.
+SHIFTS = (('q', 'q(t), probability of the day mode'), ('scheduled_share_0', 'share of domain 0'),
+          ('domain_share_0', 'share of component 0'), ('new_regime_share', 'share in the new regime'),
+          ('concept_share_1', 'share of concept 1'), ('window', 'window'))
+_FIGURE_SIZE = (7.0, 4.2)
+
+
+def accuracy_metric(runs: list[run_results.RunResult]) -> Optional[str]:
+  for name in ACCURACIES:
+    if any(name in row for run in runs for row in run.rows):
+      return name
+  return None
+
+
+def mean_curve(runs: list[run_results.RunResult], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(rounds, mean, standard error) of `metric` over the runs, at the rounds every run that reports it has."""
+  series = [{row['round']: row[metric] for row in run.rows if metric in row} for run in runs]
+  series = [s for s in series if s]
+  if not series:
+    return np.array([]), np.array([]), np.array([])
+  rounds = sorted(set.intersection(*(set(s) for s in series)))
+  values = np.array([[s[r] for r in rounds] for s in series])
+  error = values.std(axis=0, ddof=1) / np.sqrt(len(series)) if len(series) > 1 else np.zeros(len(rounds))
+  return np.array(rounds), values.mean(axis=0), error
+
+
+def _label(values: tuple, keys: list[str], exclude: str = run_results.METHOD) -> str:
+  parts = [f'{key}={value}' for key, value in zip(keys, values) if key != exclude]
+  return ', '.join(parts) or 'all runs'
+
+
+def curves(methods: dict[str, list[run_results.RunResult]], metric: str, title: str, path: str,
+           shift: bool = True) -> bool:
+  """`metric` against rounds per method (with the shift under it); False when no run reports the metric."""
+  runs = [run for group in methods.values() for run in group]
+  shift_column = next(((c, label) for c, label in SHIFTS if any(c in row for run in runs for row in run.rows)),
+                      None) if shift else None
+  if shift_column is not None:
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=_FIGURE_SIZE, sharex=True,
+                                         gridspec_kw={'height_ratios': [3, 1]})
+  else:
+    figure, top = plt.subplots(figsize=_FIGURE_SIZE)
+  drawn = False
+  for method, group in methods.items():
+    rounds, mean, error = mean_curve(group, metric)
+    if not len(rounds):
+      continue
+    drawn = True
+    line, = top.plot(rounds, mean, marker='.' if len(rounds) < 30 else None, label=f'{method} ({len(group)})')
+    top.fill_between(rounds, mean - error, mean + error, color=line.get_color(), alpha=0.2)
+  if not drawn:
+    plt.close(figure)
+    return False
+  top.set_ylabel(metric)
+  top.set_title(title, fontsize=10)
+  top.grid(alpha=0.3)
+  top.legend(fontsize=8)
+  if shift_column is not None:
+    column, label = shift_column
+    reference = next(run for run in runs if any(column in row for row in run.rows))
+    rows = [row for row in reference.rows if column in row]
+    bottom.plot([row['round'] for row in rows], [row[column] for row in rows], color='gray')
+    bottom.set_ylabel(label, fontsize=8)
+    bottom.set_xlabel('round')
+    bottom.grid(alpha=0.3)
+  else:
+    top.set_xlabel('round')
+  figure.tight_layout()
+  figure.savefig(path, dpi=110)
+  plt.close(figure)
+  return True
+
+
+def domain_bars(methods: dict[str, list[run_results.RunResult]], title: str, path: str) -> bool:
+  """The last evaluation's per-domain accuracy, mean over seeds, per method; False without per-domain columns."""
+  last = {method: [run.evaluations()[-1] for run in group if run.evaluations()] for method, group in methods.items()}
+  domains = []
+  for rows in last.values():
+    for row in rows:
+      for key in row:
+        match = re.fullmatch(r'test_(.+)_accuracy', key)
+        if match and match.group(1) != 'mixture' and match.group(1) not in domains:
+          domains.append(match.group(1))
+  if not domains:
+    return False
+  figure, axes = plt.subplots(figsize=(max(_FIGURE_SIZE[0], 0.5 * len(domains) * len(last)), _FIGURE_SIZE[1]))
+  width = 0.8 / max(len(last), 1)
+  for index, (method, rows) in enumerate(last.items()):
+    means = [np.mean([row[f'test_{d}_accuracy'] for row in rows if f'test_{d}_accuracy' in row] or [np.nan])
+             for d in domains]
+    axes.bar(np.arange(len(domains)) + index * width, means, width, label=method)
+  axes.set_xticks(np.arange(len(domains)) + 0.4 - width / 2)
+  axes.set_xticklabels(domains, rotation=45 if len(domains) > 4 else 0, ha='right' if len(domains) > 4 else 'center',
+                       fontsize=8)
+  axes.set_ylabel('test accuracy (last evaluation)')
+  axes.set_title(title, fontsize=10)
+  axes.legend(fontsize=8)
+  axes.grid(alpha=0.3, axis='y')
+  figure.tight_layout()
+  figure.savefig(path, dpi=110)
+  plt.close(figure)
+  return True
+
+
+def swept(runs: list[run_results.RunResult], keys: list[str], flag: str, metric: str, path: str) -> bool:
+  """The last evaluation's `metric` against the values of a swept numeric `flag`, one line per method (other
+  settings pooled only when equal: one line per method and remaining setting)."""
+  lines: dict[str, dict[float, list[float]]] = {}
+  for run in runs:
+    evaluations = [row for row in run.evaluations() if metric in row]
+    value = run.config.get(flag)
+    if not evaluations or not isinstance(value, (int, float)):
+      continue
+    others = tuple((k, run.config.get(k)) for k in keys if k != flag)
+    label = ', '.join(f'{v}' for _, v in others)
+    lines.setdefault(label, {}).setdefault(float(value), []).append(evaluations[-1][metric])
+  if not lines or max(len(points) for points in lines.values()) < 2:
+    return False
+  figure, axes = plt.subplots(figsize=_FIGURE_SIZE)
+  for label, points in sorted(lines.items()):
+    x = sorted(points)
+    mean = [np.mean(points[v]) for v in x]
+    error = [np.std(points[v], ddof=1) / np.sqrt(len(points[v])) if len(points[v]) > 1 else 0.0 for v in x]
+    axes.errorbar(x, mean, yerr=error, marker='o', capsize=3, label=label)
+  axes.set_xlabel(flag)
+  axes.set_ylabel(f'{metric} (last evaluation)')
+  axes.grid(alpha=0.3)
+  axes.legend(fontsize=8)
+  figure.tight_layout()
+  figure.savefig(path, dpi=110)
+  plt.close(figure)
+  return True

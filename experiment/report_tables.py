@@ -1,0 +1,158 @@
+"""The report's tables: every metric that applies to a root's finished runs, mean +- standard error over seeds.
+
+Per run the figures come from its `summary.json`: the last evaluation (`final_metrics`), the mean over the last
+period of evaluations (`test_accuracy_last_period_mean`), the windows' drop / recovery / max accuracy averaged over
+the run's windows, and the recurring concepts' forgetting averaged over its concepts. A column appears when at least
+one run reports it. Rows are settings (`experiment.run_results`); within a comparison (settings that differ only in
+the method) the best mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for
+losses, drops, recovery times and forgetting.
+"""
+
+import csv
+import html
+import io
+import re
+from typing import Optional
+
+import numpy as np
+
+from experiment import run_results
+
+# (column, lower is better), in table order.
+MAIN_COLUMNS = (
+    ('test_accuracy', False), ('test_accuracy_last_period_mean', False), ('test_mixture_accuracy', False),
+    ('personalized_accuracy', False), ('personalized_server_accuracy', False), ('unseen_accuracy', False),
+    ('target_accuracy', False), ('target_server_accuracy', False), ('routing_accuracy', False),
+    ('routing_ari', False), ('novelty_auroc', False), ('window_drop', True), ('window_recovery_rounds', True),
+    ('window_max_accuracy', False), ('forgetting', True))
+_NOT_DOMAINS = frozenset({'mixture'})
+
+
+def run_metrics(run: run_results.RunResult) -> dict[str, float]:
+  """The table figures of one finished run (see the module docstring)."""
+  final = dict(run.summary.get('final_metrics', {}))
+  windows = run.summary.get('window_metrics') or []
+  for field in ('drop', 'recovery_rounds', 'max_accuracy'):
+    values = [w[field] for w in windows if w.get(field) is not None]
+    if values:
+      final[f'window_{field}'] = float(np.mean(values))
+  forgetting = list((run.summary.get('forgetting') or {}).values())
+  if forgetting:
+    final['forgetting'] = float(np.mean(forgetting))
+  return final
+
+
+def domain_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
+  """`test_<domain>_accuracy` columns of the per-domain table, in first-seen order."""
+  columns = []
+  for values in metrics:
+    for key in values:
+      match = re.fullmatch(r'test_(.+)_accuracy', key)
+      if match and match.group(1) not in _NOT_DOMAINS and (key, False) not in columns:
+        columns.append((key, False))
+  return columns
+
+
+class Cell:
+  """A column's values over seeds: mean, standard error (0 for one seed), count."""
+
+  def __init__(self, values: list[float]):
+    self.values = np.asarray(values, float)
+
+  @property
+  def mean(self) -> float:
+    return float(np.mean(self.values))
+
+  @property
+  def error(self) -> float:
+    return float(np.std(self.values, ddof=1) / np.sqrt(len(self.values))) if len(self.values) > 1 else 0.0
+
+  def text(self) -> str:
+    if len(self.values) == 1:
+      return f'{self.mean:.3f}'
+    return f'{self.mean:.3f} +- {self.error:.3f}'
+
+
+class Table:
+  """Rows of settings x columns of cells, with the best cell of each comparison marked."""
+
+  def __init__(self, keys: list[str], rows: list[tuple[tuple, int, dict[str, Cell]]], columns):
+    self.keys = keys
+    self.rows = rows  # (setting values, seeds, column -> Cell)
+    self.columns = [(name, lower) for name, lower in columns if any(name in cells for _, _, cells in rows)]
+    self.best = self._best()
+
+  def _best(self) -> set[tuple[int, str]]:
+    """(row index, column) of every best cell within its comparison."""
+    best = set()
+    comparisons: dict[tuple, list[int]] = {}
+    for index, (values, _, _) in enumerate(self.rows):
+      comparisons.setdefault(run_results.comparison_key(values, self.keys), []).append(index)
+    for members in comparisons.values():
+      if len(members) < 2:
+        continue
+      for name, lower in self.columns:
+        means = {i: self.rows[i][2][name].mean for i in members if name in self.rows[i][2]}
+        if len(means) < 2:
+          continue
+        target = (min if lower else max)(means.values())
+        best |= {(i, name) for i, mean in means.items() if mean == target}
+    return best
+
+  def markdown(self) -> str:
+    header = self.keys + ['seeds'] + [name for name, _ in self.columns]
+    lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    for index, (values, seeds, cells) in enumerate(self.rows):
+      texts = []
+      for name, _ in self.columns:
+        text = cells[name].text() if name in cells else ''
+        texts.append(f'**{text}**' if (index, name) in self.best else text)
+      lines.append('| ' + ' | '.join([_value(v) for v in values] + [str(seeds)] + texts) + ' |')
+    return '\n'.join(lines)
+
+  def html(self) -> str:
+    header = self.keys + ['seeds'] + [name for name, _ in self.columns]
+    lines = ['<table>', '<tr>' + ''.join(f'<th>{html.escape(h)}</th>' for h in header) + '</tr>']
+    for index, (values, seeds, cells) in enumerate(self.rows):
+      texts = []
+      for name, _ in self.columns:
+        text = html.escape(cells[name].text().replace('+-', '\u00b1')) if name in cells else ''
+        texts.append(f'<td class="best">{text}</td>' if (index, name) in self.best else f'<td>{text}</td>')
+      lines.append('<tr>' + ''.join(f'<td>{html.escape(_value(v))}</td>' for v in values) + f'<td>{seeds}</td>' +
+                   ''.join(texts) + '</tr>')
+    return '\n'.join(lines + ['</table>'])
+
+  def csv(self) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(self.keys + ['seeds'] + [f'{name}_{part}' for name, _ in self.columns
+                                             for part in ('mean', 'se', 'best')])
+    for index, (values, seeds, cells) in enumerate(self.rows):
+      row = [_value(v) for v in values] + [seeds]
+      for name, _ in self.columns:
+        cell = cells.get(name)
+        row += ['', '', ''] if cell is None else [f'{cell.mean:.6g}', f'{cell.error:.6g}',
+                                                  int((index, name) in self.best)]
+      writer.writerow(row)
+    return out.getvalue()
+
+
+def _value(value) -> str:
+  return '-' if value is None else str(value)
+
+
+def build(runs: list[run_results.RunResult], per_domain: bool = False) -> Optional[Table]:
+  """The main table (or the per-domain accuracy table) of the finished `runs`; None without finished runs."""
+  finished = [run for run in runs if run.finished]
+  if not finished:
+    return None
+  keys = run_results.setting_keys(finished) or [run_results.METHOD]
+  rows = []
+  all_metrics = [run_metrics(run) for run in finished]
+  columns = domain_columns(all_metrics) if per_domain else MAIN_COLUMNS
+  for values, group in run_results.by_setting(finished, keys).items():
+    metrics = [run_metrics(run) for run in group]
+    cells = {name: Cell([m[name] for m in metrics if name in m]) for name, _ in columns
+             if any(name in m for m in metrics)}
+    rows.append((values, len(group), cells))
+  return Table(keys, rows, columns)

@@ -1,0 +1,92 @@
+"""Writes a report directory from a root of runs: tables (markdown, CSV), plots (PNG) and one `index.html` that
+shows them together, readable offline (images by relative path, no scripts).
+
+    <output>/tables.md, tables.csv            every metric that applies (`experiment.report_tables`)
+    <output>/per_domain.md, per_domain.csv    per-domain accuracy, when the runs report domains
+    <output>/*.png                            `experiment.report_plots`, per comparison of methods
+    <output>/index.html
+"""
+
+import html
+import os
+from typing import Optional
+
+from experiment import report_plots
+from experiment import report_tables
+from experiment import run_results
+
+_STYLE = ('body{font-family:sans-serif;margin:2em;max-width:1400px} table{border-collapse:collapse;font-size:13px;'
+          'margin-bottom:1.5em} td,th{border:1px solid #bbb;padding:3px 6px;text-align:right} '
+          'th{background:#eee} td.best{font-weight:bold;background:#e6f4e6} img{max-width:100%;margin:0.5em 0} '
+          '.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:1em}')
+
+
+class ReportError(ValueError):
+  """A report that cannot be written; its message is one line."""
+
+
+def _plots(runs: list[run_results.RunResult], output: str) -> list[tuple[str, str]]:
+  """(title, file name) of every plot written."""
+  keys = run_results.setting_keys(runs) or [run_results.METHOD]
+  comparisons: dict[tuple, dict[str, list]] = {}
+  for values, group in run_results.by_setting(runs, keys).items():
+    method = group[0].config.get(run_results.METHOD, '?')
+    comparisons.setdefault(run_results.comparison_key(values, keys), {})[method] = group
+  other_keys = [key for key in keys if key != run_results.METHOD]
+  written = []
+  for index, (comparison, methods) in enumerate(comparisons.items()):
+    title = ', '.join(f'{key}={value}' for key, value in zip(other_keys, comparison)) or 'all runs'
+    members = [run for group in methods.values() for run in group]
+    metric = report_plots.accuracy_metric(members)
+    candidates = [(f'accuracy_{index}.png', f'{metric} — {title}',
+                   lambda path, t: metric and report_plots.curves(methods, metric, t, path)),
+                  (f'routing_{index}.png', f'routing accuracy — {title}',
+                   lambda path, t: report_plots.curves(methods, 'routing_accuracy', t, path, shift=False)),
+                  (f'domains_{index}.png', f'per-domain accuracy — {title}',
+                   lambda path, t: report_plots.domain_bars(methods, t, path))]
+    for name, plot_title, draw in candidates:
+      if draw(os.path.join(output, name), plot_title):
+        written.append((plot_title, name))
+  metric = report_plots.accuracy_metric(runs)
+  for flag in other_keys:
+    if metric and all(isinstance(run.config.get(flag), (int, float)) for run in runs):
+      name = f'swept_{flag}.png'
+      if report_plots.swept(runs, keys, flag, metric, os.path.join(output, name)):
+        written.append((f'{metric} against {flag}', name))
+  return written
+
+
+def write(root: str, output: str, only: Optional[str] = None) -> list[str]:
+  """Writes the report of the runs under `root` (only the run named `only`, when given) into `output`; returns the
+  files written."""
+  runs = [run for run in run_results.load(root) if only is None or run.name == only]
+  if not runs:
+    what = f'no run {os.path.join(root, only)}' if only else f'no runs under {root}'
+    raise ReportError(f'{what} (a run directory has config.json and metrics.csv).')
+  os.makedirs(output, exist_ok=True)
+  files, sections = [], []
+  finished = sum(run.finished for run in runs)
+  sections.append(f'<p>{len(runs)} runs under <code>{html.escape(root)}</code>, {finished} finished; tables use '
+                  'finished runs (mean &plusmn; standard error over seeds, best of each comparison in bold), plots '
+                  'every run.</p>')
+  for name, per_domain, heading in (('tables', False, 'Metrics'), ('per_domain', True, 'Per-domain accuracy')):
+    table = report_tables.build(runs, per_domain=per_domain)
+    if table is None or not table.columns:
+      continue
+    for extension, text in (('md', table.markdown()), ('csv', table.csv())):
+      with open(os.path.join(output, f'{name}.{extension}'), 'w') as f:
+        f.write(text + ('\n' if extension == 'md' else ''))
+      files.append(f'{name}.{extension}')
+    sections.append(f'<h2>{heading}</h2>\n{table.html()}')
+  plots = _plots(runs, output)
+  files += [name for _, name in plots]
+  if plots:
+    sections.append('<h2>Plots</h2>\n<div class="plots">' + ''.join(
+        f'<figure><img src="{name}" alt="{html.escape(title)}"><figcaption>{html.escape(title)}</figcaption>'
+        '</figure>' for title, name in plots) + '</div>')
+  page = (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Report: {html.escape(root)}</title>'
+          f'<style>{_STYLE}</style></head><body>\n<h1>Report: {html.escape(os.path.basename(root.rstrip("/")))}'
+          '</h1>\n' + '\n'.join(sections) + '\n</body></html>\n')
+  with open(os.path.join(output, 'index.html'), 'w') as f:
+    f.write(page)
+  return files + ['index.html']

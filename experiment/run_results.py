@@ -1,0 +1,84 @@
+"""A directory of runs as the report reads it: each run's settings, its metrics rows and its summary, from the
+files alone (`config.json`, `metrics.csv`, `summary.json`; `experiment.run_directory`), without TensorFlow.
+
+Runs are compared within *settings*: the configuration flags that differ between the runs of the root, without
+the seed. Settings that differ only in the algorithm form one *comparison* (the methods of one table block or one
+plot).
+"""
+
+import csv
+import dataclasses
+import glob
+import json
+import os
+from typing import Optional
+
+# Flags that name or place a run, or repeat it, rather than set it.
+NOT_SETTINGS = frozenset({'seed', 'experiment_name', 'root_output_dir', 'overwrite', 'cache_dir', 'tfds_data_dir'})
+METHOD = 'algorithm'
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+  """One run: `config` (flag -> value), `rows` (metrics.csv, floats, empty cells left out), `summary` (None while
+  the run has not finished)."""
+  name: str
+  config: dict
+  rows: list
+  summary: Optional[dict]
+
+  @property
+  def finished(self) -> bool:
+    return self.summary is not None
+
+  def evaluations(self) -> list[dict]:
+    """The rows holding test metrics: an accuracy other than the training one."""
+    return [row for row in self.rows if any(k.endswith('accuracy') and not k.startswith('train_') for k in row)]
+
+
+def _read_rows(path: str) -> list[dict]:
+  with open(path) as f:
+    return [{key: float(value) for key, value in row.items() if value not in ('', None)} for row in csv.DictReader(f)]
+
+
+def load(root: str) -> list[RunResult]:
+  """Every run directory under `root` with a configuration and metrics, by name."""
+  runs = []
+  for config_path in sorted(glob.glob(os.path.join(root, '*', 'config.json'))):
+    run_dir = os.path.dirname(config_path)
+    metrics_path = os.path.join(run_dir, 'metrics.csv')
+    if not os.path.exists(metrics_path):
+      continue
+    with open(config_path) as f:
+      config = json.load(f)
+    summary = None
+    if os.path.exists(os.path.join(run_dir, 'summary.json')):
+      with open(os.path.join(run_dir, 'summary.json')) as f:
+        summary = json.load(f)
+    runs.append(RunResult(os.path.basename(run_dir), config, _read_rows(metrics_path), summary))
+  return runs
+
+
+def setting_keys(runs: list[RunResult]) -> list[str]:
+  """The flags whose values differ between the `runs` that record them, the method first, without
+  `NOT_SETTINGS`. A flag some runs do not record (a method's flag added after they ran) does not split them."""
+  keys = sorted({key for run in runs for key in run.config} - NOT_SETTINGS)
+  varying = [key for key in keys if len({json.dumps(run.config[key]) for run in runs if key in run.config}) > 1]
+  return sorted(varying, key=lambda key: (key != METHOD, key))
+
+
+def setting(run: RunResult, keys: list[str]) -> tuple:
+  return tuple(run.config.get(key) for key in keys)
+
+
+def by_setting(runs: list[RunResult], keys: list[str]) -> dict[tuple, list[RunResult]]:
+  """Runs grouped by their values of `keys` (seeds together), in a stable order."""
+  groups: dict[tuple, list[RunResult]] = {}
+  for run in sorted(runs, key=lambda r: (tuple(map(str, setting(r, keys))), r.config.get('seed', 0))):
+    groups.setdefault(setting(run, keys), []).append(run)
+  return groups
+
+
+def comparison_key(values: tuple, keys: list[str]) -> tuple:
+  """A setting without its method: the comparison it belongs to."""
+  return tuple(value for key, value in zip(keys, values) if key != METHOD)

@@ -1,0 +1,137 @@
+"""The report: its numbers equal a recomputation from the runs' CSVs, the best method is marked, every plot the
+page shows exists, and a directory without runs is one line."""
+
+import csv
+import json
+import os
+
+from absl.testing import absltest
+import numpy as np
+
+from experiment import report_writer
+
+_PNG = b'\x89PNG\r\n\x1a\n'
+
+
+def _write_run(root: str, name: str, config: dict, rows: list[dict], windows=None) -> None:
+  """A run directory as run_experiment leaves it: config.json, metrics.csv and summary.json (final_metrics: the last
+  evaluated row and the mean over the last two evaluations)."""
+  os.makedirs(os.path.join(root, name))
+  with open(os.path.join(root, name, 'config.json'), 'w') as f:
+    json.dump(config, f)
+  columns = sorted({key for row in rows for key in row})
+  with open(os.path.join(root, name, 'metrics.csv'), 'w', newline='') as f:
+    writer = csv.DictWriter(f, columns)
+    writer.writeheader()
+    writer.writerows(rows)
+  evaluated = [row for row in rows if 'test_accuracy' in row]
+  final = dict(evaluated[-1], test_accuracy_last_period_mean=np.mean([r['test_accuracy'] for r in evaluated[-2:]]))
+  summary = {'final_metrics': final}
+  if windows is not None:
+    summary['window_metrics'] = windows
+  with open(os.path.join(root, name, 'summary.json'), 'w') as f:
+    json.dump(summary, f)
+
+
+def _rows(rng, rounds: int, level: float, routing: bool) -> list[dict]:
+  rows = []
+  for r in range(1, rounds + 1):
+    row = {'round': r, 'q': 0.5 + 0.5 * np.cos(2 * np.pi * r / 4), 'train_accuracy': rng.uniform()}
+    if r % 2 == 0:
+      row.update(test_accuracy=level + 0.05 * rng.uniform(), test_day_accuracy=level + 0.1 * rng.uniform(),
+                 test_night_accuracy=level - 0.1 * rng.uniform())
+      if routing:
+        row['routing_accuracy'] = rng.uniform(0.5, 1.0)
+    rows.append(row)
+  return rows
+
+
+def _table(path: str) -> dict[tuple[str, str], dict]:
+  with open(path) as f:
+    return {(row['algorithm'], row['shift_p']): row for row in csv.DictReader(f)}
+
+
+class ReportTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    rng = np.random.default_rng(0)
+    # Two methods x two values of p x three seeds; FedTKM routes and is better at p = 1; one run is still going.
+    for method, level in (('vanilla', 0.6), ('fedtkm', 0.7)):
+      for p in (1.0, 4.0):
+        for seed in range(3):
+          config = {'algorithm': method, 'shift_p': p, 'seed': seed, 'task': 'synthetic'}
+          level_p = level if p == 1.0 else 0.65
+          windows = [{'window': 1, 'drop': 0.1 * (seed + 1), 'max_accuracy': 0.8}] if method == 'fedtkm' else None
+          _write_run(self.root, f'{method}_p{p:g}_s{seed}', config, _rows(rng, 8, level_p, method == 'fedtkm'),
+                     windows)
+    os.makedirs(os.path.join(self.root, 'running'))
+    with open(os.path.join(self.root, 'running', 'config.json'), 'w') as f:
+      json.dump({'algorithm': 'vanilla', 'shift_p': 1.0, 'seed': 9, 'task': 'synthetic'}, f)
+    with open(os.path.join(self.root, 'running', 'metrics.csv'), 'w') as f:
+      f.write('round,test_accuracy\n2,0.1\n')
+    self.output = os.path.join(self.root, 'report')
+    self.files = report_writer.write(self.root, self.output)
+
+  def _recomputed(self, method: str, p: float, column: str) -> list[float]:
+    """`column` of the last evaluation of each seed's metrics.csv."""
+    values = []
+    for seed in range(3):
+      with open(os.path.join(self.root, f'{method}_p{p:g}_s{seed}', 'metrics.csv')) as f:
+        evaluated = [row for row in csv.DictReader(f) if row['test_accuracy']]
+      values.append(float(evaluated[-1][column]))
+    return values
+
+  def test_tables_equal_a_recomputation_from_the_csvs(self):
+    table = _table(os.path.join(self.output, 'tables.csv'))
+    self.assertLen(table, 4)  # The running run is not in the tables.
+    for (method, p), row in table.items():
+      self.assertEqual(row['seeds'], '3')
+      values = self._recomputed(method, float(p), 'test_accuracy')
+      self.assertAlmostEqual(float(row['test_accuracy_mean']), np.mean(values), places=5)
+      self.assertAlmostEqual(float(row['test_accuracy_se']), np.std(values, ddof=1) / np.sqrt(3), places=5)
+    routing = self._recomputed('fedtkm', 1.0, 'routing_accuracy')
+    self.assertAlmostEqual(float(table[('fedtkm', '1.0')]['routing_accuracy_mean']), np.mean(routing), places=5)
+    self.assertEqual(table[('vanilla', '1.0')]['routing_accuracy_mean'], '')
+    # Window drops 0.1, 0.2, 0.3 over the seeds.
+    self.assertAlmostEqual(float(table[('fedtkm', '4.0')]['window_drop_mean']), 0.2, places=5)
+    domains = _table(os.path.join(self.output, 'per_domain.csv'))
+    self.assertAlmostEqual(float(domains[('vanilla', '4.0')]['test_night_accuracy_mean']),
+                           np.mean(self._recomputed('vanilla', 4.0, 'test_night_accuracy')), places=5)
+
+  def test_the_best_method_of_each_comparison_is_marked(self):
+    table = _table(os.path.join(self.output, 'tables.csv'))
+    for p in ('1.0', '4.0'):
+      means = {m: float(table[(m, p)]['test_accuracy_mean']) for m in ('vanilla', 'fedtkm')}
+      best = max(means, key=means.get)
+      self.assertEqual({m: table[(m, p)]['test_accuracy_best'] for m in means},
+                       {m: '1' if m == best else '0' for m in means})
+    self.assertEqual(table[('fedtkm', '1.0')]['test_accuracy_best'], '1')  # 0.7 against 0.6.
+    with open(os.path.join(self.output, 'tables.md')) as f:
+      fedtkm_p1 = next(line for line in f if line.startswith('| fedtkm | 1.0 |'))
+    self.assertIn('**', fedtkm_p1)
+
+  def test_the_page_shows_every_plot_and_table(self):
+    with open(os.path.join(self.output, 'index.html')) as f:
+      page = f.read()
+    plots = [name for name in self.files if name.endswith('.png')]
+    # Per value of p: accuracy, routing and per-domain plots; and accuracy against p.
+    self.assertCountEqual(plots, ['accuracy_0.png', 'routing_0.png', 'domains_0.png', 'accuracy_1.png',
+                                  'routing_1.png', 'domains_1.png', 'swept_shift_p.png'])
+    for name in plots:
+      self.assertIn(f'<img src="{name}"', page)
+      with open(os.path.join(self.output, name), 'rb') as f:
+        content = f.read()
+      self.assertTrue(content.startswith(_PNG), name)
+      self.assertGreater(len(content), 10_000, name)
+    self.assertEqual(page.count('<table>'), 2)
+    self.assertIn('13 runs', page)
+
+  def test_no_runs_is_one_line(self):
+    with self.assertRaisesRegex(report_writer.ReportError, r'^no runs under .* \(a run directory has config.json'):
+      report_writer.write(self.create_tempdir().full_path, self.output)
+
+
+if __name__ == '__main__':
+  absltest.main()
