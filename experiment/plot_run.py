@@ -19,15 +19,9 @@ def main(argv):
   if len(argv) > 1 or not _RUN.value:
     print('plot_run: error: give --run=DIR (a run directory) and no other arguments.', file=sys.stderr)
     sys.exit(2)
-  base = os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
-  run = os.path.normpath(os.path.join(base, _RUN.value))
-  output = os.path.join(base, _OUTPUT.value) if _OUTPUT.value else os.path.join(run, 'plots')
-  try:
-    files = report_writer.write(os.path.dirname(run), output, only=os.path.basename(run))
-  except report_writer.ReportError as error:
-    print(f'plot_run: error: {error}', file=sys.stderr)
-    sys.exit(2)
-  print(f'plot_run: {len(files)} files in {output}; open {os.path.join(output, "index.html")}')
+  run = report_writer.working_path(_RUN.value)
+  output = report_writer.working_path(_OUTPUT.value) if _OUTPUT.value else os.path.join(run, 'plots')
+  report_writer.write_and_say('plot_run', os.path.dirname(run), output, only=os.path.basename(run))
 
 
 if __name__ == '__main__':

@@ -23,15 +23,9 @@ def main(argv):
   if len(argv) > 1 or not _ROOT.value:
     print('report: error: give --root=DIR (a directory of runs) and no other arguments.', file=sys.stderr)
     sys.exit(2)
-  base = os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
-  root = os.path.join(base, _ROOT.value)
-  output = os.path.join(base, _OUTPUT.value) if _OUTPUT.value else os.path.join(root, 'report')
-  try:
-    files = report_writer.write(root, output)
-  except report_writer.ReportError as error:
-    print(f'report: error: {error}', file=sys.stderr)
-    sys.exit(2)
-  print(f'report: {len(files)} files in {output}; open {os.path.join(output, "index.html")}')
+  root = report_writer.working_path(_ROOT.value)
+  output = report_writer.working_path(_OUTPUT.value) if _OUTPUT.value else os.path.join(root, 'report')
+  report_writer.write_and_say('report', root, output)
 
 
 if __name__ == '__main__':

@@ -9,6 +9,7 @@ shows them together, readable offline (images by relative path, no scripts).
 
 import html
 import os
+import sys
 from typing import Optional
 
 from experiment import report_plots
@@ -90,3 +91,18 @@ def write(root: str, output: str, only: Optional[str] = None) -> list[str]:
   with open(os.path.join(output, 'index.html'), 'w') as f:
     f.write(page)
   return files + ['index.html']
+
+
+def working_path(path: str) -> str:
+  """`path` relative to where the user ran the command (`bazel run` runs binaries in their runfiles)."""
+  return os.path.normpath(os.path.join(os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd()), path))
+
+
+def write_and_say(program: str, root: str, output: str, only: Optional[str] = None) -> None:
+  """The binaries' end: writes the report and says where it is, or prints one error line and exits with 2."""
+  try:
+    files = write(root, output, only)
+  except ReportError as error:
+    print(f'{program}: error: {error}', file=sys.stderr)
+    sys.exit(2)
+  print(f'{program}: {len(files)} files in {output}; open {os.path.join(output, "index.html")}')

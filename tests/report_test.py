@@ -128,6 +128,15 @@ class ReportTest(absltest.TestCase):
     self.assertEqual(page.count('<table>'), 2)
     self.assertIn('13 runs', page)
 
+  def test_one_run_also_while_it_runs(self):
+    # plot_run's report: the running run has no summary, so no table, but its curve so far.
+    output = self.create_tempdir().full_path
+    files = report_writer.write(self.root, output, only='running')
+    self.assertEqual(files, ['accuracy_0.png', 'index.html'])
+    files = report_writer.write(self.root, output, only='fedtkm_p1_s0')
+    self.assertIn('tables.csv', files)
+    self.assertIn('routing_0.png', files)
+
   def test_no_runs_is_one_line(self):
     with self.assertRaisesRegex(report_writer.ReportError, r'^no runs under .* \(a run directory has config.json'):
       report_writer.write(self.create_tempdir().full_path, self.output)
