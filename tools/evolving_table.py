@@ -2,10 +2,10 @@
 (percent).
 
 Per finished run, grouped by its recorded task, method and Dirichlet alpha, the last evaluation of metrics.csv: the
-seed's server accuracy (`target_server_accuracy`: the global model on every client's own target-domain data; for methods that do not
-personalize, `target_accuracy`, the same thing), its client accuracy (`target_accuracy`: after the method's
-personalization) and the global model on the centralized target test set (`test_mixture_accuracy`), with the
-number of seeds.
+seed's server accuracy (`target_server_accuracy`: the global model on every client's own target-domain data; for
+methods that do not personalize, `target_accuracy`, the same thing), its client accuracy (`target_accuracy`: after
+the method's personalization) and the global model on the centralized target test set (`test_mixture_accuracy`),
+with the number of seeds.
 
     python tools/evolving_table.py --root=/tmp/evolving_table
 """
