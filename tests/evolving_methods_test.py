@@ -1,9 +1,9 @@
-"""FedEvolve, FedEvp and FedRep (seed 001) learn on evolving domains: short runs on the synthetic task rotated by 20 degrees
-per domain must predict the unseen target domain far above chance (10 classes: 0.1).
+"""FedEvolve, FedEvp and FedRep (seed 001) learn on evolving domains: short runs on the synthetic task rotated by 20
+degrees per domain must predict the unseen target domain far above chance (10 classes: 0.1).
 
 Measured with these settings (20 rounds): FedEvolve 0.91 on the target test set, its clients' target data 0.90 with
-pooled prototypes (server view) and 0.73 with each client's own; FedEvp 0.93 / 0.93 / 0.94 (personalized); FedRep 0.89 / 0.92 / 0.96 (its
-clients' own heads).
+pooled prototypes (server view) and 0.73 with each client's own; FedEvp 0.93 / 0.93 / 0.94 (personalized); FedRep
+0.89 / 0.92 / 0.96 (its clients' own heads).
 """
 
 import os
