@@ -8,10 +8,10 @@ from algorithms.core import prototypes
 NUM_STAGES, NUM_CLASSES, DIM = 4, 3, 5
 
 
-def _reference_nll(support, queries, labels, stages, distance):
+def _reference_nll(support, queries, labels, stages, distance, stage_reduction='sum'):
   """Eq. 5 [R] summed over m, by loops: each query of stage m >= 1 against class means of stage m - 1 (support
   embeddings), softmax over the classes present there; a query of a class absent there is not scored."""
-  total, loss_sum, correct, scored = 0.0, 0.0, 0, 0
+  total, loss_sum, correct, scored, stages_scored = 0.0, 0.0, 0, 0, 0
   for m in range(1, NUM_STAGES):
     present = [y for y in range(NUM_CLASSES) if np.any((stages == m - 1) & (labels == y))]
     centers = {y: support[(stages == m - 1) & (labels == y)].mean(axis=0) for y in present}
@@ -24,8 +24,11 @@ def _reference_nll(support, queries, labels, stages, distance):
       correct += present[int(np.argmin(d))] == labels[i]
     if stage_nll:
       total += np.mean(stage_nll)
+      stages_scored += 1
       loss_sum += np.sum(stage_nll)
       scored += len(stage_nll)
+  if stage_reduction == 'mean':
+    total /= stages_scored
   return total, loss_sum, correct, scored
 
 
@@ -38,19 +41,19 @@ def _batch(seed, size=40):
           labels.astype(np.int32), stages.astype(np.int32))
 
 
-def _nll(support, queries, labels, stages, distance):
+def _nll(support, queries, labels, stages, distance, stage_reduction='sum'):
   means, counts = prototypes.stage_class_means(support, labels, stages, NUM_STAGES, NUM_CLASSES)
-  return prototypes.prototype_nll(queries, labels, stages, means, counts > 0, distance)
+  return prototypes.prototype_nll(queries, labels, stages, means, counts > 0, distance, stage_reduction)
 
 
 class PrototypesTest(tf.test.TestCase):
 
   def test_prototype_nll_matches_the_reference(self):
     for seed in range(3):
-      for distance in prototypes.DISTANCES:
+      for distance, reduction in zip(prototypes.DISTANCES, prototypes.STAGE_REDUCTIONS):
         support, queries, labels, stages = _batch(seed)
-        result = _nll(support, queries, labels, stages, distance)
-        loss, loss_sum, correct, scored = _reference_nll(support, queries, labels, stages, distance)
+        result = _nll(support, queries, labels, stages, distance, reduction)
+        loss, loss_sum, correct, scored = _reference_nll(support, queries, labels, stages, distance, reduction)
         self.assertAllClose(result.loss, loss, rtol=1e-5)
         self.assertAllClose(result.loss_sum, loss_sum, rtol=1e-5)
         self.assertEqual(int(result.num_correct), correct)

@@ -57,6 +57,8 @@ class BadInputTest(parameterized.TestCase):
       ('local_without_clients_test_data', ['--algorithm=local'], 'needs a scenario with per-client test data'),
       ('fedevolve_without_time_stages', ['--algorithm=fedevolve'], 'needs a scenario whose domains are time stages'),
       ('fedevp_momentum', ['--algorithm=fedevp', '--fedevp_momentum=2'], 'fedevp_momentum must be in'),
+      ('fedevp_stage_reduction', ['--algorithm=fedevp', '--fedevp_stage_reduction=max'],
+       'fedevp_stage_reduction must be one of sum, mean'),
       ('routing_with_one_branch', ['--algorithm=min_loss', '--num_branches=1'], 'needs --num_branches >= 2'),
       ('missing_dataset', ['--task=cifar', '--cache_dir=/nonexistent'], '/nonexistent/cifar100.sqlite'),
   )

@@ -15,7 +15,9 @@ through the prototypes").
   for each example of stage s >= 1 against the prototypes of stage s - 1 over the classes present there; Q^{m+1}
   is the examples of stage m + 1 whose class has a prototype (an example of a class absent from the previous stage
   cannot be scored: digest section 5.5). The loss is sum_m L^m, the client objective of Eq. 5 summed over
-  consecutive stages.
+  consecutive stages, or with `stage_reduction` 'mean' its mean over the stages scored: the sum weighs the
+  alignment by the number of stages (28 on Circle's 29 sources, against FedEvp's one cross-entropy term), the mean
+  does not (a departure, `--fedevp_stage_reduction`, `--fedevolve_stage_reduction`).
 - `evolving_prototypes`: FedEvp's prototypes accumulated over stages (Eq. 6 [R]), c^s = running mean of the class
   means of stages 0..s (the 1/m weights of "averaging over all previous domains") or an exponential moving average
   from zero, c^s = (1 - beta) c^{s-1} + beta mean_s.
@@ -28,6 +30,7 @@ import tensorflow as tf
 from algorithms.core import objectives
 
 DISTANCES = ('euclidean', 'squared')
+STAGE_REDUCTIONS = ('sum', 'mean')
 AVERAGES = ('running_mean', 'moving_average')
 _NO_PROTOTYPE = -1e9  # The logit of a class without a prototype: never predicted, no probability mass.
 
@@ -98,11 +101,12 @@ def prototype_logits(queries: tf.Tensor, prototypes: tf.Tensor, has_prototype: t
 
 
 def prototype_nll(queries: tf.Tensor, labels: tf.Tensor, stages: tf.Tensor, prototypes: tf.Tensor,
-                  has_prototype: tf.Tensor, distance: str) -> objectives.BatchResult:
-  """Eq. 5 [R] summed over consecutive stages: each example of stage s >= 1 (queries [B, d], labels [B], stages
-  [B]) against the prototypes of stage s - 1 (prototypes [S, C, d], has_prototype [S, C]).
+                  has_prototype: tf.Tensor, distance: str, stage_reduction: str = 'sum') -> objectives.BatchResult:
+  """Eq. 5 [R] over consecutive stages: each example of stage s >= 1 (queries [B, d], labels [B], stages [B])
+  against the prototypes of stage s - 1 (prototypes [S, C, d], has_prototype [S, C]).
 
-  loss = sum_s mean over the scored examples of stage s of their NLL; the metric sums count the scored examples
+  loss = sum_s (or, `stage_reduction` 'mean', the mean over the stages with scored examples of) the mean over the
+  scored examples of stage s of their NLL; the metric sums count the scored examples
   (loss_sum, num_correct by nearest prototype, num_examples = num_predictions = their number).
   """
   labels = tf.cast(labels, tf.int32)
@@ -119,8 +123,11 @@ def prototype_nll(queries: tf.Tensor, labels: tf.Tensor, stages: tf.Tensor, prot
   nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits) * weights
   per_stage = tf.math.unsorted_segment_sum(weights, stages, num_stages)
   correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels), tf.float32) * weights
+  loss = tf.reduce_sum(nll / tf.maximum(tf.gather(per_stage, stages), 1.0))
+  if stage_reduction == 'mean':
+    loss /= tf.maximum(tf.reduce_sum(tf.cast(per_stage > 0, tf.float32)), 1.0)
   return objectives.BatchResult(
-      loss=tf.reduce_sum(nll / tf.maximum(tf.gather(per_stage, stages), 1.0)),
+      loss=loss,
       loss_sum=tf.reduce_sum(nll), num_correct=tf.reduce_sum(correct), num_examples=tf.reduce_sum(weights),
       num_predictions=tf.reduce_sum(weights))
 

@@ -25,6 +25,9 @@ Choices, measured or argued (flags `--fedevolve_<field>`):
 - An example whose class has no prototype in the previous stage of its batch is not scored (digest 5.5), and
   |Q^{m+1}| counts the scored examples.
 - `distance`: `euclidean` (default, the seed's word) or `squared` (Prototypical Networks).
+- `stage_reduction`: `sum` (default, Eq. 5 [R] summed over m) or `mean` over the stages scored. FedEvolve's loss is
+  the alignment alone, so the mean only divides its gradient by the M - 1 stages (a smaller step on Circle's 29
+  sources).
 - `aggregation`: `examples` (default; the seed's protocol, Section 3.4: "weighted averaging by local sample
   counts", here the examples scored) or `uniform` (Section 4.1's "average aggregation").
 - Evaluation needs each client's data of the last source domain (the scenario's held-out `target` clients, with
@@ -58,9 +61,12 @@ class Config:
   distance: str = method.setting('euclidean', 'FedEvolve: d of Eq. 5, euclidean (the seed\'s word) or squared.')
   aggregation: str = method.setting('examples', 'FedEvolve: server average weighted by the examples each client '
                                     'scored (examples) or a plain average (uniform).')
+  stage_reduction: str = method.setting('sum', 'FedEvolve: Eq. 5 summed over consecutive stages (sum, the '
+                                        'reconstruction) or averaged (mean).')
 
   def validate(self) -> None:
-    method.check_settings(self, NAME, choices={'distance': prototypes.DISTANCES, 'aggregation': AGGREGATIONS})
+    method.check_settings(self, NAME, choices={'distance': prototypes.DISTANCES, 'aggregation': AGGREGATIONS,
+                                              'stage_reduction': prototypes.STAGE_REDUCTIONS})
 
 
 def check_stages(task: task_lib.Task, name: str, at_least: int) -> None:
@@ -71,14 +77,14 @@ def check_stages(task: task_lib.Task, name: str, at_least: int) -> None:
                      f'this one has {task.num_stages}.')
 
 
-def training_objective(num_stages: int, num_classes: int, distance: str):
+def training_objective(num_stages: int, num_classes: int, distance: str, stage_reduction: str = 'sum'):
   """The per-batch objective of Eq. 4-5 [R] on the two towers' outputs."""
 
   def objective(outputs, batch):
     means, counts = prototypes.stage_class_means(outputs[representation.PSI], batch['y'], batch['stage'],
                                                  num_stages, num_classes)
     return prototypes.prototype_nll(outputs[representation.PHI], batch['y'], batch['stage'], means, counts > 0,
-                                    distance)
+                                    distance, stage_reduction)
 
   return objective
 
@@ -114,7 +120,7 @@ def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparame
   model_fn = lambda: representation.two_tower_model(network)
   client_work = client_training.objective_client_work(
       model_fn, task.batch_fn, tff.learning.optimizers.build_sgdm(hparams.client_learning_rate), element_spec,
-      training_objective(task.num_stages, task.num_classes, config.distance),
+      training_objective(task.num_stages, task.num_classes, config.distance, config.stage_reduction),
       uniform_weights=config.aggregation == 'uniform')
   return model_fn, learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
                                             hparams.server_adam_epsilon)
