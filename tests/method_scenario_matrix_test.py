@@ -1,15 +1,71 @@
-"""Every method on every scenario: a two-round run of each pair ends with its scenario's metrics.
+"""Every method on every scenario, two seeds each: each run ends with its scenario's metrics, and the report of the
+scenario's runs holds what a recomputation from their metrics.csv gives.
 
-The runs call run_experiment's `main` in this process (`tests.in_process_run`).
+This is the suite's small version of the method x scenario matrix (README, "Comparing methods"): two-round runs on
+the synthetic task, one test (and one shard) per scenario. The runs call run_experiment's `main` in this process
+(`tests.in_process_run`).
 """
 
+import csv
 import json
 import os
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 
+from experiment import report_writer
 from tests import in_process_run
+
+_ALGORITHMS = ('vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',
+               'fedtem', 'fedtkm', 'pfedem', 'cfl', 'fedgmm', 'fedprox', 'fedavg_plus', 'local', 'fedevolve',
+               'fedevp', 'fedrep')
+_SEEDS = (0, 1)
+_SCENARIO_FLAGS = {
+    # Two rounds of one period: q(1) = 0 (every sampled client a night client), q(2) = 1.
+    'periodic': [],
+    # One mixture cycle over 4 rounds: a(1) = 1/2, a(2) = 1.
+    'mixture_drift': ['--num_clients=20', '--num_cycles=0.5'],
+    'evolving_domains': ['--num_domains=4', '--num_clients=6'],
+    # Every client changes concept at round 2 (of 2), recurring every round.
+    'concept_drift': ['--drift_type=recurring', '--drift_start=1', '--drift_end=1', '--concept_period=1'],
+    # Windows of one round: round 2 is window 1, where half of the clients hold the new regime.
+    'windowed': ['--window_rounds=1', '--windowing=sliding', '--window_overlap=0'],
+    # 12 day clients, 3 of them unseen.
+    'dirichlet_mixture': ['--num_clients=12', '--unseen_fraction=0.25'],
+}
+_SINGLE_BRANCH_PARAMETERS = 64 * 64 + 64 + 64 * 32 + 32 + 32 * 20 + 20
+
+
+def _refusal(scenario: str, algorithm: str):
+  """The one-line error of a method the scenario cannot serve, or None."""
+  if algorithm == 'local' and scenario not in ('dirichlet_mixture', 'evolving_domains'):  # Clients' test data.
+    return ('run_experiment: error: local evaluates every client on its own test data and needs a scenario with '
+            'per-client test data (--scenario=dirichlet_mixture or evolving_domains).')
+  if algorithm == 'fedevolve' and scenario != 'evolving_domains':  # Only there are domains time stages.
+    return ('run_experiment: error: fedevolve learns from the order of a client\'s domains and needs a scenario '
+            'whose domains are time stages, at least 3 (--scenario=evolving_domains --num_domains>=3); this one has '
+            '1.')
+  return None
+
+
+def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
+  """The report's per-run figures recomputed from metrics.csv: the last evaluated row (one with the centralized test
+  accuracy or the held-out clients' own) and the mean of each test metric over the evaluations of the last `period`
+  rounds."""
+  held_out = ('test_accuracy', 'personalized_accuracy', 'unseen_accuracy', 'target_accuracy')
+  evaluated = [row for row in rows if any(key in row for key in held_out)]
+  last = evaluated[-1]
+  final = dict(last)
+  window = [row for row in evaluated if row['round'] > last['round'] - period]
+  for key in (k for k in last if k.startswith('test_') or k == 'routing_accuracy'):
+    final[f'{key}_last_period_mean'] = sum(row[key] for row in window) / len(window)
+  return final
+
+
+def _read_csv(path: str) -> list[dict]:
+  with open(path) as f:
+    return list(csv.DictReader(f))
 
 
 class MethodScenarioMatrixTest(parameterized.TestCase):
@@ -19,44 +75,39 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
     super().setUpClass()
     in_process_run.start_worker()
 
-  @parameterized.product(
-      scenario=['mixture_drift', 'evolving_domains', 'concept_drift', 'windowed', 'dirichlet_mixture'],
-      algorithm=['vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',
-                 'fedtem', 'fedtkm', 'pfedem', 'cfl', 'fedgmm', 'fedprox', 'fedavg_plus', 'local', 'fedevolve',
-                 'fedevp', 'fedrep'])
-  def test_every_method_runs_on_every_scenario(self, scenario, algorithm):
+  @parameterized.parameters(*_SCENARIO_FLAGS)
+  def test_every_method_and_the_report(self, scenario):
     root = self.create_tempdir().full_path
-    settings = {
-        # One mixture cycle over 4 rounds: a(1) = 1/2, a(2) = 1.
-        'mixture_drift': ['--num_clients=20', '--num_cycles=0.5'],
-        'evolving_domains': ['--num_domains=4', '--num_clients=6'],
-        # Every client changes concept at round 2 (of 2), recurring every round.
-        'concept_drift': ['--drift_type=recurring', '--drift_start=1', '--drift_end=1', '--concept_period=1'],
-        # Windows of one round: round 2 is window 1, where half of the clients hold the new regime.
-        'windowed': ['--window_rounds=1', '--windowing=sliding', '--window_overlap=0'],
-        # 12 day clients, 3 of them unseen.
-        'dirichlet_mixture': ['--num_clients=12', '--unseen_fraction=0.25'],
-    }[scenario]
-    status, stderr = in_process_run.run([
-        '--task=synthetic', f'--scenario={scenario}', f'--algorithm={algorithm}', '--clients_per_round=3',
-        '--total_rounds=2', '--period=2', '--rounds_per_eval=2', '--eval_batch_size=500',
-        f'--root_output_dir={root}', '--experiment_name=s', *settings])
-    if algorithm == 'local' and scenario not in ('dirichlet_mixture', 'evolving_domains'):  # Clients' test data.
-      self.assertEqual((status, stderr.strip().splitlines()[-1]), (
-          2, 'run_experiment: error: local evaluates every client on its own test data and needs a scenario with '
-          'per-client test data (--scenario=dirichlet_mixture or evolving_domains).'))
-      return
-    if algorithm == 'fedevolve' and scenario != 'evolving_domains':  # Only there are domains time stages.
-      self.assertEqual((status, stderr.strip().splitlines()[-1]), (
-          2, 'run_experiment: error: fedevolve learns from the order of a client\'s domains and needs a scenario '
-          'whose domains are time stages, at least 3 (--scenario=evolving_domains --num_domains>=3); this one has '
-          '1.'))
-      return
-    self.assertEqual(status, 0, stderr[-3000:])
-    rows = in_process_run.metrics_rows(os.path.join(root, 's'))
+    for algorithm in _ALGORITHMS:
+      for seed in _SEEDS:
+        with self.subTest(algorithm=algorithm, seed=seed):
+          status, stderr = in_process_run.run([
+              '--task=synthetic', f'--scenario={scenario}', f'--algorithm={algorithm}', '--clients_per_round=3',
+              '--total_rounds=2', '--period=2', '--rounds_per_eval=2', '--eval_batch_size=500', f'--seed={seed}',
+              f'--root_output_dir={root}', f'--experiment_name={algorithm}_s{seed}', *_SCENARIO_FLAGS[scenario]])
+          refusal = _refusal(scenario, algorithm)
+          if refusal:
+            self.assertEqual((status, stderr.strip().splitlines()[-1]), (2, refusal))
+            continue
+          self.assertEqual(status, 0, stderr[-3000:])
+          self._check_scenario_metrics(scenario, algorithm, os.path.join(root, f'{algorithm}_s{seed}'))
+    self._check_report(root)
+
+  def _check_scenario_metrics(self, scenario: str, algorithm: str, run_dir: str):
+    rows = in_process_run.metrics_rows(run_dir)
     self.assertLen(rows, 2)
+    with open(os.path.join(run_dir, 'summary.json')) as f:
+      summary = json.load(f)
     shift_free = algorithm.startswith('nds')
-    if scenario == 'mixture_drift':
+    if algorithm.endswith('_single'):
+      self.assertEqual(summary['parameters']['total'], _SINGLE_BRANCH_PARAMETERS)
+    if scenario == 'periodic':
+      # Without the shift every round samples the population's day share, 300 of 660 clients.
+      self.assertEqual([float(row['q']) for row in rows], [300 / 660] * 2 if shift_free else [0.0, 1.0])
+      if algorithm in ('scsgd', 'tshot_kmeans', 'min_loss', 'fedem', 'fedtem', 'fedtkm'):  # Routing to branches.
+        for column in ('train_routing_accuracy', 'routing_accuracy'):
+          self.assertBetween(float(rows[1][column]), 0.0, 1.0)
+    elif scenario == 'mixture_drift':
       self.assertEqual(float(rows[1]['scheduled_share_0']), 0.5 if shift_free else 1.0)
       self.assertBetween(float(rows[1]['test_mixture_accuracy']), 0.0, 1.0)
     elif scenario == 'evolving_domains':
@@ -72,9 +123,8 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
     elif scenario == 'windowed':
       self.assertEqual([float(row['window']) for row in rows], [0.0, 0.0 if shift_free else 1.0])
       self.assertBetween(float(rows[1]['new_regime_share']), 0.0, 1.0)
-      with open(os.path.join(root, 's', 'summary.json')) as f:
-        windows = json.load(f)['window_metrics']
       # Evaluated at round 2 only: window 2 (round 2) has its max there and no pre-shift evaluation in window 1.
+      windows = summary['window_metrics']
       self.assertEqual([w['window'] for w in windows], [2] if not shift_free else [1])
       self.assertEqual(windows[0]['max_accuracy'], float(rows[1]['test_accuracy']))
     elif scenario == 'dirichlet_mixture':
@@ -87,8 +137,54 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
       self.assertEqual(float(rows[0]['concept_share_0']), 1.0)  # Before every change point.
       self.assertEqual(float(rows[1]['concept_share_1']), 0.0 if shift_free else 1.0)
       self.assertBetween(float(rows[1]['test_night_c1_accuracy']), 0.0, 1.0)
-      with open(os.path.join(root, 's', 'summary.json')) as f:
-        self.assertEqual(json.load(f)['forgetting'], {})  # One evaluation: no concept has come back yet.
+      self.assertEqual(summary['forgetting'], {})  # One evaluation: no concept has come back yet.
+
+  def _check_report(self, root: str):
+    """tables.csv and per_domain.csv against a recomputation from each run's metrics.csv: per method the mean and
+    standard error over the two seeds (|a - b| / 2), and the best mean of each column marked."""
+    output = os.path.join(root, 'report')
+    files = report_writer.write(root, output)
+    expected = {}  # algorithm -> column -> [value per seed]
+    for algorithm in _ALGORITHMS:
+      for seed in _SEEDS:
+        run_dir = os.path.join(root, f'{algorithm}_s{seed}')
+        if not os.path.exists(os.path.join(run_dir, 'metrics.csv')):
+          continue
+        rows = [{k: float(v) for k, v in row.items() if v} for row in in_process_run.metrics_rows(run_dir)]
+        with open(os.path.join(run_dir, 'summary.json')) as f:
+          windows = json.load(f).get('window_metrics') or []
+        final = _final_metrics(rows, period=2)
+        for field in ('drop', 'recovery_rounds', 'max_accuracy'):
+          values = [w[field] for w in windows if w[field] is not None]
+          if values:
+            final[f'window_{field}'] = np.mean(values)
+        for column, value in final.items():
+          expected.setdefault(algorithm, {}).setdefault(column, []).append(value)
+    self.assertContainsSubset(['tables.csv', 'tables.md', 'index.html'], files)
+    for table in ('tables.csv', 'per_domain.csv'):
+      if table not in files:
+        continue
+      rows = {row['algorithm']: row for row in _read_csv(os.path.join(output, table))}
+      self.assertCountEqual(rows, expected)
+      columns = [key[:-len('_mean')] for key in next(iter(rows.values())) if key.endswith('_mean')]
+      self.assertNotEmpty(columns)
+      for column in columns:
+        with self.subTest(table=table, column=column):
+          means = {}
+          for algorithm, row in rows.items():
+            values = expected[algorithm].get(column)
+            if values is None:
+              self.assertEqual(row[f'{column}_mean'], '')
+              continue
+            self.assertEqual(int(row['seeds']), len(_SEEDS))
+            self.assertAlmostEqual(float(row[f'{column}_mean']), np.mean(values), places=5)
+            self.assertAlmostEqual(float(row[f'{column}_se']), abs(values[0] - values[1]) / 2, places=5)
+            means[algorithm] = float(row[f'{column}_mean'])
+          if len(means) > 1:
+            lower_is_better = column.startswith('window_drop') or column.startswith('window_recovery')
+            best = (min if lower_is_better else max)(means.values())
+            marked = {a for a in means if rows[a][f'{column}_best'] == '1'}
+            self.assertEqual(marked, {a for a, mean in means.items() if abs(mean - best) < 1e-5 * max(1, abs(best))})
 
 
 if __name__ == '__main__':
