@@ -19,6 +19,10 @@ A grid is a small TOML file (`experiment/grids/*.toml`), or the same given by fl
     algorithm = "nds"
     shift_p = [0.25, 4]
 
+    [report]                              # optional: the main table of the report the matrix writes at its end
+    columns = ["target_server_accuracy", "target_accuracy"]   # its metrics, in order (`experiment.report_tables`)
+    percent = true                        # accuracies in percent
+
 Runs are ordered as the sweep's product, the first swept flag outermost. A flag's value is written as the binary
 reads it: booleans as true/false, floats without a trailing ".0" (`inf` is the string "inf"). Flags set later win:
 `[flags]`, then `[when]` tables in file order, then the command line's overrides.
@@ -30,7 +34,8 @@ import re
 import tomllib
 from typing import Mapping, Optional, Sequence
 
-_KEYS = frozenset({'name', 'sweep', 'flags', 'when', 'exclude'})
+_KEYS = frozenset({'name', 'sweep', 'flags', 'when', 'exclude', 'report'})
+_REPORT_KEYS = frozenset({'columns', 'percent'})
 _FLAG_NAME = re.compile(r'[a-z][a-z0-9_]*')
 
 
@@ -58,6 +63,8 @@ class Grid:
   exclude: tuple[tuple[tuple[str, frozenset[str]], ...], ...] = ()
   name: Optional[str] = None
   overrides: tuple[tuple[str, str], ...] = ()
+  report_columns: tuple[str, ...] = ()
+  report_percent: bool = False
 
   def runs(self) -> list[Run]:
     """Every run of the grid, in sweep order, without the excluded ones."""
@@ -156,8 +163,20 @@ def from_spec(spec: Mapping, overrides: Sequence[tuple[str, str]] = (),
   for flag in ('root_output_dir', 'experiment_name'):
     if flag in flags or flag in swept or flag in dict(overrides):
       raise GridError(f'{flag} is the matrix\'s to set (--root and the run names).')
+  columns, percent = _report(spec.get('report', {}))
   return Grid(tuple(swept.items()), tuple(flags.items()), tuple(when), tuple(exclude), spec.get('name'),
-              tuple(overrides))
+              tuple(overrides), columns, percent)
+
+
+def _report(table) -> tuple[tuple[str, ...], bool]:
+  """The [report] table's columns and percent."""
+  if not isinstance(table, dict) or set(table) - _REPORT_KEYS:
+    raise GridError(f'[report] takes {" and ".join(sorted(_REPORT_KEYS))}.')
+  columns = table.get('columns', [])
+  percent = table.get('percent', False)
+  if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns) or not isinstance(percent, bool):
+    raise GridError('[report] columns is a list of metric names and percent true or false.')
+  return tuple(columns), percent
 
 
 def load(path: Optional[str], overrides: Sequence[tuple[str, str]] = (),

@@ -7,7 +7,8 @@ r"""Runs a grid of experiments: every combination of the swept flags, N runs at 
 The grid comes from a TOML file (`--grid`, format in `experiment/grid.py`) and/or flags: `--sweep=flag=v1,v2`
 adds or replaces a swept flag, `--set=flag=value` fixes one for every run. Each run writes to `<root>/<name>/`;
 rerunning the same command skips finished runs and resumes interrupted ones (`experiment/matrix_runner.py`).
-`--dry_run` lists the runs and their flags.
+`--dry_run` lists the runs and their flags. At the end the matrix writes the report of its root (`<root>/report`,
+`experiment/report_writer.py`; the grid's [report] table shapes its main table, which is printed).
 """
 
 import os
@@ -18,6 +19,7 @@ from absl import flags
 
 from experiment import grid as grid_lib
 from experiment import matrix_runner
+from experiment import report_writer
 
 _GRID = flags.DEFINE_string('grid', None, 'A TOML grid file (experiment/grids/).')
 _SWEEP = flags.DEFINE_multi_string('sweep', [], 'flag=v1,v2,...: sweep a run_experiment flag over these values.')
@@ -25,6 +27,7 @@ _SET = flags.DEFINE_multi_string('set', [], 'flag=value: give every run this run
 _ROOT = flags.DEFINE_string('root', None, 'Directory of the runs (each in <root>/<run name>/).')
 _JOBS = flags.DEFINE_integer('jobs', os.cpu_count() or 1, 'Runs at a time. Default: the machine\'s cores.')
 _DRY_RUN = flags.DEFINE_bool('dry_run', False, 'List the runs and their flags, run nothing.')
+_REPORT = flags.DEFINE_bool('report', True, 'Write <root>/report at the end and print its main table.')
 
 
 def _pair(text: str, flag: str) -> tuple[str, str]:
@@ -42,6 +45,20 @@ def _from_working_directory(path: str) -> str:
 def _fail(message: str) -> None:
   print(f'matrix: error: {message}', file=sys.stderr)
   sys.exit(2)
+
+
+def _write_report(root: str, grid: grid_lib.Grid) -> None:
+  """The report of the root's runs, its main table printed; a report that cannot be written is one line."""
+  output = os.path.join(root, 'report')
+  try:
+    files = report_writer.write(root, output, columns=list(grid.report_columns), percent=grid.report_percent)
+  except report_writer.ReportError as error:
+    print(f'matrix: report: error: {error}', file=sys.stderr)
+    return
+  if 'tables.md' in files:
+    with open(os.path.join(output, 'tables.md')) as f:
+      print(f.read().rstrip('\n') + '\n')
+  print(f'matrix: report in {output}; open {os.path.join(output, "index.html")}')
 
 
 def main(argv):
@@ -67,6 +84,8 @@ def main(argv):
     outcomes = matrix_runner.run_matrix(runs, root, _JOBS.value, matrix_runner.default_command(), env=env)
   except (grid_lib.GridError, matrix_runner.MatrixError) as error:
     _fail(str(error))
+  if _REPORT.value:
+    _write_report(root, grid)
   unsuccessful = [o for o in outcomes if o.status != 'finished']
   for outcome in unsuccessful:
     print(f'matrix: {outcome.status}: {outcome.name}: {outcome.message}')

@@ -2,6 +2,9 @@
 
     bazel run //experiment:report -- --root=/tmp/seed_001
     python -m experiment.report --root=/tmp/seed_001 --output=/tmp/seed_001_report
+    bazel run //experiment:report -- --root=/tmp/seed_001 --columns=target_server_accuracy,target_accuracy --percent
+
+The main table is printed too: the README's results tables are this output.
 
 It reads the runs' config.json, metrics.csv and summary.json only, so it works on a copy of the run directories
 and while runs are going on (tables from the finished ones, plots from everything written so far).
@@ -17,6 +20,10 @@ from experiment import report_writer
 
 _ROOT = flags.DEFINE_string('root', None, 'Directory whose sub-directories are runs (a matrix root).')
 _OUTPUT = flags.DEFINE_string('output', None, 'Report directory. Default: <root>/report.')
+_COLUMNS = flags.DEFINE_list('columns', None, 'Metrics of the main table, in order (default: every one that '
+                             'applies), e.g. target_server_accuracy,target_accuracy.')
+_PERCENT = flags.DEFINE_bool('percent', False, 'Accuracies in percent with two decimals.')
+_PRINT = flags.DEFINE_bool('print', True, 'Print the main table (markdown) before saying where the report is.')
 
 
 def main(argv):
@@ -25,7 +32,8 @@ def main(argv):
     sys.exit(2)
   root = report_writer.working_path(_ROOT.value)
   output = report_writer.working_path(_OUTPUT.value) if _OUTPUT.value else os.path.join(root, 'report')
-  report_writer.write_and_say('report', root, output)
+  report_writer.write_and_say('report', root, output, columns=_COLUMNS.value, percent=_PERCENT.value,
+                              show_table=_PRINT.value)
 
 
 if __name__ == '__main__':

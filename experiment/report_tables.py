@@ -2,8 +2,11 @@
 
 Per run the figures come from its `summary.json`: the last evaluation (`final_metrics`), the mean over the last
 period of evaluations (`test_accuracy_last_period_mean`), the windows' drop / recovery / max accuracy averaged over
-the run's windows, and the recurring concepts' forgetting averaged over its concepts. A column appears when at least
-one run reports it. Rows are settings (`experiment.run_results`); within a comparison (settings that differ only in
+the run's windows, and the recurring concepts' forgetting averaged over its concepts. Held-out clients' accuracy has
+a server view (`<name>_server_accuracy`, seed 001's "server accuracy") beside the personalized one; a method with a
+global model that does not personalize (it reports `test_accuracy` but no server view) has one model for both, so
+its server view is its `<name>_accuracy`. A column appears when at least one run reports it; `columns` chooses and
+orders them. Rows are settings (`experiment.run_results`); within a comparison (settings that differ only in
 the method) the best mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for
 losses, drops, recovery times and forgetting.
 """
@@ -26,11 +29,16 @@ MAIN_COLUMNS = (
     ('routing_ari', False), ('novelty_auroc', False), ('window_drop', True), ('window_recovery_rounds', True),
     ('window_max_accuracy', False), ('forgetting', True))
 _NOT_DOMAINS = frozenset({'mixture'})
+_HELD_OUT = ('personalized', 'unseen', 'target')
 
 
 def run_metrics(run: run_results.RunResult) -> dict[str, float]:
   """The table figures of one finished run (see the module docstring)."""
   final = dict(run.summary.get('final_metrics', {}))
+  if 'test_accuracy' in final:
+    for name in _HELD_OUT:
+      if f'{name}_accuracy' in final:
+        final.setdefault(f'{name}_server_accuracy', final[f'{name}_accuracy'])
   windows = run.summary.get('window_metrics') or []
   for field in ('drop', 'recovery_rounds', 'max_accuracy'):
     values = [w[field] for w in windows if w.get(field) is not None]
@@ -54,10 +62,12 @@ def domain_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
 
 
 class Cell:
-  """A column's values over seeds: mean, standard error (0 for one seed), count."""
+  """A column's values over seeds, times `scale` (100 for percent): mean, standard error (0 for one seed), count;
+  `digits` decimals in text."""
 
-  def __init__(self, values: list[float]):
-    self.values = np.asarray(values, float)
+  def __init__(self, values: list[float], scale: float = 1.0, digits: int = 3):
+    self.values = np.asarray(values, float) * scale
+    self.digits = digits
 
   @property
   def mean(self) -> float:
@@ -69,8 +79,8 @@ class Cell:
 
   def text(self) -> str:
     if len(self.values) == 1:
-      return f'{self.mean:.3f}'
-    return f'{self.mean:.3f} +- {self.error:.3f}'
+      return f'{self.mean:.{self.digits}f}'
+    return f'{self.mean:.{self.digits}f} +- {self.error:.{self.digits}f}'
 
 
 class Table:
@@ -141,18 +151,32 @@ def _value(value) -> str:
   return '-' if value is None else str(value)
 
 
-def build(runs: list[run_results.RunResult], per_domain: bool = False) -> Optional[Table]:
-  """The main table (or the per-domain accuracy table) of the finished `runs`; None without finished runs."""
+def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: Optional[list[str]] = None,
+          percent: bool = False) -> Optional[Table]:
+  """The main table (or the per-domain accuracy table) of the finished `runs`; None without finished runs.
+
+  `columns`: the metrics to show, in order (default: every `MAIN_COLUMNS` one that applies); `percent`: accuracies
+  as percentages with two decimals, as the seeds' tables print them.
+  """
   finished = [run for run in runs if run.finished]
   if not finished:
     return None
   keys = run_results.setting_keys(finished) or [run_results.METHOD]
   rows = []
   all_metrics = [run_metrics(run) for run in finished]
-  columns = domain_columns(all_metrics) if per_domain else MAIN_COLUMNS
+  if per_domain:
+    chosen = domain_columns(all_metrics)
+  elif columns:
+    lower = dict(MAIN_COLUMNS)
+    chosen = [(name, lower.get(name, False)) for name in columns]
+  else:
+    chosen = MAIN_COLUMNS
   for values, group in run_results.by_setting(finished, keys).items():
     metrics = [run_metrics(run) for run in group]
-    cells = {name: Cell([m[name] for m in metrics if name in m]) for name, _ in columns
-             if any(name in m for m in metrics)}
+    cells = {}
+    for name, _ in chosen:
+      if any(name in m for m in metrics):
+        scale = 100.0 if percent and name.endswith(('accuracy', 'accuracy_last_period_mean')) else 1.0
+        cells[name] = Cell([m[name] for m in metrics if name in m], scale, 2 if scale != 1.0 else 3)
     rows.append((values, len(group), cells))
-  return Table(keys, rows, columns)
+  return Table(keys, rows, chosen)

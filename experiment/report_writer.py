@@ -7,6 +7,7 @@ shows them together, readable offline (images by relative path, no scripts).
     <output>/index.html
 """
 
+import difflib
 import html
 import os
 import sys
@@ -57,13 +58,25 @@ def _plots(runs: list[run_results.RunResult], output: str) -> list[tuple[str, st
   return written
 
 
-def write(root: str, output: str, only: Optional[str] = None) -> list[str]:
+def _check_columns(runs: list[run_results.RunResult], columns: list[str]) -> None:
+  reported = {name for run in runs if run.finished for name in report_tables.run_metrics(run)}
+  missing = [name for name in columns if name not in reported]
+  if missing:
+    close = sorted({match for name in missing for match in difflib.get_close_matches(name, reported, n=4)})
+    hint = f' (close: {", ".join(close)})' if close else ''
+    raise ReportError(f'no finished run reports {", ".join(missing)}{hint}.')
+
+
+def write(root: str, output: str, only: Optional[str] = None, columns: Optional[list[str]] = None,
+          percent: bool = False) -> list[str]:
   """Writes the report of the runs under `root` (only the run named `only`, when given) into `output`; returns the
-  files written."""
+  files written. `columns` and `percent` shape the main table (`report_tables.build`)."""
   runs = [run for run in run_results.load(root) if only is None or run.name == only]
   if not runs:
     what = f'no run {os.path.join(root, only)}' if only else f'no runs under {root}'
     raise ReportError(f'{what} (a run directory has config.json and metrics.csv).')
+  if columns:
+    _check_columns(runs, columns)
   os.makedirs(output, exist_ok=True)
   files, sections = [], []
   finished = sum(run.finished for run in runs)
@@ -71,7 +84,7 @@ def write(root: str, output: str, only: Optional[str] = None) -> list[str]:
                   'finished runs (mean &plusmn; standard error over seeds, best of each comparison in bold), plots '
                   'every run.</p>')
   for name, per_domain, heading in (('tables', False, 'Metrics'), ('per_domain', True, 'Per-domain accuracy')):
-    table = report_tables.build(runs, per_domain=per_domain)
+    table = report_tables.build(runs, per_domain=per_domain, columns=columns, percent=percent)
     if table is None or not table.columns:
       continue
     for extension, text in (('md', table.markdown()), ('csv', table.csv())):
@@ -98,11 +111,16 @@ def working_path(path: str) -> str:
   return os.path.normpath(os.path.join(os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd()), path))
 
 
-def write_and_say(program: str, root: str, output: str, only: Optional[str] = None) -> None:
-  """The binaries' end: writes the report and says where it is, or prints one error line and exits with 2."""
+def write_and_say(program: str, root: str, output: str, only: Optional[str] = None,
+                  columns: Optional[list[str]] = None, percent: bool = False, show_table: bool = False) -> None:
+  """The binaries' end: writes the report and says where it is (printing the main table's markdown first when
+  `show_table`), or prints one error line and exits with 2."""
   try:
-    files = write(root, output, only)
+    files = write(root, output, only, columns, percent)
   except ReportError as error:
     print(f'{program}: error: {error}', file=sys.stderr)
     sys.exit(2)
+  if show_table and 'tables.md' in files:
+    with open(os.path.join(output, 'tables.md')) as f:
+      print(f.read().rstrip('\n') + '\n')
   print(f'{program}: {len(files)} files in {output}; open {os.path.join(output, "index.html")}')

@@ -59,11 +59,29 @@ def load(root: str) -> list[RunResult]:
   return runs
 
 
+# Flags kept when another flag that varies with them could name the setting instead (a grid sweeps `task` and sets
+# `num_domains` per task: the rows say `task`).
+_NAMING_FLAGS = (METHOD, 'task', 'scenario')
+
+
+def _partition(runs: list[RunResult], keys: list[str]) -> set[frozenset]:
+  groups: dict[tuple, set] = {}
+  for index, run in enumerate(runs):
+    groups.setdefault(tuple(json.dumps(run.config.get(key)) for key in keys), set()).add(index)
+  return {frozenset(group) for group in groups.values()}
+
+
 def setting_keys(runs: list[RunResult]) -> list[str]:
   """The flags whose values differ between the `runs` that record them, the method first, without
-  `NOT_SETTINGS`. A flag some runs do not record (a method's flag added after they ran) does not split them."""
+  `NOT_SETTINGS`. A flag some runs do not record (a method's flag added after they ran) does not split them. A flag
+  whose value the others determine (it groups the runs no differently) is left out, `_NAMING_FLAGS` last."""
   keys = sorted({key for run in runs for key in run.config} - NOT_SETTINGS)
   varying = [key for key in keys if len({json.dumps(run.config[key]) for run in runs if key in run.config}) > 1]
+  groups = _partition(runs, varying)
+  for key in sorted(varying, key=lambda key: (key in _NAMING_FLAGS, key)):
+    rest = [other for other in varying if other != key]
+    if rest and _partition(runs, rest) == groups:
+      varying = rest
   return sorted(varying, key=lambda key: (key != METHOD, key))
 
 

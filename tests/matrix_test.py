@@ -98,12 +98,26 @@ class GridTest(absltest.TestCase):
         ({'sweep': {'seed': [0]}, 'flags': {'root_output_dir': '/x'}}, "root_output_dir is the matrix's to set"),
         ({'sweep': {'seed': [0, 1]}, 'name': 'run'}, "two runs of the grid are named 'run'"),
         ({'sweep': {'seed': [0]}, 'name': '{task}'}, "uses 'task', which is not a swept flag"),
+        ({'sweep': {'seed': [0]}, 'report': {'metrics': []}}, r'\[report\] takes columns and percent'),
+        ({'sweep': {'seed': [0]}, 'report': {'columns': 'test_accuracy'}}, 'columns is a list of metric names'),
     ]
     for spec, message in cases:
       with self.assertRaisesRegex(grid_lib.GridError, message):
         grid_lib.from_spec(spec).runs()
     with self.assertRaisesRegex(grid_lib.GridError, 'fixes a swept flag'):
       grid_lib.from_spec({'sweep': {'seed': [0]}}, overrides=[('seed', '1')])
+
+  def test_report_table(self):
+    grid = _grid('''
+        [sweep]
+        seed = [0]
+        [report]
+        columns = ["target_server_accuracy", "target_accuracy"]
+        percent = true
+    ''')
+    self.assertEqual((grid.report_columns, grid.report_percent), (('target_server_accuracy', 'target_accuracy'), True))
+    self.assertEqual((_grid('[sweep]\nseed = [0]').report_columns, _grid('[sweep]\nseed = [0]').report_percent),
+                     ((), False))
 
   def test_the_repository_grids_load(self):
     grids = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'experiment', 'grids')
@@ -209,6 +223,10 @@ class EndToEndTest(absltest.TestCase):
     with open(os.path.join(root, 'algorithm=vanilla_single', 'summary.json')) as f:
       self.assertIn('final_metrics', json.load(f))
     self.assertIn('matrix: 1/2 done, 0 running, 0 waiting, 1 failed', result.stdout)
+    # The report of the root: its main table printed, the page written.
+    self.assertRegex(result.stdout, r'\| algorithm \| seeds \| test_accuracy \|.*\n.*\n\| vanilla_single \| 1 \| 0\.\d{3} \|')
+    self.assertIn(f'matrix: report in {root}/report; open {root}/report/index.html', result.stdout)
+    self.assertTrue(os.path.exists(os.path.join(root, 'report', 'index.html')))
     bad = subprocess.run(args[:3] + ['--sweep=seed'], env=env, cwd=repository, capture_output=True, text=True)
     self.assertEqual((bad.returncode, bad.stderr.strip()), (2, "matrix: error: --sweep takes flag=value; got 'seed'."))
 

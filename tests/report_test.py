@@ -8,7 +8,9 @@ import os
 from absl.testing import absltest
 import numpy as np
 
+from experiment import report_tables
 from experiment import report_writer
+from experiment import run_results
 
 _PNG = b'\x89PNG\r\n\x1a\n'
 
@@ -137,9 +139,55 @@ class ReportTest(absltest.TestCase):
     self.assertIn('tables.csv', files)
     self.assertIn('routing_0.png', files)
 
+  def test_chosen_columns_in_percent_and_an_unknown_column_is_one_line(self):
+    output = self.create_tempdir().full_path
+    report_writer.write(self.root, output, columns=['routing_accuracy', 'test_accuracy'], percent=True)
+    with open(os.path.join(output, 'tables.csv')) as f:
+      header = next(csv.reader(f))
+    self.assertEqual(header[3:], ['routing_accuracy_mean', 'routing_accuracy_se', 'routing_accuracy_best',
+                                  'test_accuracy_mean', 'test_accuracy_se', 'test_accuracy_best'])
+    table = _table(os.path.join(output, 'tables.csv'))
+    self.assertAlmostEqual(float(table[('vanilla', '4.0')]['test_accuracy_mean']),
+                           100 * np.mean(self._recomputed('vanilla', 4.0, 'test_accuracy')), places=3)
+    with open(os.path.join(output, 'tables.md')) as f:
+      self.assertRegex(f.read(), r'\| vanilla \| 4.0 \| 3 \|  \| (\*\*)?\d\d\.\d\d \+- \d+\.\d\d(\*\*)? \|')
+    with self.assertRaisesRegex(report_writer.ReportError,
+                                r'^no finished run reports test_acc \(close: test_accuracy\b.*\)\.$'):
+      report_writer.write(self.root, output, columns=['test_acc'])
+
   def test_no_runs_is_one_line(self):
     with self.assertRaisesRegex(report_writer.ReportError, r'^no runs under .* \(a run directory has config.json'):
       report_writer.write(self.create_tempdir().full_path, self.output)
+
+
+class SettingsTest(absltest.TestCase):
+
+  def _runs(self, configs: list[dict], finals: list[dict]) -> list[run_results.RunResult]:
+    return [run_results.RunResult(f'r{i}', config, [], {'final_metrics': final})
+            for i, (config, final) in enumerate(zip(configs, finals))]
+
+  def test_a_flag_the_others_determine_is_left_out(self):
+    # A grid sweeps task, method and seed and sets num_domains and rotation_step per task; lr is swept.
+    configs = [{'algorithm': a, 'task': t, 'num_domains': {'circle': 30, 'mnist': 12}[t],
+                'rotation_step': {'circle': 6.2, 'mnist': 15}[t], 'lr': lr, 'seed': seed}
+               for a in ('fedavg', 'fedevp') for t in ('circle', 'mnist') for lr in (0.1, 0.2) for seed in (0, 1)]
+    runs = self._runs(configs, [{}] * len(configs))
+    self.assertEqual(run_results.setting_keys(runs), ['algorithm', 'lr', 'task'])
+    # Without the task flag recorded, one of the two flags that determine each other names the setting.
+    for config in configs:
+      del config['task']
+    self.assertEqual(run_results.setting_keys(self._runs(configs, [{}] * len(configs))),
+                     ['algorithm', 'lr', 'rotation_step'])
+
+  def test_a_method_that_does_not_personalize_has_its_held_out_accuracy_as_server_view(self):
+    fedavg, fedrep, local = self._runs(
+        [{'algorithm': m} for m in ('fedavg', 'fedrep', 'local')],
+        [{'test_accuracy': 0.9, 'target_accuracy': 0.8},
+         {'test_accuracy': 0.9, 'target_accuracy': 0.8, 'target_server_accuracy': 0.7},
+         {'target_accuracy': 0.6}])  # Local has no global model.
+    self.assertEqual(report_tables.run_metrics(fedavg)['target_server_accuracy'], 0.8)
+    self.assertEqual(report_tables.run_metrics(fedrep)['target_server_accuracy'], 0.7)
+    self.assertNotIn('target_server_accuracy', report_tables.run_metrics(local))
 
 
 if __name__ == '__main__':
