@@ -30,7 +30,8 @@ class EvolvingDomainsScenario(scenario.Scenario):
 
   Label heterogeneity (`dirichlet_alpha`, the seed's "Dir", values inf, 1.0 and 0.1): client c draws class weights
   w_c ~ Dir(alpha 1_C) once and keeps an example of label y with probability w_c[y] / max w_c in every source
-  domain (`scenario.Part.label_weights`), so its labels follow p(y) w_c[y] / sum p w_c: for sources with balanced
+  domain (`scenario.Part.label_weights`; the same examples in every round, `Part.label_seed`), so its labels
+  follow p(y) w_c[y] / sum p w_c: for sources with balanced
   labels the client's class proportions are Dir(alpha), the per-client Dirichlet label skew of Hsu et al. (2019).
   This thins each client's own sources rather than re-dealing a pooled domain class by class across clients (the
   other common reading of a "Dirichlet partition"), so examples are discarded, not moved. The weights are the
@@ -63,6 +64,7 @@ class EvolvingDomainsScenario(scenario.Scenario):
     self._sources = [[population[order[c * num_sources + m]] for m in range(num_sources)]
                      for c in range(num_clients)]
     self._targets = [population[order[num_clients * num_sources + c]] for c in range(num_clients)]
+    self._label_seed = int(np.random.default_rng([seed, 49]).integers(2**31))
     self.label_weights = [None if np.isinf(dirichlet_alpha) else
                           tuple(float(w) for w in np.random.default_rng([seed, 48, c]).dirichlet(
                               np.full(num_classes, dirichlet_alpha)))
@@ -79,7 +81,8 @@ class EvolvingDomainsScenario(scenario.Scenario):
 
   def _sources_plan(self, client: int, order_seed=None) -> scenario.ClientPlan:
     return scenario.ClientPlan(f'client_{client}', tuple(
-        scenario.Part(m, source, label_weights=self.label_weights[client], order_seed=order_seed)
+        scenario.Part(m, source, label_weights=self.label_weights[client], order_seed=order_seed,
+                      label_seed=self._label_seed)
         for m, source in enumerate(self._sources[client])))
 
   def round_plan(self, round_num: int) -> scenario.RoundPlan:
@@ -91,7 +94,7 @@ class EvolvingDomainsScenario(scenario.Scenario):
     """`target`: every client's own target-domain data, with its sources as personalization data."""
     target = self._num_domains - 1
     tests = tuple(scenario.ClientPlan(f'client_{c}', (scenario.Part(
-        target, source, label_weights=self.label_weights[c], order_seed=self._seed),))
+        target, source, label_weights=self.label_weights[c], order_seed=self._seed, label_seed=self._label_seed),))
                   for c, source in enumerate(self._targets))
     return {'target': scenario.HeldOutClients(tests, tuple(self._sources_plan(c, order_seed=self._seed)
                                                           for c in range(len(self._sources))))}

@@ -34,6 +34,7 @@ class Part:
   skip: int = 0
   label_weights: Optional[tuple[float, ...]] = None  # Keep label y with probability w[y] / max w (source's labels).
   order_seed: Optional[int] = None
+  label_seed: int = 0  # The thinning's draws: with one label_seed a source keeps the same examples in every round.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,12 +107,13 @@ class Scenario(abc.ABC):
 
 def binomial_split(source_id: str, size: int, share: float, rng: np.random.Generator, first_domain: int,
                    second_domain: int, first_weights: Optional[tuple[float, ...]] = None,
-                   second_weights: Optional[tuple[float, ...]] = None) -> tuple[Part, ...]:
+                   second_weights: Optional[tuple[float, ...]] = None, label_seed: int = 0) -> tuple[Part, ...]:
   """A client's `size` examples split between two domains: Binomial(size, share) of them in `second_domain`,
   the rest in `first_domain`, as disjoint ranges of the source's one shuffled order (empty parts left out)."""
   moved = int(rng.binomial(size, share))
-  parts = (Part(first_domain, source_id, size - moved, label_weights=first_weights),
-           Part(second_domain, source_id, moved, skip=size - moved, label_weights=second_weights))
+  parts = (Part(first_domain, source_id, size - moved, label_weights=first_weights, label_seed=label_seed),
+           Part(second_domain, source_id, moved, skip=size - moved, label_weights=second_weights,
+                label_seed=label_seed))
   return tuple(part for part in parts if part.num_examples)
 
 

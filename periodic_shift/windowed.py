@@ -52,6 +52,7 @@ class WindowedScenario(scenario.Scenario):
       movers = rng.choice(count, size=int(np.floor(config.switch_fraction * count)), replace=False)
       self.assignments[window, movers] = window
     skew = np.random.default_rng([seed, 10])
+    self._label_seed = int(np.random.default_rng([seed, 13]).integers(2**31))
     self._label_weights = [None] + [
         tuple(float(w) for w in skew.dirichlet(np.full(num_classes, config.label_skew_alpha)))
         if config.label_skew_alpha > 0 else None for _ in range(self._num_regimes - 1)]
@@ -95,11 +96,13 @@ class WindowedScenario(scenario.Scenario):
       old, new, share = self._regime_shares(index, round_num)
       first = base * self._num_regimes
       if share == 0.0:
-        parts = (scenario.Part(first + old, client_id, label_weights=self.label_weights(old)),)
+        parts = (scenario.Part(first + old, client_id, label_weights=self.label_weights(old),
+                               label_seed=self._label_seed),)
       else:
         rng = np.random.default_rng([self._seed, 12, round_num, position])
         parts = scenario.binomial_split(client_id, self._sizes[base][client_id], share, rng, first + old,
-                                        first + new, self.label_weights(old), self.label_weights(new))
+                                        first + new, self.label_weights(old), self.label_weights(new),
+                                        self._label_seed)
       clients.append(scenario.ClientPlan(f'{base}/{client_id}', parts))
     return scenario.RoundPlan(tuple(clients))
 

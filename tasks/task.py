@@ -82,6 +82,7 @@ class Task:
   raw_label_key: str = 'y'
   novelty_data: Optional[tf.data.Dataset] = None
   representation: Optional[representation_lib.Representation] = None
+  _label_cache: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
   def representation_split(self) -> representation_lib.Representation:
     """The network split into a representation and a classifier (seed 001's methods): the task's own, or its
@@ -146,11 +147,15 @@ class Task:
     return _preprocess_labelled(self._plan_examples(plan, shuffle_seed), client_spec, shuffle_seed)
 
   def _plan_examples(self, plan: scenario_lib.ClientPlan, shuffle_seed: int) -> tf.data.Dataset:
-    """A plan's examples `(raw_element, domain)`, its parts concatenated in order."""
+    """A plan's examples `(raw_element, domain)`, its parts concatenated in order, thinned by label where a part
+    has `label_weights` (`_thinned`)."""
+    thinned = any(part.label_weights is not None for part in plan.parts)
     parts = []
-    for part in plan.parts:
+    for index, part in enumerate(plan.parts):
       base = self.domain_list[part.domain].base
       source = self.train_data[base].create_tf_dataset_for_client(part.source_id)
+      if thinned:  # Each example's position in its source: its thinning draw's key (zip: no rewrite, no trace).
+        source = tf.data.Dataset.zip((tf.data.Dataset.range(np.iinfo(np.int64).max), source))
       source_key = zlib.crc32(part.source_id.encode())  # One order per source: parts can split it disjointly.
       order_seed = shuffle_seed if part.order_seed is None else part.order_seed
       source = source.shuffle(_SHUFFLE_BUFFER, seed=client_sampler.derived_seed(order_seed, base, source_key),
@@ -158,10 +163,46 @@ class Task:
       source = source.skip(part.skip)
       if part.num_examples is not None:
         source = source.take(part.num_examples)
+      source = _with_mode(source, part.domain)
+      if thinned:
+        source = tf.data.Dataset.zip((source, tf.data.Dataset.from_tensors(tf.constant(index, tf.int32)).repeat()))
+      parts.append(source)
+    examples = functools.reduce(tf.data.Dataset.concatenate, parts)
+    return self._thinned(examples, plan) if thinned else examples
+
+  def _source_labels(self, base: int, source_id: str) -> np.ndarray:
+    """The labels client `source_id` of base population `base` holds (read once, then cached)."""
+    key = (base, source_id)
+    if key not in self._label_cache:
+      labels = [element[self.raw_label_key] for element in
+                self.train_data[base].create_tf_dataset_for_client(source_id).batch(1 << 20)]
+      self._label_cache[key] = np.unique(np.concatenate(labels).astype(np.int64)) if labels else np.zeros([0], int)
+    return self._label_cache[key]
+
+  def _thinned(self, examples: tf.data.Dataset, plan: scenario_lib.ClientPlan) -> tf.data.Dataset:
+    """Label thinning of the plan's examples `(((position, raw_element), domain), part)`: an example of label y in a
+    part with weights w is kept with probability w[y] / max w over the labels its source holds (so the labels'
+    shares move from the source's p(y) to p(y) w[y] / sum p w, and the source's most weighted label is always
+    kept). The draw is a function of (the part's `label_seed`, the source, the example's position in the source):
+    a source keeps the same examples in every round. One filter and one map for the whole plan: a round's
+    datasets trace two small functions per client, not per part."""
+    num_labels = max(len(part.label_weights) for part in plan.parts if part.label_weights is not None)
+    keep = np.ones([len(plan.parts), num_labels], np.float32)
+    seeds = np.zeros([len(plan.parts)], np.int64)
+    for index, part in enumerate(plan.parts):
       if part.label_weights is not None:
-        source = self._label_skewed(source, part.label_weights, client_sampler.derived_seed(order_seed, source_key))
-      parts.append(_with_mode(source, part.domain))
-    return functools.reduce(tf.data.Dataset.concatenate, parts)
+        weights = np.asarray(part.label_weights, np.float32)
+        held = self._source_labels(self.domain_list[part.domain].base, part.source_id)
+        keep[index] = weights / (weights[held].max() if len(held) else 1.0)
+        seeds[index] = client_sampler.derived_seed(part.label_seed, zlib.crc32(part.source_id.encode()))
+    keep, seeds = tf.constant(keep), tf.constant(seeds)
+
+    def kept(example, part):
+      (position, element), _ = example
+      draw = tf.random.stateless_uniform([], seed=tf.stack([seeds[part], position]))
+      return draw < keep[part, tf.cast(element[self.raw_label_key], tf.int32)]
+
+    return examples.filter(kept).map(lambda example, part: ((example[0][1], example[1])))
 
   def held_out_dataset(self, plans: Sequence[scenario_lib.ClientPlan], batch_size: int) -> tf.data.Dataset:
     """Batches `OrderedDict(x, y, mode, client)` of every client's held-out `plans` (fixed splits,
@@ -175,22 +216,6 @@ class Task:
     to_model_batch = lambda examples, client: collections.OrderedDict(
         _model_batch(*examples, self.batch_fn), client=client)
     return batched[0].map(to_model_batch).prefetch(tf.data.AUTOTUNE)
-
-  def _label_skewed(self, source: tf.data.Dataset, label_weights, seed: int) -> tf.data.Dataset:
-    """Keeps each example with probability w[y] / max w over the labels the source holds (a seeded draw per
-    example): the labels' shares move from the source's p(y) to p(y) w[y] / sum p w, and the source's most weighted
-    label is always kept, so a non-empty source never comes out empty."""
-    weights = tf.constant(np.asarray(label_weights, np.float32))
-    draws = tf.data.Dataset.random(seed=seed).map(lambda draw: tf.cast(draw % 1000003, tf.float32) / 1000003.0)
-    label = lambda element: tf.cast(element[self.raw_label_key], tf.int32)
-
-    def kept(_):
-      held = source.reduce(tf.zeros_like(weights), lambda present, element: tf.maximum(
-          present, tf.one_hot(label(element), len(label_weights))))
-      keep = weights / tf.reduce_max(weights * held)
-      return tf.data.Dataset.zip((source, draws)).filter(lambda element, u: u < tf.gather(keep, label(element)))
-
-    return tf.data.Dataset.from_tensors(0).flat_map(kept).map(lambda element, u: element)
 
   def novelty_dataset(self, batch_size: int) -> Optional[tf.data.Dataset]:
     """Batches `OrderedDict(x, y, mode)` of the task's novelty data (mode 0, never scored), or None."""

@@ -191,6 +191,8 @@ class EvolvingDomainsScenarioTest(absltest.TestCase):
     for client in evolving.round_plan(3).clients:  # The client's weights thin every one of its sources.
       c = int(client.client_id.split('_')[1])
       self.assertEqual({part.label_weights for part in client.parts}, {tuple(weights[c])})
+    # One thinning seed in every round: a client keeps the same examples of its sources (task test below).
+    self.assertLen({part.label_seed for r in (3, 4) for c in evolving.round_plan(r).clients for part in c.parts}, 1)
     iid = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
     self.assertEqual({part.label_weights for c in iid.round_plan(1).clients for part in c.parts}, {None})
     with self.assertRaisesRegex(ValueError, 'dirichlet_alpha must be > 0'):
@@ -519,6 +521,31 @@ class PlanDatasetTest(tf.test.TestCase):
     # Label 2 (the largest weight) is absent: label 1 is kept always, label 0 with probability 0.1 / 0.2.
     self.assertEqual(np.sum(kept == 1), 2000)
     self.assertAlmostEqual(np.sum(kept == 0), 1000, delta=4 * np.sqrt(2000 * 0.25))
+
+  def test_thinning_is_per_part_and_keeps_the_same_examples_in_every_round(self):
+    # Two sources of 2,000 examples with labels 0 and 1 in equal shares; the first part keeps label 0 with
+    # probability 0.25 / 1, the second part (other weights, another source) label 1 with probability 0.5 / 1.
+    data = [tff.simulation.datasets.TestClientData({c: collections.OrderedDict(
+        x=np.arange(2000, dtype=np.float32)[:, None] + offset, y=np.arange(2000, dtype=np.int32) % 2)
+        for c, offset in (('c0', 0), ('c1', 10000))})]
+    task = task_lib.Task(name='t', train_data=data, client_sizes=[{'c0': 2000, 'c1': 2000}], test_data=[],
+                         test_sizes=[], batch_fn=lambda b: b, model_fn=None, num_classes=2)
+    spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=100)
+
+    def kept(label_seed: int, shuffle_seed: int) -> np.ndarray:
+      plan = scenario.ClientPlan('c', (scenario.Part(0, 'c0', label_weights=(0.2, 0.8), label_seed=label_seed),
+                                       scenario.Part(0, 'c1', label_weights=(0.6, 0.3), label_seed=label_seed)))
+      batches = task.plan_dataset(plan, spec, shuffle_seed).as_numpy_iterator()
+      return np.concatenate([raw['x'][:, 0] for raw, _ in batches]).astype(int)
+
+    first = kept(label_seed=1, shuffle_seed=2)
+    counts = {(source, label): np.sum((first // 10000 == source) & (first % 2 == label)) for source in (0, 1)
+              for label in (0, 1)}
+    self.assertEqual((counts[0, 1], counts[1, 0]), (1000, 1000))  # Each part's most weighted label is all kept.
+    for source, label, p in ((0, 0, 0.25), (1, 1, 0.5)):
+      self.assertAlmostEqual(counts[source, label], 1000 * p, delta=4 * np.sqrt(1000 * p * (1 - p)))
+    self.assertCountEqual(kept(label_seed=1, shuffle_seed=3), first)  # Another round: the same examples.
+    self.assertNotEqual(set(kept(label_seed=4, shuffle_seed=2)), set(first))
 
   def test_a_client_of_one_domain_gets_the_periodic_pipeline(self):
     data = [tff.simulation.datasets.TestClientData({'c0': collections.OrderedDict(
