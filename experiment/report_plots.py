@@ -3,7 +3,8 @@
 - test accuracy against rounds, one line per method (mean over seeds, the band +- one standard error), with the
   scenario's shift drawn under it (q(t), a domain's share, the new regime's share or the window);
 - routing accuracy against rounds, for methods that route;
-- per-domain accuracy of the last evaluation, one bar per method and domain;
+- per-domain accuracy of the last evaluation, one bar per method and domain (a line per method over the domains in
+  their order when there are more than `_MAX_BARS` domains, e.g. seed 001's 30 rotations);
 and, when a numeric flag is swept, the final accuracy against its values, one line per method (the paper's
 accuracy against p). Running runs are drawn with what they have so far.
 """
@@ -26,6 +27,20 @@ SHIFTS = (('q', 'q(t), probability of the day mode'), ('scheduled_share_0', 'sha
           ('domain_share_0', 'share of component 0'), ('new_regime_share', 'share in the new regime'),
           ('concept_share_1', 'share of concept 1'), ('window', 'window'))
 _FIGURE_SIZE = (7.0, 4.2)
+_MAX_BARS = 8
+
+
+def natural_key(name: str) -> list:
+  """Sorts names with numbers by their numbers: rot6.2 before rot12.4 before rot105.5."""
+  return [(0, float(part), '') if index % 2 else (1, 0.0, part)
+          for index, part in enumerate(re.split(r'(\d+(?:\.\d+)?)', name))]
+
+
+def domain_names(rows: list[dict]) -> list[str]:
+  """The domains of `test_<domain>_accuracy` columns in `rows`, in natural order."""
+  domains = {match.group(1) for row in rows for key in row
+             for match in [re.fullmatch(r'test_(.+)_accuracy', key)] if match and match.group(1) != 'mixture'}
+  return sorted(domains, key=natural_key)
 
 
 def accuracy_metric(runs: list[run_results.RunResult]) -> Optional[str]:
@@ -97,24 +112,26 @@ def curves(methods: dict[str, list[run_results.RunResult]], metric: str, title: 
 def domain_bars(methods: dict[str, list[run_results.RunResult]], title: str, path: str) -> bool:
   """The last evaluation's per-domain accuracy, mean over seeds, per method; False without per-domain columns."""
   last = {method: [run.evaluations()[-1] for run in group if run.evaluations()] for method, group in methods.items()}
-  domains = []
-  for rows in last.values():
-    for row in rows:
-      for key in row:
-        match = re.fullmatch(r'test_(.+)_accuracy', key)
-        if match and match.group(1) != 'mixture' and match.group(1) not in domains:
-          domains.append(match.group(1))
+  domains = domain_names([row for rows in last.values() for row in rows])
   if not domains:
     return False
-  figure, axes = plt.subplots(figsize=(max(_FIGURE_SIZE[0], 0.5 * len(domains) * len(last)), _FIGURE_SIZE[1]))
+  lines = len(domains) > _MAX_BARS
+  width_inches = _FIGURE_SIZE[0] if lines else min(10.0, max(_FIGURE_SIZE[0], 0.35 * len(domains) * len(last)))
+  figure, axes = plt.subplots(figsize=(width_inches, _FIGURE_SIZE[1]))
   width = 0.8 / max(len(last), 1)
+  positions = np.arange(len(domains))
   for index, (method, rows) in enumerate(last.items()):
     means = [np.mean([row[f'test_{d}_accuracy'] for row in rows if f'test_{d}_accuracy' in row] or [np.nan])
              for d in domains]
-    axes.bar(np.arange(len(domains)) + index * width, means, width, label=method)
-  axes.set_xticks(np.arange(len(domains)) + 0.4 - width / 2)
-  axes.set_xticklabels(domains, rotation=45 if len(domains) > 4 else 0, ha='right' if len(domains) > 4 else 'center',
-                       fontsize=8)
+    if lines:
+      axes.plot(positions, means, marker='.', label=method)
+    else:
+      axes.bar(positions + index * width, means, width, label=method)
+  step = max(1, len(domains) // 15)  # At most about 15 labels.
+  shown = positions[::step]
+  axes.set_xticks(shown if lines else shown + 0.4 - width / 2)
+  axes.set_xticklabels(domains[::step], rotation=45 if len(domains) > 4 else 0,
+                       ha='right' if len(domains) > 4 else 'center', fontsize=8)
   axes.set_ylabel('test accuracy (last evaluation)')
   axes.set_title(title, fontsize=10)
   axes.legend(fontsize=8)
@@ -132,7 +149,7 @@ def swept(runs: list[run_results.RunResult], keys: list[str], flag: str, metric:
   for run in runs:
     evaluations = [row for row in run.evaluations() if metric in row]
     value = run.config.get(flag)
-    if not evaluations or not isinstance(value, (int, float)):
+    if not evaluations or not isinstance(value, (int, float)) or not np.isfinite(value):  # No place for inf.
       continue
     others = tuple((k, run.config.get(k)) for k in keys if k != flag)
     label = ', '.join(f'{v}' for _, v in others)

@@ -19,6 +19,7 @@ from typing import Optional
 
 import numpy as np
 
+from experiment import report_plots
 from experiment import run_results
 
 # (column, lower is better), in table order.
@@ -51,14 +52,10 @@ def run_metrics(run: run_results.RunResult) -> dict[str, float]:
 
 
 def domain_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
-  """`test_<domain>_accuracy` columns of the per-domain table, in first-seen order."""
-  columns = []
-  for values in metrics:
-    for key in values:
-      match = re.fullmatch(r'test_(.+)_accuracy', key)
-      if match and match.group(1) not in _NOT_DOMAINS and (key, False) not in columns:
-        columns.append((key, False))
-  return columns
+  """`test_<domain>_accuracy` columns of the per-domain table, domains in natural order (rot6 before rot12)."""
+  domains = {match.group(1) for values in metrics for key in values
+             for match in [re.fullmatch(r'test_(.+)_accuracy', key)] if match and match.group(1) not in _NOT_DOMAINS}
+  return [(f'test_{domain}_accuracy', False) for domain in sorted(domains, key=report_plots.natural_key)]
 
 
 class Cell:
@@ -145,6 +142,57 @@ class Table:
                                                   int((index, name) in self.best)]
       writer.writerow(row)
     return out.getvalue()
+
+
+class DomainTable:
+  """The per-domain table of one comparison, for reading: a row per domain, a column per method, the best method of
+  each domain marked (`Table` holds the same cells a row per setting, for the CSV)."""
+
+  def __init__(self, title: str, methods: list[str], domains: list[str], cells: dict[tuple[str, str], Cell]):
+    self.title, self.methods, self.domains, self.cells = title, methods, domains, cells  # (domain, method) -> Cell
+
+  def _best(self, domain: str) -> set[str]:
+    means = {m: self.cells[domain, m].mean for m in self.methods if (domain, m) in self.cells}
+    return {m for m, mean in means.items() if mean == max(means.values())} if len(means) > 1 else set()
+
+  def markdown(self) -> str:
+    lines = ['| domain | ' + ' | '.join(self.methods) + ' |', '|' + '---|' * (len(self.methods) + 1)]
+    for domain in self.domains:
+      best = self._best(domain)
+      texts = [(f'**{self.cells[domain, m].text()}**' if m in best else self.cells[domain, m].text())
+               if (domain, m) in self.cells else '' for m in self.methods]
+      lines.append(f'| {domain} | ' + ' | '.join(texts) + ' |')
+    return '\n'.join(lines)
+
+  def html(self) -> str:
+    lines = ['<table>', '<tr><th>domain</th>' + ''.join(f'<th>{html.escape(m)}</th>' for m in self.methods) + '</tr>']
+    for domain in self.domains:
+      best = self._best(domain)
+      texts = []
+      for m in self.methods:
+        text = html.escape(self.cells[domain, m].text().replace('+-', '\u00b1')) if (domain, m) in self.cells else ''
+        texts.append(f'<td class="best">{text}</td>' if m in best else f'<td>{text}</td>')
+      lines.append(f'<tr><td>{html.escape(domain)}</td>' + ''.join(texts) + '</tr>')
+    return '\n'.join(lines + ['</table>'])
+
+
+def domain_tables(table: Table) -> list[DomainTable]:
+  """The per-domain `table` split by comparison, each turned a row per domain."""
+  method_index = table.keys.index(run_results.METHOD) if run_results.METHOD in table.keys else None
+  groups: dict[tuple, list] = {}
+  for values, _, cells in table.rows:
+    groups.setdefault(run_results.comparison_key(values, table.keys), []).append((values, cells))
+  others = [key for key in table.keys if key != run_results.METHOD]
+  result = []
+  for comparison, members in groups.items():
+    methods = [str(values[method_index]) if method_index is not None else 'all' for values, _ in members]
+    cells = {(name[len('test_'):-len('_accuracy')], method): cell
+             for method, (_, row_cells) in zip(methods, members) for name, cell in row_cells.items()}
+    domains = [name[len('test_'):-len('_accuracy')] for name, _ in table.columns
+               if any(name in row_cells for _, row_cells in members)]
+    title = ', '.join(f'{key}={value}' for key, value in zip(others, comparison)) or 'all runs'
+    result.append(DomainTable(title, methods, domains, cells))
+  return result
 
 
 def _value(value) -> str:

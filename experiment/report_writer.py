@@ -8,6 +8,7 @@ shows them together, readable offline (images by relative path, no scripts).
 """
 
 import difflib
+import glob
 import html
 import os
 import sys
@@ -21,6 +22,11 @@ _STYLE = ('body{font-family:sans-serif;margin:2em;max-width:1400px} table{border
           'margin-bottom:1.5em} td,th{border:1px solid #bbb;padding:3px 6px;text-align:right} '
           'th{background:#eee} td.best{font-weight:bold;background:#e6f4e6} img{max-width:100%;margin:0.5em 0} '
           '.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:1em}')
+
+
+# Every file name a report writes.
+_WRITTEN = ('tables.md', 'tables.csv', 'per_domain.md', 'per_domain.csv', 'accuracy_*.png', 'routing_*.png',
+            'domains_*.png', 'swept_*.png', 'index.html')
 
 
 class ReportError(ValueError):
@@ -78,6 +84,9 @@ def write(root: str, output: str, only: Optional[str] = None, columns: Optional[
   if columns:
     _check_columns(runs, columns)
   os.makedirs(output, exist_ok=True)
+  for pattern in _WRITTEN:  # A previous report's files, which this one may not rewrite (a plot no longer drawn).
+    for path in glob.glob(os.path.join(output, pattern)):
+      os.remove(path)
   files, sections = [], []
   finished = sum(run.finished for run in runs)
   sections.append(f'<p>{len(runs)} runs under <code>{html.escape(root)}</code>, {finished} finished; tables use '
@@ -87,11 +96,17 @@ def write(root: str, output: str, only: Optional[str] = None, columns: Optional[
     table = report_tables.build(runs, per_domain=per_domain, columns=columns, percent=percent)
     if table is None or not table.columns:
       continue
-    for extension, text in (('md', table.markdown()), ('csv', table.csv())):
+    if per_domain:  # A table per comparison, a row per domain: settings x 30 domains do not fit a page's width.
+      parts = report_tables.domain_tables(table)
+      markdown = '\n\n'.join(f'{part.title}\n\n{part.markdown()}' for part in parts)
+      page_html = ''.join(f'<h3>{html.escape(part.title)}</h3>\n{part.html()}' for part in parts)
+    else:
+      markdown, page_html = table.markdown(), table.html()
+    for extension, text in (('md', markdown), ('csv', table.csv())):
       with open(os.path.join(output, f'{name}.{extension}'), 'w') as f:
         f.write(text + ('\n' if extension == 'md' else ''))
       files.append(f'{name}.{extension}')
-    sections.append(f'<h2>{heading}</h2>\n{table.html()}')
+    sections.append(f'<h2>{heading}</h2>\n{page_html}')
   plots = _plots(runs, output)
   files += [name for _, name in plots]
   if plots:

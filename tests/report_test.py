@@ -127,7 +127,8 @@ class ReportTest(absltest.TestCase):
         content = f.read()
       self.assertTrue(content.startswith(_PNG), name)
       self.assertGreater(len(content), 10_000, name)
-    self.assertEqual(page.count('<table>'), 2)
+    self.assertEqual(page.count('<table>'), 3)  # The metrics; per-domain accuracy per value of p, a row per domain.
+    self.assertIn('<h3>shift_p=4.0</h3>\n<table>\n<tr><th>domain</th><th>fedtkm</th><th>vanilla</th></tr>', page)
     self.assertIn('13 runs', page)
 
   def test_one_run_also_while_it_runs(self):
