@@ -19,7 +19,6 @@ from absl import flags
 
 from experiment import grid as grid_lib
 from experiment import matrix_runner
-from experiment import report_writer
 
 _GRID = flags.DEFINE_string('grid', None, 'A TOML grid file (experiment/grids/).')
 _SWEEP = flags.DEFINE_multi_string('sweep', [], 'flag=v1,v2,...: sweep a run_experiment flag over these values.')
@@ -49,6 +48,9 @@ def _fail(message: str) -> None:
 
 def _write_report(root: str, grid: grid_lib.Grid) -> None:
   """The report of the root's runs, its main table printed; a report that cannot be written is one line."""
+  # Imported here: matplotlib loads only once the runs are done, and a bad command line stays one line (matplotlib
+  # warns on stderr when it finds no writable config directory, as in Bazel's test sandbox).
+  from experiment import report_writer  # pylint: disable=g-import-not-at-top
   output = os.path.join(root, 'report')
   try:
     files = report_writer.write(root, output, columns=list(grid.report_columns), percent=grid.report_percent)
