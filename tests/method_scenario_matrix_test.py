@@ -60,6 +60,10 @@ def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
   window = [row for row in evaluated if row['round'] > last['round'] - period]
   for key in (k for k in last if k.startswith('test_') or k == 'routing_accuracy'):
     final[f'{key}_last_period_mean'] = sum(row[key] for row in window) / len(window)
+  if 'test_accuracy' in final:  # A global model that does not personalize is its own server view.
+    for name in ('personalized', 'unseen', 'target'):
+      if f'{name}_accuracy' in final and f'{name}_server_accuracy' not in final:
+        final[f'{name}_server_accuracy'] = final[f'{name}_accuracy']
   return final
 
 
