@@ -51,16 +51,8 @@ def _write_report(root: str, grid: grid_lib.Grid) -> None:
   # Imported here: matplotlib loads only once the runs are done, and a bad command line stays one line (matplotlib
   # warns on stderr when it finds no writable config directory, as in Bazel's test sandbox).
   from experiment import report_writer  # pylint: disable=g-import-not-at-top
-  output = os.path.join(root, 'report')
-  try:
-    files = report_writer.write(root, output, columns=list(grid.report_columns), percent=grid.report_percent)
-  except report_writer.ReportError as error:
-    print(f'matrix: report: error: {error}', file=sys.stderr)
-    return
-  if 'tables.md' in files:
-    with open(os.path.join(output, 'tables.md')) as f:
-      print(f.read().rstrip('\n') + '\n')
-  print(f'matrix: report in {output}; open {os.path.join(output, "index.html")}')
+  report_writer.write_and_print('matrix: report', root, os.path.join(root, 'report'),
+                                columns=list(grid.report_columns), percent=grid.report_percent, show_table=True)
 
 
 def main(argv):

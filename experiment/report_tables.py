@@ -14,7 +14,6 @@ losses, drops, recovery times and forgetting.
 import csv
 import html
 import io
-import re
 from typing import Optional
 
 import numpy as np
@@ -29,7 +28,6 @@ MAIN_COLUMNS = (
     ('target_accuracy', False), ('target_server_accuracy', False), ('routing_accuracy', False),
     ('routing_ari', False), ('novelty_auroc', False), ('window_drop', True), ('window_recovery_rounds', True),
     ('window_max_accuracy', False), ('forgetting', True))
-_NOT_DOMAINS = frozenset({'mixture'})
 _HELD_OUT = ('personalized', 'unseen', 'target')
 
 
@@ -53,9 +51,7 @@ def run_metrics(run: run_results.RunResult) -> dict[str, float]:
 
 def domain_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
   """`test_<domain>_accuracy` columns of the per-domain table, domains in natural order (rot6 before rot12)."""
-  domains = {match.group(1) for values in metrics for key in values
-             for match in [re.fullmatch(r'test_(.+)_accuracy', key)] if match and match.group(1) not in _NOT_DOMAINS}
-  return [(f'test_{domain}_accuracy', False) for domain in sorted(domains, key=report_plots.natural_key)]
+  return [(f'test_{domain}_accuracy', False) for domain in report_plots.domain_names(metrics)]
 
 
 class Cell:

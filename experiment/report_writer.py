@@ -126,16 +126,24 @@ def working_path(path: str) -> str:
   return os.path.normpath(os.path.join(os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd()), path))
 
 
-def write_and_say(program: str, root: str, output: str, only: Optional[str] = None,
-                  columns: Optional[list[str]] = None, percent: bool = False, show_table: bool = False) -> None:
-  """The binaries' end: writes the report and says where it is (printing the main table's markdown first when
-  `show_table`), or prints one error line and exits with 2."""
+def write_and_print(program: str, root: str, output: str, only: Optional[str] = None,
+                    columns: Optional[list[str]] = None, percent: bool = False, show_table: bool = False) -> bool:
+  """Writes the report and says where it is (printing the main table's markdown first when `show_table`); a report
+  that cannot be written is one error line and False."""
   try:
     files = write(root, output, only, columns, percent)
   except ReportError as error:
     print(f'{program}: error: {error}', file=sys.stderr)
-    sys.exit(2)
+    return False
   if show_table and 'tables.md' in files:
     with open(os.path.join(output, 'tables.md')) as f:
       print(f.read().rstrip('\n') + '\n')
   print(f'{program}: {len(files)} files in {output}; open {os.path.join(output, "index.html")}')
+  return True
+
+
+def write_and_say(program: str, root: str, output: str, only: Optional[str] = None,
+                  columns: Optional[list[str]] = None, percent: bool = False, show_table: bool = False) -> None:
+  """The report binaries' end: `write_and_print`, exiting with 2 after its error line."""
+  if not write_and_print(program, root, output, only, columns, percent, show_table):
+    sys.exit(2)
