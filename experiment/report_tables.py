@@ -5,7 +5,12 @@ period of evaluations (`test_accuracy_last_period_mean`), the windows' drop / re
 the run's windows, and the recurring concepts' forgetting averaged over its concepts. Held-out clients' accuracy has
 a server view (`<name>_server_accuracy`, seed 001's "server accuracy") beside the personalized one; a method with a
 global model that does not personalize (it reports `test_accuracy` but no server view) has one model for both, so
-its server view is its `<name>_accuracy`. A column appears when at least one run reports it; `columns` chooses and
+its server view is its `<name>_accuracy`. Runs whose scenario schedules a mixture (`scheduled_share_0`, seed 000's
+mixture_drift) add seed 000's measures from their metrics.csv (`experiment.shift_metrics`): the mean of
+`test_mixture_accuracy` over the evaluations (`test_mixture_accuracy_mean`), its standard deviation over the last
+two cycles (`test_mixture_accuracy_std_last_cycles`, Table I), the last evaluation's mean of the per-domain
+accuracies (`balanced_mix_accuracy`: every base in equal share, the 50/50 mix of Figure 2) and, for a method that
+learns mixture weights, their correlation with the imposed share (`share_correlation`, Figure 4). A column appears when at least one run reports it; `columns` chooses and
 orders them. Rows are settings (`experiment.run_results`); within a comparison (settings that differ only in
 the method) the best mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for
 losses, drops, recovery times and forgetting.
@@ -20,13 +25,16 @@ import numpy as np
 
 from experiment import report_plots
 from experiment import run_results
+from experiment import shift_metrics
 
 # (column, lower is better), in table order.
 MAIN_COLUMNS = (
     ('test_accuracy', False), ('test_accuracy_last_period_mean', False), ('test_mixture_accuracy', False),
     ('personalized_accuracy', False), ('personalized_server_accuracy', False), ('unseen_accuracy', False),
     ('target_accuracy', False), ('target_server_accuracy', False), ('routing_accuracy', False),
-    ('routing_ari', False), ('novelty_auroc', False), ('window_drop', True), ('window_recovery_rounds', True),
+    ('test_mixture_accuracy_mean', False), ('test_mixture_accuracy_std_last_cycles', True),
+    ('balanced_mix_accuracy', False), ('share_correlation', False), ('routing_ari', False), ('novelty_auroc', False),
+    ('novelty_average_precision', False), ('novelty_max_f1', False), ('window_drop', True), ('window_recovery_rounds', True),
     ('window_max_accuracy', False), ('forgetting', True))
 _HELD_OUT = ('personalized', 'unseen', 'target')
 
@@ -46,7 +54,26 @@ def run_metrics(run: run_results.RunResult) -> dict[str, float]:
   forgetting = list((run.summary.get('forgetting') or {}).values())
   if forgetting:
     final['forgetting'] = float(np.mean(forgetting))
+  if run.rows and 'scheduled_share_0' in run.rows[0]:
+    final.update(_mixture_drift_measures(run))
   return final
+
+
+def _mixture_drift_measures(run: run_results.RunResult) -> dict[str, float]:
+  """Seed 000's measures (module docstring) of a finished run under a scheduled mixture."""
+  evaluated = [row for row in run.rows if 'test_mixture_accuracy' in row]
+  accuracies = [row['test_mixture_accuracy'] for row in evaluated]
+  last = evaluated[-1]
+  measures = {
+      'test_mixture_accuracy_mean': float(np.mean(accuracies)),
+      'test_mixture_accuracy_std_last_cycles': shift_metrics.std_over_last_cycles(
+          [row['round'] for row in evaluated], accuracies, run.config['total_rounds'], run.config['num_cycles']),
+      'balanced_mix_accuracy': float(np.mean([last[f'test_{name}_accuracy']
+                                              for name in report_plots.domain_names([last])]))}
+  correlation = shift_metrics.share_correlation(run.rows)
+  if correlation is not None:
+    measures['share_correlation'] = correlation
+  return measures
 
 
 def domain_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
@@ -221,6 +248,7 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
     for name, _ in chosen:
       if any(name in m for m in metrics):
         scale = 100.0 if percent and name.endswith(('accuracy', 'accuracy_last_period_mean')) else 1.0
-        cells[name] = Cell([m[name] for m in metrics if name in m], scale, 2 if scale != 1.0 else 3)
+        digits = 2 if scale != 1.0 else 4 if '_std' in name else 3  # Standard deviations are small.
+        cells[name] = Cell([m[name] for m in metrics if name in m], scale, digits)
     rows.append((values, len(group), cells))
   return Table(keys, rows, chosen)

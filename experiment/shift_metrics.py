@@ -19,10 +19,19 @@ trained minus its accuracy when it comes back (at the first evaluated round of i
 between. From a run's metrics.csv rows (`concept_forgetting`), the concept trained at an evaluation is the one with
 the largest `concept_share_<j>` of the round, and a concept's accuracy is the mean of its domains' test accuracies
 (one domain per base population).
+
+Mixture drift (seed 000, pFedEM, Section V and Table I; digest section 3.3): the stability of a method under a
+mixture that keeps drifting is the standard deviation of its per-round test accuracy over the last two of the run's
+cycles (`std_over_last_cycles`, population standard deviation over the evaluations in rounds
+t > T (1 - 2 / cycles)); how well it learns the drift is the Pearson correlation over rounds between a learned
+mixture weight and the imposed share of base 0 (Figure 4, `share_correlation`). The components a method learns are
+unlabelled, so the correlation is that of the component that tracks base 0 best (the largest over components).
 """
 
 import dataclasses
 from typing import Optional, Sequence
+
+import numpy as np
 
 RECOVERY_FRACTION = 0.95
 PRE_SHIFT_READINGS = ('last', 'max')
@@ -111,3 +120,24 @@ def concept_forgetting(rows: Sequence[dict], concept_columns: Sequence[Sequence[
   accuracies = {j: [sum(row[column] for column in columns) / len(columns) for row in evaluated]
                 for j, columns in enumerate(concept_columns)}
   return forgetting(schedule, accuracies)
+
+
+def std_over_last_cycles(rounds: Sequence[int], accuracies: Sequence[float], total_rounds: int, num_cycles: float,
+                         cycles: float = 2) -> float:
+  """Population standard deviation of `accuracies` at the `rounds` of the last `cycles` of `num_cycles` cycles
+  over `total_rounds` (all of them when the run has fewer cycles)."""
+  start = total_rounds * (1 - cycles / num_cycles)
+  return float(np.std([a for r, a in zip(rounds, accuracies) if r > start]))
+
+
+def share_correlation(rows: Sequence[dict]) -> Optional[float]:
+  """The largest Pearson correlation over `rows` (metrics.csv, one per round) between a `learned_share_<k>` column
+  and `scheduled_share_0`; None without learned shares or when the series are constant (no correlation)."""
+  learned = sorted({key for row in rows for key in row if key.startswith('learned_share_')})
+  imposed = np.array([row['scheduled_share_0'] for row in rows])
+  correlations = []
+  for key in learned:
+    shares = np.array([row[key] for row in rows])
+    if shares.std() > 0 and imposed.std() > 0:
+      correlations.append(float(np.corrcoef(shares, imposed)[0, 1]))
+  return max(correlations) if correlations else None

@@ -13,6 +13,7 @@ import os
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+from scipy import stats
 
 from experiment import report_writer
 from tests import in_process_run
@@ -60,6 +61,16 @@ def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
   window = [row for row in evaluated if row['round'] > last['round'] - period]
   for key in (k for k in last if k.startswith('test_') or k == 'routing_accuracy'):
     final[f'{key}_last_period_mean'] = sum(row[key] for row in window) / len(window)
+  if 'scheduled_share_0' in rows[0]:  # Seed 000's measures; one cycle over 4 rounds, so every evaluation counts.
+    mixture = [row['test_mixture_accuracy'] for row in evaluated]
+    final['test_mixture_accuracy_mean'] = np.mean(mixture)
+    final['test_mixture_accuracy_std_last_cycles'] = np.std(mixture)
+    final['balanced_mix_accuracy'] = (last['test_day_accuracy'] + last['test_night_accuracy']) / 2
+    learned = [key for key in rows[0] if key.startswith('learned_share_')]
+    if learned:  # Two rounds: the correlation of two points is +-1, that of the component tracking base 0 is 1.
+      final['share_correlation'] = max(stats.pearsonr([row[key] for row in rows],
+                                                      [row['scheduled_share_0'] for row in rows])[0]
+                                       for key in learned)
   if 'test_accuracy' in final:  # A global model that does not personalize is its own server view.
     for name in ('personalized', 'unseen', 'target'):
       if f'{name}_accuracy' in final and f'{name}_server_accuracy' not in final:
@@ -187,7 +198,7 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
             self.assertAlmostEqual(float(row[f'{column}_se']), error, places=5)
             means[algorithm] = float(row[f'{column}_mean'])
           if len(means) > 1:
-            lower_is_better = column.startswith('window_drop') or column.startswith('window_recovery')
+            lower_is_better = column.startswith(('window_drop', 'window_recovery')) or '_std' in column
             best = (min if lower_is_better else max)(means.values())
             marked = {a for a in means if rows[a][f'{column}_best'] == '1'}
             self.assertEqual(marked, {a for a, mean in means.items() if abs(mean - best) < 1e-5 * max(1, abs(best))})

@@ -1,6 +1,9 @@
-"""Tests the window and forgetting metrics against values worked out by hand on small accuracy series."""
+"""Tests the window, forgetting and mixture-drift metrics against values worked out by hand on small accuracy series
+and against scipy's Pearson correlation."""
 
 from absl.testing import absltest
+import numpy as np
+from scipy import stats
 
 from experiment import shift_metrics
 
@@ -72,6 +75,32 @@ class ForgettingTest(absltest.TestCase):
     # Concept 0: best 0.7 (mean of 0.8 and 0.6) while trained, 0.4 when it returns.
     forgetting = shift_metrics.concept_forgetting(rows, [['a_c0', 'b_c0'], ['a_c1', 'b_c1']])
     self.assertEqual({k: round(v, 6) for k, v in forgetting.items()}, {0: 0.3})
+
+
+class MixtureDriftTest(absltest.TestCase):
+
+  def test_std_over_the_last_two_of_three_cycles_by_hand(self):
+    # 3 cycles over 12 rounds: the last two are rounds 5-12, evaluated at 6, 8, 10, 12.
+    rounds = [2, 4, 6, 8, 10, 12]
+    accuracies = [0.0, 1.0, 0.5, 0.7, 0.5, 0.7]  # Mean 0.6 over the last two cycles, deviations +-0.1.
+    self.assertAlmostEqual(shift_metrics.std_over_last_cycles(rounds, accuracies, 12, 3), 0.1)
+    # With fewer cycles than two, every evaluation counts.
+    self.assertAlmostEqual(shift_metrics.std_over_last_cycles(rounds, accuracies, 12, 1.5),
+                           np.sqrt(np.mean((np.array(accuracies) - np.mean(accuracies)) ** 2)))
+
+  def test_share_correlation_is_the_component_that_tracks_base_0_best(self):
+    rng = np.random.default_rng(0)
+    imposed = np.abs(np.sin(np.linspace(0, 3 * np.pi, 40)))
+    tracking = 0.8 * imposed + 0.1 * rng.random(40)  # Components are unlabelled: the second tracks base 0.
+    rows = [{'round': t + 1, 'scheduled_share_0': a, 'learned_share_0': 1 - b, 'learned_share_1': b}
+            for t, (a, b) in enumerate(zip(imposed, tracking))]
+    self.assertAlmostEqual(shift_metrics.share_correlation(rows), stats.pearsonr(tracking, imposed)[0])
+    self.assertGreater(shift_metrics.share_correlation(rows), 0.9)
+
+  def test_no_learned_share_or_a_constant_series_has_no_correlation(self):
+    self.assertIsNone(shift_metrics.share_correlation([{'scheduled_share_0': 0.5}, {'scheduled_share_0': 1.0}]))
+    constant = [{'scheduled_share_0': 0.5, 'learned_share_0': 0.2}, {'scheduled_share_0': 0.5, 'learned_share_0': 0.4}]
+    self.assertIsNone(shift_metrics.share_correlation(constant))
 
 
 if __name__ == '__main__':

@@ -2,30 +2,22 @@
 # Runs one of the README's comparison grids (experiment/grids/<NAME>.toml, through tools/run_matrix.sh: as many runs
 # at a time as the machine has cores; finished runs are skipped, so rerunning resumes). The matrix ends with the
 # report of the root (<root>/report/index.html) and prints its main table, the grid's [report] columns:
-#   seed_000            pFedEM, FedAvg, FedEM, CFL under mixture_drift             then tools/pfedem_table.py
-#   seed_001            FedAvg, FedAvg+FT, FedRep, FedEvp, FedEvolve, evolving     the report's table
-#   seed_002_synthetic  every seed 002 method, linear shift, p in {0.25, 1, 4}     the report's table
-#   seed_004            FedGMM and its baselines under dirichlet_mixture           then tools/fedgmm_table.py
-# (seed 000's and 004's own measures, the per-round standard deviation, pi correlation, novelty AP and F1, are not
-# in the report yet: their scripts print them after it.)
+#   seed_000            pFedEM, FedAvg, FedEM, CFL under mixture_drift
+#   seed_001            FedAvg, FedAvg+FT, FedRep, FedEvp, FedEvolve, evolving domains
+#   seed_002_synthetic  every seed 002 method, linear shift, p in {0.25, 1, 4}
+#   seed_004            FedGMM and its baselines under dirichlet_mixture
 # Matrix flags narrow or change the grid: --sweep=seed=0, --set=total_rounds=20, --set=rotation_step=5 (seed 001's
 # Figure 3a), --set=target_extra_rotation=30 (its Table 7), --jobs=1.
 #
 #   bash tools/run_table.sh NAME [OUTPUT_ROOT] [matrix flags...]      (default root: /tmp/<NAME>)
-set -uo pipefail
+set -euo pipefail
 cd "$(dirname "$0")/.."
-declare -A extra_tables=([seed_000]=tools/pfedem_table.py [seed_001]= [seed_002_synthetic]=
-                         [seed_004]=tools/fedgmm_table.py)
+names=(seed_000 seed_001 seed_002_synthetic seed_004)
 name="${1:-}"
-if [[ -z "$name" || ! -v "extra_tables[$name]" ]]; then
-  echo "usage: bash tools/run_table.sh {${!extra_tables[*]}} [OUTPUT_ROOT] [matrix flags...]" >&2
+if [[ ! " ${names[*]} " =~ " $name " ]]; then
+  echo "usage: bash tools/run_table.sh {${names[*]}} [OUTPUT_ROOT] [matrix flags...]" >&2
   exit 2
 fi
 root="${2:-/tmp/$name}"
 shift $(( $# < 2 ? $# : 2 ))
-bash tools/run_matrix.sh "experiment/grids/$name.toml" "$root" "$@"
-status=$?
-if [[ -n "${extra_tables[$name]}" ]]; then
-  PYTHONPATH=. .venv/bin/python "${extra_tables[$name]}" --root="$root"
-fi
-exit "$status"
+exec bash tools/run_matrix.sh "experiment/grids/$name.toml" "$root" "$@"
