@@ -3,6 +3,9 @@
 - test accuracy against rounds, one line per method (mean over seeds, the band +- one standard error), with the
   scenario's shift drawn under it (q(t), a domain's share, the new regime's share or the window);
 - routing accuracy against rounds, for methods that route;
+- a method's own estimate of the shift against the true one, for methods that learn one: FedTEM's and FedTKM's
+  temporal prior of the day mode against q(t), pFedEM's mixture weight of the component that tracks domain 0 best
+  against domain 0's imposed share (seed 000's Figure 4);
 - per-domain accuracy of the last evaluation, one bar per method and domain (a line per method over the domains in
   their order when there are more than `_MAX_BARS` domains, e.g. seed 001's 30 rotations);
 and, when a numeric flag is swept, the final accuracy against its values, one line per method (the paper's
@@ -19,6 +22,7 @@ import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 
 from experiment import run_results
+from experiment import shift_metrics
 
 # The accuracy a curve shows, the first one the runs report.
 ACCURACIES = ('test_mixture_accuracy', 'test_accuracy', 'target_accuracy', 'personalized_accuracy')
@@ -103,6 +107,49 @@ def curves(methods: dict[str, list[run_results.RunResult]], metric: str, title: 
     bottom.grid(alpha=0.3)
   else:
     top.set_xlabel('round')
+  figure.tight_layout()
+  figure.savefig(path, dpi=110)
+  plt.close(figure)
+  return True
+
+
+def learned_columns(run: run_results.RunResult) -> Optional[tuple[str, str]]:
+  """(learned column, true column) of the run's estimate of the shift (module docstring), or None."""
+  if not run.rows:
+    return None
+  if 'q' in run.rows[0] and any(np.isfinite(row.get('prior', np.nan)) for row in run.rows):
+    return 'prior', 'q'
+  column = shift_metrics.tracking_share(run.rows)
+  return (column, 'scheduled_share_0') if column else None
+
+
+def learned_shift(methods: dict[str, list[run_results.RunResult]], title: str, path: str) -> bool:
+  """Each method's learned estimate of the shift (mean over seeds) and the true value (dashed) against rounds;
+  False when no method learns one."""
+  figure, axes = plt.subplots(figsize=_FIGURE_SIZE)
+  true_label = None
+  for method, group in methods.items():
+    series = []
+    for run in group:
+      columns = learned_columns(run)
+      if columns is None:
+        continue
+      learned, true = columns
+      series.append({row['round']: row[learned] for row in run.rows if np.isfinite(row.get(learned, np.nan))})
+      if true_label is None:
+        true_label = true
+        axes.plot([row['round'] for row in run.rows], [row[true] for row in run.rows], 'k--', label=f'true: {true}')
+    if series:
+      rounds = sorted(set.intersection(*(set(s) for s in series)))
+      axes.plot(rounds, [np.mean([s[r] for s in series]) for r in rounds], label=f'{method} ({len(series)})')
+  if true_label is None:
+    plt.close(figure)
+    return False
+  axes.set_xlabel('round')
+  axes.set_ylabel('learned prior or share (mean over seeds)')
+  axes.set_title(title, fontsize=10)
+  axes.grid(alpha=0.3)
+  axes.legend(fontsize=8)
   figure.tight_layout()
   figure.savefig(path, dpi=110)
   plt.close(figure)

@@ -50,6 +50,8 @@ def _plots(runs: list[run_results.RunResult], output: str) -> list[tuple[str, st
                    lambda path, t: metric and report_plots.curves(methods, metric, t, path)),
                   (f'routing_{index}.png', f'routing accuracy — {title}',
                    lambda path, t: report_plots.curves(methods, 'routing_accuracy', t, path, shift=False)),
+                  (f'learned_{index}.png', f'learned prior or share against the true one — {title}',
+                   lambda path, t: report_plots.learned_shift(methods, t, path)),
                   (f'domains_{index}.png', f'per-domain accuracy — {title}',
                    lambda path, t: report_plots.domain_bars(methods, t, path))]
     for name, plot_title, draw in candidates:

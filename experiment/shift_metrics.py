@@ -132,12 +132,26 @@ def std_over_last_cycles(rounds: Sequence[int], accuracies: Sequence[float], tot
 
 def share_correlation(rows: Sequence[dict]) -> Optional[float]:
   """The largest Pearson correlation over `rows` (metrics.csv, one per round) between a `learned_share_<k>` column
-  and `scheduled_share_0`; None without learned shares or when the series are constant (no correlation)."""
+  and `scheduled_share_0`; None without learned or scheduled shares or when the series are constant (no
+  correlation)."""
+  correlations = _share_correlations(rows)
+  return max(correlations.values()) if correlations else None
+
+
+def tracking_share(rows: Sequence[dict]) -> Optional[str]:
+  """The `learned_share_<k>` column that tracks base 0 best (`share_correlation`'s), or None."""
+  correlations = _share_correlations(rows)
+  return max(correlations, key=correlations.get) if correlations else None
+
+
+def _share_correlations(rows: Sequence[dict]) -> dict[str, float]:
   learned = sorted({key for row in rows for key in row if key.startswith('learned_share_')})
+  if not learned or not rows or any('scheduled_share_0' not in row for row in rows):
+    return {}
   imposed = np.array([row['scheduled_share_0'] for row in rows])
-  correlations = []
+  correlations = {}
   for key in learned:
     shares = np.array([row[key] for row in rows])
     if shares.std() > 0 and imposed.std() > 0:
-      correlations.append(float(np.corrcoef(shares, imposed)[0, 1]))
-  return max(correlations) if correlations else None
+      correlations[key] = float(np.corrcoef(shares, imposed)[0, 1])
+  return correlations

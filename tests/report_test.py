@@ -8,6 +8,7 @@ import os
 from absl.testing import absltest
 import numpy as np
 
+from experiment import report_plots
 from experiment import report_tables
 from experiment import report_writer
 from experiment import run_results
@@ -36,9 +37,12 @@ def _write_run(root: str, name: str, config: dict, rows: list[dict], windows=Non
 
 
 def _rows(rng, rounds: int, level: float, routing: bool) -> list[dict]:
+  """Methods that route learn a temporal prior of q(t) (FedTEM's and FedTKM's `prior`)."""
   rows = []
   for r in range(1, rounds + 1):
     row = {'round': r, 'q': 0.5 + 0.5 * np.cos(2 * np.pi * r / 4), 'train_accuracy': rng.uniform()}
+    if routing:
+      row['prior'] = row['q'] + 0.1 * rng.uniform()
     if r % 2 == 0:
       row.update(test_accuracy=level + 0.05 * rng.uniform(), test_day_accuracy=level + 0.1 * rng.uniform(),
                  test_night_accuracy=level - 0.1 * rng.uniform())
@@ -118,9 +122,10 @@ class ReportTest(absltest.TestCase):
     with open(os.path.join(self.output, 'index.html')) as f:
       page = f.read()
     plots = [name for name in self.files if name.endswith('.png')]
-    # Per value of p: accuracy, routing and per-domain plots; and accuracy against p.
-    self.assertCountEqual(plots, ['accuracy_0.png', 'routing_0.png', 'domains_0.png', 'accuracy_1.png',
-                                  'routing_1.png', 'domains_1.png', 'swept_shift_p.png'])
+    # Per value of p: accuracy, routing, learned prior and per-domain plots; and accuracy against p.
+    self.assertCountEqual(plots, ['accuracy_0.png', 'routing_0.png', 'learned_0.png', 'domains_0.png',
+                                  'accuracy_1.png', 'routing_1.png', 'learned_1.png', 'domains_1.png',
+                                  'swept_shift_p.png'])
     for name in plots:
       self.assertIn(f'<img src="{name}"', page)
       with open(os.path.join(self.output, name), 'rb') as f:
@@ -159,6 +164,26 @@ class ReportTest(absltest.TestCase):
   def test_no_runs_is_one_line(self):
     with self.assertRaisesRegex(report_writer.ReportError, r'^no runs under .* \(a run directory has config.json'):
       report_writer.write(self.create_tempdir().full_path, self.output)
+
+
+class LearnedShiftTest(absltest.TestCase):
+
+  def _run(self, rows: list[dict]) -> run_results.RunResult:
+    return run_results.RunResult('r', {}, rows, None)
+
+  def test_the_prior_against_q_and_the_share_that_tracks_domain_0(self):
+    prior_rows = [{'round': 1, 'q': 0.0, 'prior': 0.1}, {'round': 2, 'q': 1.0, 'prior': 0.8}]
+    self.assertEqual(report_plots.learned_columns(self._run(prior_rows)), ('prior', 'q'))
+    # Components are unlabelled: here component 1 follows domain 0's share, component 0 its complement.
+    shares = [0.2, 0.6, 0.9, 0.5]
+    share_rows = [{'round': t, 'scheduled_share_0': a, 'learned_share_0': 1 - a + 0.01 * t, 'learned_share_1': a}
+                  for t, a in enumerate(shares, 1)]
+    self.assertEqual(report_plots.learned_columns(self._run(share_rows)), ('learned_share_1', 'scheduled_share_0'))
+
+  def test_no_estimate_without_a_prior_or_a_scheduled_share(self):
+    self.assertIsNone(report_plots.learned_columns(self._run([{'round': 1, 'q': 0.5, 'prior': float('nan')}])))
+    self.assertIsNone(report_plots.learned_columns(self._run([{'round': 1, 'learned_share_0': 0.5}])))
+    self.assertIsNone(report_plots.learned_columns(self._run([])))
 
 
 class SettingsTest(absltest.TestCase):
