@@ -34,9 +34,6 @@ from algorithms.core import certainty
 from algorithms.core import evaluation
 from algorithms.core import learning_process
 from algorithms.core import method
-from algorithms.methods import fedtem
-from algorithms.methods import fedtkm
-from algorithms.methods import scsgd
 from experiment import run_directory
 from experiment import shift_metrics
 from experiment import training_loop
@@ -121,62 +118,49 @@ _TFDS_DATA_DIR = flags.DEFINE_string(
     'tfds_data_dir', None, 'Directory of datasets prepared by tensorflow-datasets (task mnist; task cifar reads '
     'CIFAR-10 from it when set), see tasks/tfds_files.py. Recorded with the run: CIFAR-10 read from it is split '
     'into other clients.')
-# FedTEM.
-_PRIOR = flags.DEFINE_string('prior', 'linear',
-                             f'Temporal prior of FedTEM/FedTKM: one of {", ".join(fedtem.PRIORS)}.')
+# Shared by the methods that train on Eq. 4 or route test batches.
 _LABEL_SMOOTH_W = flags.DEFINE_float('label_smooth_w', 0.1, 'lambda of Eq. 4 (weight of the other branches).')
 _LABEL_SMOOTH_EPS = flags.DEFINE_float('label_smooth_eps', 0.5, 'epsilon of Eq. 4 (label smoothing).')
-_BRANCH_SELECTION = flags.DEFINE_string('branch_selection', 'greedy',
-                                        'FedTEM training branch: greedy (argmax) or sample.')
-_CLIENT_ESTIMATE = flags.DEFINE_string('client_estimate', 'mle', 'FedTEM client mode estimate: mle (Eq. 5) or '
-                                       'bayesian (Eq. 22).')
-_PI_MOMENTUM = flags.DEFINE_float('pi_momentum', 0.99, 'beta of the GMM weights\' running average (Appendix A.4).')
-_STATISTICS_DECAY = flags.DEFINE_float('statistics_decay', 0.7, 'FedTEM online-EM decay of the GMM statistics; 0 '
-                                       'is Eq. 10 exactly (see algorithms/methods/fedtem.py).')
 _EVAL_ROUTING = flags.DEFINE_string('eval_routing', 'batch', 'Test-time branch choice: per batch or per sample.')
-# Baselines.
-_SCSGD_HALVES = flags.DEFINE_string('scsgd_halves', 'period', 'SCSGD: period (branch 1 in [0, T/2), the paper\'s '
-                                    'wording) or mode_centered (branch 1 in the T/2 rounds around the day peak).')
-_FEDEM_EM_ITERATIONS = flags.DEFINE_integer('fedem_em_iterations', 5, 'FedEM: E and M steps per client (and per '
-                                            'test batch) from a uniform mixture.')
-_FEDEM_CLIENT_STATE = flags.DEFINE_bool('fedem_client_state', False, 'FedEM: each client keeps its mixture weights '
-                                        'across rounds (the paper\'s algorithm) instead of re-estimating them from '
-                                        'uniform every round.')
-# FedTKM (also uses --prior, --label_smooth_w, --label_smooth_eps, --eval_routing).
-_ETA_MAX = flags.DEFINE_float('eta_max', 0.1, 'FedTKM step of the distance-scalar update (Eq. 13, 27).')
-_ETA_SCHEDULE = flags.DEFINE_string('eta_schedule', 'prior_weighted', 'FedTKM eta_t: prior_weighted (Eq. 27, '
-                                    '2 |0.5 - q~(t)| eta_max) or constant (eta_max).')
-_CLIENT_RULE = flags.DEFINE_string('client_rule', 'mean_distance', 'FedTKM client cluster: mean_distance (Eq. 11) '
-                                   'or majority_vote (of the examples\' nearest centers, as the public code).')
-_CENTER_DECAY = flags.DEFINE_float('center_decay', 0.7, 'FedTKM online k-means decay of the center masses; 0 is '
-                                   'Eq. 12 exactly (see algorithms/methods/fedtkm.py).')
-_EVAL_SCALING = flags.DEFINE_string('eval_scaling', 'learned', 'FedTKM test distances: scaled by the learned '
-                                    'alpha (Eq. 11) or none (alpha = 1).')
-
 
 
 def _define_method_flags() -> dict:
-  """One flag per field of every self-describing method's Config (`algorithms.core.method`), `--<method>_<field>`."""
-  defined = {}
+  """One flag per setting of every method's Config (`algorithms.core.method.settings`): flag name -> holder; a flag
+  two methods declare (FedTEM's and FedTKM's `--prior`) is defined once."""
+  defined, defaults = {}, {}
   for name, (config_class, _) in algorithms.METHOD_CONFIGS.items():
-    for field in dataclasses.fields(config_class):
+    for flag, field in method.settings(name, config_class).items():
+      if flag in defined:
+        assert defaults[flag] == field.default, f'--{flag} has two defaults.'
+        continue
       define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float,
                 str: flags.DEFINE_string}[type(field.default)]
-      defined[(name, field.name)] = define(method.flag_name(name, field.name), field.default,
-                                           field.metadata['help'])
+      defined[flag], defaults[flag] = define(flag, field.default, field.metadata['help']), field.default
   return defined
 
 
 _METHOD_FLAGS = _define_method_flags()
 
 
-def _method_config(name: str):
-  """The Config of method `name` from its flags, or None for the methods configured by the flags above."""
+def _method_config(name: str, shared: dict):
+  """The Config of method `name` from its flags and the `shared` hyperparameters, or None for a method without
+  settings of its own."""
   if name not in algorithms.METHOD_CONFIGS:
     return None
   config_class, _ = algorithms.METHOD_CONFIGS[name]
-  return config_class(**{field: holder.value for (method_name, field), holder in _METHOD_FLAGS.items()
-                         if method_name == name})
+  config = config_class(**{field.name: _METHOD_FLAGS[flag].value
+                           for flag, field in method.settings(name, config_class).items()})
+  return method.with_shared(config, shared)
+
+
+def _shared_hyperparameters(values: dict) -> dict:
+  """The settings every method may read (`algorithms.core.method.Hyperparameters`), from the resolved `values`."""
+  return dict(
+      client_learning_rate=values['client_learning_rate'], server_learning_rate=values['server_learning_rate'],
+      server_adam_epsilon=values['server_adam_epsilon'],
+      num_branches=algorithms.num_branches(_ALGORITHM.value, _NUM_BRANCHES.value), period=values['period'],
+      clients_per_round=values['clients_per_round'], smoothing_weight=_LABEL_SMOOTH_W.value,
+      smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value, seed=_SEED.value)
 
 
 _POSITIVE_INTEGERS = (_CLIENT_EPOCHS, _CLIENT_BATCH_SIZE, _TOTAL_ROUNDS, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
@@ -206,19 +190,11 @@ def _hyperparameters() -> dict:
     raise ValueError(f'--clients_per_round must be >= 1; got {values["clients_per_round"]}.')
   if values['max_elements_per_client'] is not None and values['max_elements_per_client'] < 1:
     raise ValueError(f'--max_elements_per_client must be >= 1 when set; got {values["max_elements_per_client"]}.')
-  if _SCSGD_HALVES.value not in scsgd.HALVES:
-    raise ValueError(f'--scsgd_halves must be one of {", ".join(scsgd.HALVES)}; got {_SCSGD_HALVES.value!r}.')
-  if _FEDEM_EM_ITERATIONS.value < 1:
-    raise ValueError(f'--fedem_em_iterations must be >= 1; got {_FEDEM_EM_ITERATIONS.value}.')
   if _EVAL_ROUTING.value not in certainty.ROUTINGS:
     raise ValueError(f'eval_routing must be one of {", ".join(certainty.ROUTINGS)}; got {_EVAL_ROUTING.value!r}.')
-  method_config = _method_config(_ALGORITHM.value)
+  method_config = _method_config(_ALGORITHM.value, _shared_hyperparameters(values))
   if method_config is not None:
     method_config.validate()
-  if _ALGORITHM.value == 'fedtem':
-    _fedtem_config(values['period']).validate(_NUM_BRANCHES.value)
-  if _ALGORITHM.value == 'fedtkm':
-    _fedtkm_config(values['period']).validate(_NUM_BRANCHES.value)
   return values
 
 
@@ -237,23 +213,6 @@ def _scenario_config(values: dict) -> scenarios.Config:
       dirichlet_components=values['dirichlet_components'] or 'transformed', component_alpha=_COMPONENT_ALPHA.value,
       unseen_fraction=_UNSEEN_FRACTION.value,
       num_clients=_NUM_CLIENTS.value or {'evolving_domains': 20, 'dirichlet_mixture': None}.get(_SCENARIO.value, 80))
-
-
-def _fedtem_config(period: int) -> fedtem.Config:
-  return fedtem.Config(
-      prior=_PRIOR.value, period=period, branch_selection=_BRANCH_SELECTION.value,
-      client_estimate=_CLIENT_ESTIMATE.value, smoothing_weight=_LABEL_SMOOTH_W.value,
-      smoothing_epsilon=_LABEL_SMOOTH_EPS.value, pi_momentum=_PI_MOMENTUM.value,
-      statistics_decay=_STATISTICS_DECAY.value, eval_routing=_EVAL_ROUTING.value,
-      seed=_SEED.value)
-
-
-def _fedtkm_config(period: int) -> fedtkm.Config:
-  return fedtkm.Config(
-      prior=_PRIOR.value, period=period, eta_max=_ETA_MAX.value, step_schedule=_ETA_SCHEDULE.value,
-      client_rule=_CLIENT_RULE.value, smoothing_weight=_LABEL_SMOOTH_W.value,
-      smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value,
-      eval_scaling=_EVAL_SCALING.value, center_decay=_CENTER_DECAY.value, seed=_SEED.value)
 
 
 def _output_dir(values: dict) -> str:
@@ -350,17 +309,8 @@ def main(argv):
       max_elements=values['max_elements_per_client'])
   element_spec = task.client_dataset(0, populations[task.domain_list[0].base][0], client_spec,
                                      0).element_spec
-  num_branches = algorithms.num_branches(_ALGORITHM.value, _NUM_BRANCHES.value)
-  model_fn = lambda: task.model_fn(num_branches)
-  hparams = algorithms.Hyperparameters(
-      client_learning_rate=values['client_learning_rate'], server_learning_rate=values['server_learning_rate'],
-      server_adam_epsilon=values['server_adam_epsilon'], num_branches=num_branches, period=values['period'],
-      clients_per_round=values['clients_per_round'], smoothing_weight=_LABEL_SMOOTH_W.value,
-      smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value,
-      scsgd_halves=_SCSGD_HALVES.value, fedem_em_iterations=_FEDEM_EM_ITERATIONS.value,
-      fedem_client_state=_FEDEM_CLIENT_STATE.value,
-      fedtem_config=_fedtem_config(values['period']), fedtkm_config=_fedtkm_config(values['period']),
-      seed=_SEED.value)
+  hparams = algorithms.Hyperparameters(**_shared_hyperparameters(values))
+  model_fn = lambda: task.model_fn(hparams.num_branches)
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
                    for mode, name in enumerate(task.domain_names)}
   held_out = {name: _held_out_data(task, clients, values['client_batch_size'])
@@ -369,7 +319,7 @@ def main(argv):
                                   task.novelty_dataset(_EVAL_BATCH_SIZE.value))
   try:
     algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator,
-                                 _method_config(_ALGORITHM.value))
+                                 _method_config(_ALGORITHM.value, _shared_hyperparameters(values)))
     run_directory.prepare(output_dir, config, _OVERWRITE.value)
   except ValueError as error:
     _fail(str(error))
@@ -418,10 +368,8 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _CORRUPTIONS, _LABEL_SKEW_ALPHA, _SWITCH_FRACTION, _DIRICHLET_COMPONENTS, _COMPONENT_ALPHA, _UNSEEN_FRACTION,
     _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS, _CLIENT_BATCH_SIZE,
     _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
-    _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _TFDS_DATA_DIR, _PRIOR, _LABEL_SMOOTH_W,
-    _LABEL_SMOOTH_EPS, _BRANCH_SELECTION, _CLIENT_ESTIMATE, _PI_MOMENTUM, _STATISTICS_DECAY, _EVAL_ROUTING, _ETA_MAX,
-    _ETA_SCHEDULE, _CLIENT_RULE, _EVAL_SCALING, _CENTER_DECAY, _SCSGD_HALVES, _FEDEM_EM_ITERATIONS,
-    _FEDEM_CLIENT_STATE)) | frozenset(holder.name for holder in _METHOD_FLAGS.values())
+    _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _TFDS_DATA_DIR, _LABEL_SMOOTH_W,
+    _LABEL_SMOOTH_EPS, _EVAL_ROUTING)) | frozenset(_METHOD_FLAGS)
 # Flags that cannot change a run's results: output cadence and locations. A run may be resumed with other values.
 _CADENCE_FLAGS = frozenset(flag.name for flag in (
     _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR))

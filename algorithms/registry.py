@@ -1,7 +1,8 @@
 """Methods by name: each builds a learning process and a test evaluation for a task.
 
-An `Algorithm` (`algorithms.core.method`) is what the training loop needs from a method. The methods built before the
-registry grew have a builder here; newer ones (`METHOD_CONFIGS`) own their settings and builder in their module.
+An `Algorithm` (`algorithms.core.method`) is what the training loop needs from a method. A method with settings of
+its own (`METHOD_CONFIGS`) owns them and its builder in its module; the variants of Vanilla and the two baselines
+without settings of their own (T-shot k-means, Min-Loss) have a builder here.
 
 `vanilla_single` and `nds_single` are Vanilla and No-Dist-Shift with a single-branch network (Appendix A.8), whatever
 `num_branches` says. Methods that choose a branch without a temporal prior report routing accuracy under the best
@@ -52,36 +53,6 @@ def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, 
   return Algorithm(process, evaluate, shift_free)
 
 
-def _build_fedtem(task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
-                  ) -> Algorithm:
-  model_fn = lambda: task.model_fn(hparams.num_branches)
-  config = hparams.fedtem_config
-  process = fedtem.build_process(model_fn, task.batch_fn, element_spec, hparams.client_learning_rate,
-                                 hparams.server_learning_rate, hparams.server_adam_epsilon, hparams.num_branches,
-                                 task.num_modes, config)
-  objective = fedtem.evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing)
-  evaluate = evaluation.routed_evaluation(
-      process, evaluator, objective, lambda state: (state['mixture']['means'], state['mixture']['variances']),
-      [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
-  return Algorithm(process, evaluate, shift_free=False)
-
-
-def _build_fedtkm(task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
-                  ) -> Algorithm:
-  model_fn = lambda: task.model_fn(hparams.num_branches)
-  config = hparams.fedtkm_config
-  process = fedtkm.build_process(model_fn, task.batch_fn, element_spec, hparams.client_learning_rate,
-                                 hparams.server_learning_rate, hparams.server_adam_epsilon, hparams.num_branches,
-                                 task.num_modes, config)
-  objective = fedtkm.evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing,
-                                          config.eval_scaling)
-  evaluate = evaluation.routed_evaluation(
-      process, evaluator, objective,
-      lambda state: (state['clustering']['centers'], state['clustering']['scales']),
-      [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
-  return Algorithm(process, evaluate, shift_free=False)
-
-
 def _process_args(task, element_spec, hparams, num_branches=None):
   num_branches = num_branches or hparams.num_branches
   model_fn = lambda: task.model_fn(num_branches)
@@ -89,35 +60,11 @@ def _process_args(task, element_spec, hparams, num_branches=None):
           hparams.server_adam_epsilon)
 
 
-def _certainty_routed(process, task, hparams, evaluator):
-  return evaluation.routed_evaluation(process, evaluator,
-                            certainty.evaluation_objective(task.num_modes, hparams.num_branches,
-                                                           hparams.eval_routing),
-                            lambda state: (), [task.num_modes, hparams.num_branches], best_matching=True)
-
-
-def _build_scsgd(task, element_spec, hparams, evaluator) -> Algorithm:
-  process = scsgd.build_process(*_process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
-                                hparams.period, hparams.scsgd_halves)
-  return Algorithm(process, _certainty_routed(process, task, hparams, evaluator), shift_free=False)
-
-
 def _build_min_loss(task, element_spec, hparams, evaluator) -> Algorithm:
   process = min_loss.build_process(*_process_args(task, element_spec, hparams), hparams.num_branches,
                                    task.num_modes, hparams.smoothing_weight, hparams.smoothing_epsilon)
-  return Algorithm(process, _certainty_routed(process, task, hparams, evaluator), shift_free=False)
-
-
-def _build_fedem(task, element_spec, hparams, evaluator) -> Algorithm:
-  process = fedem.build_process(*_process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
-                                hparams.fedem_em_iterations, hparams.fedem_client_state)
-  objective = fedem.evaluation_objective(task.num_modes, hparams.num_branches, hparams.eval_routing,
-                                         hparams.fedem_em_iterations)
-  evaluate = evaluation.routed_evaluation(process, evaluator, objective, lambda state: (),
-                                          [task.num_modes, hparams.num_branches], best_matching=True,
-                                          personalization=fedem.personalization(hparams.fedem_em_iterations))
-  initial = fedem.initial_client_state(hparams.num_branches) if hparams.fedem_client_state else None
-  return Algorithm(process, evaluate, shift_free=False, initial_client_state=initial)
+  return Algorithm(process, certainty.routed_evaluation(process, evaluator, task.num_modes, hparams.num_branches,
+                                                        hparams.eval_routing), shift_free=False)
 
 
 def _build_tshot_kmeans(task, element_spec, hparams, evaluator) -> Algorithm:
@@ -138,15 +85,15 @@ _BUILDERS = {
     'nds': lambda *args: _build_vanilla(*args, shift_free=True),
     'vanilla_single': lambda t, e, h, v: _build_vanilla(t, e, _single_branch(h), v, shift_free=False),
     'nds_single': lambda t, e, h, v: _build_vanilla(t, e, _single_branch(h), v, shift_free=True),
-    'scsgd': _build_scsgd,
     'tshot_kmeans': _build_tshot_kmeans,
     'min_loss': _build_min_loss,
-    'fedem': _build_fedem,
-    'fedtem': _build_fedtem,
-    'fedtkm': _build_fedtkm,
 }
 # Methods that own their settings (`algorithms.core.method`): name -> (Config class, build_algorithm).
 METHOD_CONFIGS = {
+    scsgd.NAME: (scsgd.Config, scsgd.build_algorithm),
+    fedem.NAME: (fedem.Config, fedem.build_algorithm),
+    fedtem.NAME: (fedtem.Config, fedtem.build_algorithm),
+    fedtkm.NAME: (fedtkm.Config, fedtkm.build_algorithm),
     pfedem.NAME: (pfedem.Config, pfedem.build_algorithm),
     cfl.NAME: (cfl.Config, cfl.build_algorithm),
     fedgmm.NAME: (fedgmm.Config, fedgmm.build_algorithm),

@@ -66,6 +66,12 @@ def validate(prior: str) -> None:
     raise ValueError(f'prior must be one of {", ".join(PRIORS)}; got {prior!r}.')
 
 
+def check_modes(prior: str, num_branches: int) -> None:
+  """The temporal priors are of two modes (day and night): with more branches only prior `none` applies."""
+  if num_branches > 2 and prior != 'none':
+    raise ValueError(f'The temporal prior is defined for 2 modes; with {num_branches} branches use prior none.')
+
+
 def prior_value(prior: str, round_num: RoundNum, period: int, previous: tf.Tensor,
                 observed_ratio: tf.Tensor) -> tf.Tensor:
   """q~(t) for the prior named `prior`; `previous` and `observed_ratio` are used by `soft` only."""

@@ -107,12 +107,12 @@ class FedTkmTest(tf.test.TestCase):
 
   def test_config_validation(self):
     with self.assertRaisesRegex(ValueError, 'prior none'):
-      fedtkm.Config(prior='linear').validate(num_branches=3)
-    fedtkm.Config(prior='none').validate(num_branches=3)
+      fedtkm.Config(prior='linear', num_branches=3).validate()
+    fedtkm.Config(prior='none', num_branches=3).validate()
     with self.assertRaisesRegex(ValueError, 'client_rule'):
-      fedtkm.Config(client_rule='vote').validate(num_branches=2)
+      fedtkm.Config(client_rule='vote').validate()
     with self.assertRaisesRegex(ValueError, 'eta_max'):
-      fedtkm.Config(eta_max=-1.0).validate(num_branches=2)
+      fedtkm.Config(eta_max=-1.0).validate()
 
 
 if __name__ == '__main__':

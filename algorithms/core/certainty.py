@@ -11,6 +11,7 @@ one with the largest mean KL over the batch (default), or each example's own (`r
 
 import tensorflow as tf
 
+from algorithms.core import evaluation
 from algorithms.core import objectives
 from algorithms.core import routing
 from models import multi_branch
@@ -45,3 +46,11 @@ def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str):
     return routing.routed_result(outputs, batch, branches, num_modes, num_branches)
 
   return objective
+
+
+def routed_evaluation(process, evaluator: evaluation.Evaluator, num_modes: int, num_branches: int,
+                      routing_rule: str):
+  """The test evaluation of a method that routes by certainty (SCSGD, Min-Loss): routing accuracy under the best
+  matching of modes to branches (they have no temporal prior to name the modes)."""
+  return evaluation.routed_evaluation(process, evaluator, evaluation_objective(num_modes, num_branches, routing_rule),
+                                      lambda state: (), [num_modes, num_branches], best_matching=True)

@@ -14,15 +14,18 @@ An `Algorithm` is what the training loop needs from a method:
 
 `Hyperparameters` are the settings every method shares (learning rates, branches, the period, ...).
 
-A method module added since the registry grew (`algorithms.methods.pfedem`, `algorithms.methods.cfl`, ...) owns its
-settings: a frozen dataclass `Config` whose fields carry `setting(default, help)` metadata and a `validate()`
-raising a one-line ValueError, and a `build_algorithm(task, element_spec, hparams, evaluator, config)`. The binary
-defines one flag per field, named `<method>_<field>` (`method_flags`), so a new method touches neither the binary
-nor the registry beyond its one entry.
+A method module with settings of its own owns them: a frozen dataclass `Config` and a `validate()` raising a one-line
+ValueError, a `build_algorithm(task, element_spec, hparams, evaluator, config)` and a `NAME`. A field declared with
+`setting(default, help)` is a flag of the binary, named `<method>_<field>` (`flag_name`) or, for the settings of
+seed 002's methods that users already pass by their first names (`--prior`, `--eta_max`), the `flag` the setting
+gives; methods that declare the same `flag` share it. A field without `setting` is not a flag: when it is named like
+a `Hyperparameters` field (`period`, `seed`, `num_branches`, ...) `with_shared` sets it from the shared
+hyperparameters, else it keeps its default (a constant of the method). A new method touches neither the binary nor
+the registry beyond its one entry.
 """
 
 import dataclasses
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Mapping, NamedTuple, Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -39,11 +42,6 @@ class Hyperparameters:
   smoothing_weight: float = 0.1
   smoothing_epsilon: float = 0.5
   eval_routing: str = 'batch'
-  scsgd_halves: str = 'period'
-  fedem_em_iterations: int = 5
-  fedem_client_state: bool = False
-  fedtem_config: object = None
-  fedtkm_config: object = None
   seed: int = 0
 
 
@@ -56,26 +54,39 @@ class Algorithm(NamedTuple):
   evaluates_client_states: bool = False
 
 
-def setting(default, help_text: str):
-  """A `Config` field with its flag's help text."""
-  return dataclasses.field(default=default, metadata={'help': help_text})
+def setting(default, help_text: str, flag: Optional[str] = None):
+  """A `Config` field that is a flag, with its help text; `flag` names it (default `<method>_<field>`)."""
+  return dataclasses.field(default=default, metadata={'help': help_text, 'flag': flag})
 
 
 def flag_name(method: str, field_name: str) -> str:
   return f'{method}_{field_name}'
 
 
+def settings(method: str, config_class) -> dict[str, dataclasses.Field]:
+  """Flag name -> field, for the fields of `config_class` declared with `setting`."""
+  return {field.metadata['flag'] or flag_name(method, field.name): field
+          for field in dataclasses.fields(config_class) if 'help' in field.metadata}
+
+
+def with_shared(config, shared: Mapping):
+  """`config` with its fields that are not settings and are keys of `shared` (the shared hyperparameters, e.g.
+  `dataclasses.asdict(hparams)`) set from it."""
+  return dataclasses.replace(config, **{field.name: shared[field.name] for field in dataclasses.fields(config)
+                                        if 'help' not in field.metadata and field.name in shared})
+
+
 def check_settings(config, method: str, choices: Optional[dict] = None, at_least_one: tuple = (),
                    positive: tuple = ()) -> None:
-  """Raises a one-line ValueError naming the flag `--<method>_<field>` of the first `config` field that is not in
-  its allowed `choices[field]`, is below 1 (`at_least_one`) or is not > 0 (`positive`)."""
+  """Raises a one-line ValueError naming the flag (`settings`) of the first `config` field that is not in its
+  allowed `choices[field]`, is below 1 (`at_least_one`) or is not > 0 (`positive`)."""
+  flag = {field.name: name for name, field in settings(method, type(config)).items()}
   for name, allowed in (choices or {}).items():
     if getattr(config, name) not in allowed:
-      raise ValueError(f'--{flag_name(method, name)} must be one of {", ".join(allowed)}; '
-                       f'got {getattr(config, name)!r}.')
+      raise ValueError(f'--{flag[name]} must be one of {", ".join(allowed)}; got {getattr(config, name)!r}.')
   for name in at_least_one:
     if getattr(config, name) < 1:
-      raise ValueError(f'--{flag_name(method, name)} must be >= 1; got {getattr(config, name)}.')
+      raise ValueError(f'--{flag[name]} must be >= 1; got {getattr(config, name)}.')
   for name in positive:
     if not getattr(config, name) > 0:
-      raise ValueError(f'--{flag_name(method, name)} must be > 0; got {getattr(config, name):g}.')
+      raise ValueError(f'--{flag[name]} must be > 0; got {getattr(config, name):g}.')

@@ -70,6 +70,12 @@ def averaged_branches(outputs: dict, batch: dict) -> BatchResult:
   return classification_result(multi_branch.average_branch_logits(outputs[multi_branch.LOGITS]), batch)
 
 
+def check_smoothing(smoothing_weight: float, smoothing_epsilon: float) -> None:
+  """Eq. 4's lambda (`--label_smooth_w`) >= 0 and epsilon (`--label_smooth_eps`) in [0, 1]."""
+  if smoothing_weight < 0.0 or not 0.0 <= smoothing_epsilon <= 1.0:
+    raise ValueError('--label_smooth_w must be >= 0 and --label_smooth_eps in [0, 1].')
+
+
 def selected_branch(branch: tf.Tensor, smoothing_weight: float, smoothing_epsilon: float):
   """The Eq. 4 objective for a client routed to `branch` (int32 scalar); returns objective(outputs, batch).
 

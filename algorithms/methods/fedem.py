@@ -27,6 +27,7 @@ that have them (seed 004: `personalized`, `unseen`) instead fit their pi on thei
 """
 
 import collections
+import dataclasses
 from typing import Optional
 
 import numpy as np
@@ -37,12 +38,25 @@ from algorithms.core import client_state
 from algorithms.core import client_training
 from algorithms.core import evaluation
 from algorithms.core import learning_process
+from algorithms.core import method
 from algorithms.core import objectives
 from algorithms.core import routing
 from models import multi_branch
 from tasks import task as task_lib
 
+NAME = 'fedem'
 RESPONSIBILITY = 'responsibility'
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  em_iterations: int = method.setting(5, 'FedEM: E and M steps per client (and per test batch) from a uniform '
+                                      'mixture.')
+  client_state: bool = method.setting(False, 'FedEM: each client keeps its mixture weights across rounds (the '
+                                      'paper\'s algorithm) instead of re-estimating them from uniform every round.')
+
+  def validate(self) -> None:
+    method.check_settings(self, NAME, at_least_one=('em_iterations',))
 
 
 def expectation_maximization(losses: tf.Tensor, iterations: int,
@@ -177,3 +191,18 @@ def personalization(em_iterations: int):
   frozen, Marfoq et al.'s adaptation of a new client: the E step's terms are log P_k(y | x) = -l_jk."""
   log_likelihoods = lambda outputs, batch: -objectives.per_branch_losses(outputs[multi_branch.LOGITS], batch)
   return evaluation.Personalization(log_likelihoods, em_iterations)
+
+
+def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+  """FedEM over the task's K branches; held-out clients fit their own pi (`personalization`)."""
+  config.validate()
+  process = build_process(lambda: task.model_fn(hparams.num_branches), task.batch_fn, element_spec,
+                          hparams.client_learning_rate, hparams.server_learning_rate, hparams.server_adam_epsilon,
+                          hparams.num_branches, task.num_modes, config.em_iterations, config.client_state)
+  objective = evaluation_objective(task.num_modes, hparams.num_branches, hparams.eval_routing, config.em_iterations)
+  evaluate = evaluation.routed_evaluation(process, evaluator, objective, lambda state: (),
+                                          [task.num_modes, hparams.num_branches], best_matching=True,
+                                          personalization=personalization(config.em_iterations))
+  initial = initial_client_state(hparams.num_branches) if config.client_state else None
+  return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial)

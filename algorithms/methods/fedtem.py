@@ -73,8 +73,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms.core import client_training
+from algorithms.core import evaluation
 from algorithms.core import gmm
 from algorithms.core import learning_process
+from algorithms.core import method
 from algorithms.core import objectives
 from algorithms.core import online_average
 from algorithms.core import routing
@@ -82,6 +84,7 @@ from models import multi_branch
 from periodic_shift import temporal_prior
 from tasks import task as task_lib
 
+NAME = 'fedtem'
 PRIORS = temporal_prior.PRIORS + ('none',)
 BRANCH_SELECTIONS = ('greedy', 'sample')
 CLIENT_ESTIMATES = ('mle', 'bayesian')
@@ -90,37 +93,41 @@ EVAL_ROUTINGS = ('batch', 'sample')
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  """FedTEM's own hyperparameters (see the module docstring)."""
-  prior: str = 'linear'
+  """FedTEM's own hyperparameters (see the module docstring). The settings are flags by their first names; the
+  other fields come from the shared hyperparameters (`method.with_shared`) or are constants."""
+  prior: str = method.setting('linear', f'Temporal prior of FedTEM/FedTKM: one of {", ".join(PRIORS)}.',
+                              flag='prior')
+  branch_selection: str = method.setting('greedy', 'FedTEM training branch: greedy (argmax) or sample.',
+                                         flag='branch_selection')
+  client_estimate: str = method.setting('mle', 'FedTEM client mode estimate: mle (Eq. 5) or bayesian (Eq. 22).',
+                                        flag='client_estimate')
+  pi_momentum: float = method.setting(0.99, 'beta of the GMM weights\' running average (Appendix A.4).',
+                                      flag='pi_momentum')
+  statistics_decay: float = method.setting(
+      0.7, 'FedTEM online-EM decay of the GMM statistics; 0 is Eq. 10 exactly (see algorithms/methods/fedtem.py).',
+      flag='statistics_decay')
   period: int = 32
-  branch_selection: str = 'greedy'
-  client_estimate: str = 'mle'
+  num_branches: int = 2
   smoothing_weight: float = 0.1
   smoothing_epsilon: float = 0.5
-  pi_momentum: float = 0.99
-  statistics_decay: float = 0.7
-  variance_floor: float = 1e-3
-  weight_floor: float = 1e-6
   eval_routing: str = 'batch'
   seed: int = 0
+  variance_floor: float = 1e-3
+  weight_floor: float = 1e-6
 
-  def validate(self, num_branches: int) -> None:
-    for name, value, allowed in (('prior', self.prior, PRIORS),
-                                 ('branch_selection', self.branch_selection, BRANCH_SELECTIONS),
-                                 ('client_estimate', self.client_estimate, CLIENT_ESTIMATES),
-                                 ('eval_routing', self.eval_routing, EVAL_ROUTINGS)):
-      if value not in allowed:
-        raise ValueError(f'{name} must be one of {", ".join(allowed)}; got {value!r}.')
-    if num_branches < 2:
-      raise ValueError(f'FedTEM needs at least 2 branches; got {num_branches}.')
-    if num_branches > 2 and self.prior != 'none':
-      raise ValueError(f'The temporal prior is defined for 2 modes; with {num_branches} branches use prior none.')
+  def validate(self) -> None:
+    method.check_settings(self, NAME, {'prior': PRIORS, 'branch_selection': BRANCH_SELECTIONS,
+                                       'client_estimate': CLIENT_ESTIMATES})
+    if self.num_branches < 2:
+      raise ValueError(f'FedTEM needs at least 2 branches; got {self.num_branches}.')
+    temporal_prior.check_modes(self.prior, self.num_branches)
+    objectives.check_smoothing(self.smoothing_weight, self.smoothing_epsilon)
+    if self.eval_routing not in EVAL_ROUTINGS:
+      raise ValueError(f'--eval_routing must be one of {", ".join(EVAL_ROUTINGS)}; got {self.eval_routing!r}.')
     if not 0.0 <= self.pi_momentum < 1.0:
-      raise ValueError(f'pi_momentum must be in [0, 1); got {self.pi_momentum}.')
+      raise ValueError(f'--pi_momentum must be in [0, 1); got {self.pi_momentum}.')
     if not 0.0 <= self.statistics_decay < 1.0:
-      raise ValueError(f'statistics_decay must be in [0, 1); got {self.statistics_decay}.')
-    if self.smoothing_weight < 0.0 or not 0.0 <= self.smoothing_epsilon <= 1.0:
-      raise ValueError('label_smooth_w must be >= 0 and label_smooth_eps in [0, 1].')
+      raise ValueError(f'--statistics_decay must be in [0, 1); got {self.statistics_decay}.')
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -291,7 +298,8 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
                       client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_branches: int,
                       num_modes: int, config: Config) -> tff.learning.templates.ClientWorkProcess:
   """FedTEM's client work; its server state is (round_num, GMM, previous prior value)."""
-  config.validate(num_branches)
+  config = dataclasses.replace(config, num_branches=num_branches)
+  config.validate()
   use_prior = config.prior != 'none'
   weights_type = learning_process.model_weights_type(model_fn)
   data_type = learning_process.client_data_type(element_spec)
@@ -401,3 +409,18 @@ def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str):
     return routing.routed_result(outputs, batch, branches, num_modes, num_branches)
 
   return objective
+
+
+def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+  """FedTEM on the task's K-branch network, evaluated with the MLE routing of Section 4 (`evaluation_objective`)."""
+  config = method.with_shared(config, dataclasses.asdict(hparams))
+  model_fn = lambda: task.model_fn(hparams.num_branches)
+  process = build_process(model_fn, task.batch_fn, element_spec, hparams.client_learning_rate,
+                          hparams.server_learning_rate, hparams.server_adam_epsilon, hparams.num_branches,
+                          task.num_modes, config)
+  objective = evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing)
+  evaluate = evaluation.routed_evaluation(
+      process, evaluator, objective, lambda state: (state['mixture']['means'], state['mixture']['variances']),
+      [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
+  return method.Algorithm(process, evaluate, shift_free=False)

@@ -60,7 +60,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms.core import client_training
+from algorithms.core import evaluation
 from algorithms.core import learning_process
+from algorithms.core import method
 from algorithms.core import objectives
 from algorithms.core import online_average
 from algorithms.core import routing
@@ -68,6 +70,7 @@ from models import multi_branch
 from periodic_shift import temporal_prior
 from tasks import task as task_lib
 
+NAME = 'fedtkm'
 PRIORS = temporal_prior.PRIORS + ('none',)
 CLIENT_RULES = ('mean_distance', 'majority_vote')
 STEP_SCHEDULES = ('prior_weighted', 'constant')
@@ -77,36 +80,40 @@ EVAL_SCALINGS = ('learned', 'none')
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  """FedTKM's own hyperparameters (see the module docstring)."""
-  prior: str = 'linear'
+  """FedTKM's own hyperparameters (see the module docstring). The settings are flags by their first names (`--prior`
+  is FedTEM's too); the other fields come from the shared hyperparameters (`method.with_shared`)."""
+  prior: str = method.setting('linear', f'Temporal prior of FedTEM/FedTKM: one of {", ".join(PRIORS)}.',
+                              flag='prior')
+  eta_max: float = method.setting(0.1, 'FedTKM step of the distance-scalar update (Eq. 13, 27).', flag='eta_max')
+  step_schedule: str = method.setting('prior_weighted', 'FedTKM eta_t: prior_weighted (Eq. 27, 2 |0.5 - q~(t)| '
+                                      'eta_max) or constant (eta_max).', flag='eta_schedule')
+  client_rule: str = method.setting('mean_distance', 'FedTKM client cluster: mean_distance (Eq. 11) or '
+                                    'majority_vote (of the examples\' nearest centers, as the public code).',
+                                    flag='client_rule')
+  eval_scaling: str = method.setting('learned', 'FedTKM test distances: scaled by the learned alpha (Eq. 11) or '
+                                     'none (alpha = 1).', flag='eval_scaling')
+  center_decay: float = method.setting(0.7, 'FedTKM online k-means decay of the center masses; 0 is Eq. 12 exactly '
+                                       '(see algorithms/methods/fedtkm.py).', flag='center_decay')
   period: int = 32
-  eta_max: float = 0.1
-  step_schedule: str = 'prior_weighted'
-  client_rule: str = 'mean_distance'
+  num_branches: int = 2
   smoothing_weight: float = 0.1
   smoothing_epsilon: float = 0.5
   eval_routing: str = 'batch'
-  eval_scaling: str = 'learned'
-  center_decay: float = 0.7
   seed: int = 0
 
-  def validate(self, num_branches: int) -> None:
-    for name, value, allowed in (('prior', self.prior, PRIORS), ('client_rule', self.client_rule, CLIENT_RULES),
-                                 ('eta_schedule', self.step_schedule, STEP_SCHEDULES),
-                                 ('eval_routing', self.eval_routing, EVAL_ROUTINGS),
-                                 ('eval_scaling', self.eval_scaling, EVAL_SCALINGS)):
-      if value not in allowed:
-        raise ValueError(f'{name} must be one of {", ".join(allowed)}; got {value!r}.')
-    if num_branches < 2:
-      raise ValueError(f'FedTKM needs at least 2 branches; got {num_branches}.')
-    if num_branches > 2 and self.prior != 'none':
-      raise ValueError(f'The temporal prior is defined for 2 modes; with {num_branches} branches use prior none.')
+  def validate(self) -> None:
+    method.check_settings(self, NAME, {'prior': PRIORS, 'client_rule': CLIENT_RULES,
+                                       'step_schedule': STEP_SCHEDULES, 'eval_scaling': EVAL_SCALINGS})
+    if self.num_branches < 2:
+      raise ValueError(f'FedTKM needs at least 2 branches; got {self.num_branches}.')
+    temporal_prior.check_modes(self.prior, self.num_branches)
+    objectives.check_smoothing(self.smoothing_weight, self.smoothing_epsilon)
+    if self.eval_routing not in EVAL_ROUTINGS:
+      raise ValueError(f'--eval_routing must be one of {", ".join(EVAL_ROUTINGS)}; got {self.eval_routing!r}.')
     if not 0.0 <= self.center_decay < 1.0:
-      raise ValueError(f'center_decay must be in [0, 1); got {self.center_decay}.')
+      raise ValueError(f'--center_decay must be in [0, 1); got {self.center_decay}.')
     if self.eta_max < 0.0:
-      raise ValueError(f'eta_max must be >= 0; got {self.eta_max}.')
-    if self.smoothing_weight < 0.0 or not 0.0 <= self.smoothing_epsilon <= 1.0:
-      raise ValueError('label_smooth_w must be >= 0 and label_smooth_eps in [0, 1].')
+      raise ValueError(f'--eta_max must be >= 0; got {self.eta_max}.')
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -212,7 +219,8 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
                       client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_branches: int,
                       num_modes: int, config: Config) -> tff.learning.templates.ClientWorkProcess:
   """FedTKM's client work; its server state is (round_num, centers, scales, previous prior value)."""
-  config.validate(num_branches)
+  config = dataclasses.replace(config, num_branches=num_branches)
+  config.validate()
   use_prior = config.prior != 'none'
   weights_type = learning_process.model_weights_type(model_fn)
   data_type = learning_process.client_data_type(element_spec)
@@ -300,3 +308,18 @@ def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str, s
     return routing.routed_result(outputs, batch, branches, num_modes, num_branches)
 
   return objective
+
+
+def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+  """FedTKM on the task's K-branch network, test batches routed by the scaled distances (`evaluation_objective`)."""
+  config = method.with_shared(config, dataclasses.asdict(hparams))
+  model_fn = lambda: task.model_fn(hparams.num_branches)
+  process = build_process(model_fn, task.batch_fn, element_spec, hparams.client_learning_rate,
+                          hparams.server_learning_rate, hparams.server_adam_epsilon, hparams.num_branches,
+                          task.num_modes, config)
+  objective = evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing, config.eval_scaling)
+  evaluate = evaluation.routed_evaluation(
+      process, evaluator, objective, lambda state: (state['clustering']['centers'], state['clustering']['scales']),
+      [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
+  return method.Algorithm(process, evaluate, shift_free=False)

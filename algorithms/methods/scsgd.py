@@ -12,18 +12,32 @@ Server state: the round number. One value is broadcast (the branch of the round)
 and summed metrics, including `train_routing_accuracy` (clients trained on their mode's branch).
 """
 
+import dataclasses
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import certainty
 from algorithms.core import client_training
+from algorithms.core import evaluation
 from algorithms.core import learning_process
+from algorithms.core import method
 from algorithms.core import objectives
 from algorithms.core import routing
 from tasks import task as task_lib
 
+NAME = 'scsgd'
 HALVES = ('period', 'mode_centered')
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  halves: str = method.setting('period', 'SCSGD: period (branch 1 in [0, T/2), the paper\'s wording) or '
+                               'mode_centered (branch 1 in the T/2 rounds around the day peak).')
+
+  def validate(self) -> None:
+    method.check_settings(self, NAME, {'halves': HALVES})
 
 
 def branch_of_round(round_num: tf.Tensor, period: int, num_branches: int, halves: str) -> tf.Tensor:
@@ -84,3 +98,14 @@ def build_process(model_fn, batch_fn, element_spec, client_learning_rate, server
   client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
                                   element_spec, num_branches, num_modes, period, halves)
   return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)
+
+
+def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+  config.validate()
+  process = build_process(lambda: task.model_fn(hparams.num_branches), task.batch_fn, element_spec,
+                          hparams.client_learning_rate, hparams.server_learning_rate, hparams.server_adam_epsilon,
+                          hparams.num_branches, task.num_modes, hparams.period, config.halves)
+  return method.Algorithm(process, certainty.routed_evaluation(process, evaluator, task.num_modes,
+                                                               hparams.num_branches, hparams.eval_routing),
+                          shift_free=False)
