@@ -1,7 +1,5 @@
 """FedGMM against numpy/scipy written from seed 004: log-densities, the E and M steps, and the server aggregation."""
 
-import collections
-
 import numpy as np
 from scipy import stats
 import tensorflow as tf
