@@ -34,6 +34,12 @@ _FIGURE_SIZE = (7.0, 4.2)
 _MAX_BARS = 8
 
 
+def _save(figure, path: str) -> None:
+  figure.tight_layout()
+  figure.savefig(path, dpi=110)
+  plt.close(figure)
+
+
 def natural_key(name: str) -> list:
   """Sorts names with numbers by their numbers: rot6.2 before rot12.4 before rot105.5."""
   return [(0, float(part), '') if index % 2 else (1, 0.0, part)
@@ -107,9 +113,7 @@ def curves(methods: dict[str, list[run_results.RunResult]], metric: str, title: 
     bottom.grid(alpha=0.3)
   else:
     top.set_xlabel('round')
-  figure.tight_layout()
-  figure.savefig(path, dpi=110)
-  plt.close(figure)
+  _save(figure, path)
   return True
 
 
@@ -150,9 +154,7 @@ def learned_shift(methods: dict[str, list[run_results.RunResult]], title: str, p
   axes.set_title(title, fontsize=10)
   axes.grid(alpha=0.3)
   axes.legend(fontsize=8)
-  figure.tight_layout()
-  figure.savefig(path, dpi=110)
-  plt.close(figure)
+  _save(figure, path)
   return True
 
 
@@ -183,9 +185,7 @@ def domain_bars(methods: dict[str, list[run_results.RunResult]], title: str, pat
   axes.set_title(title, fontsize=10)
   axes.legend(fontsize=8)
   axes.grid(alpha=0.3, axis='y')
-  figure.tight_layout()
-  figure.savefig(path, dpi=110)
-  plt.close(figure)
+  _save(figure, path)
   return True
 
 
@@ -213,7 +213,5 @@ def swept(runs: list[run_results.RunResult], keys: list[str], flag: str, metric:
   axes.set_ylabel(f'{metric} (last evaluation)')
   axes.grid(alpha=0.3)
   axes.legend(fontsize=8)
-  figure.tight_layout()
-  figure.savefig(path, dpi=110)
-  plt.close(figure)
+  _save(figure, path)
   return True
