@@ -53,9 +53,8 @@ def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, 
   return Algorithm(process, evaluate, shift_free)
 
 
-def _process_args(task, element_spec, hparams, num_branches=None):
-  num_branches = num_branches or hparams.num_branches
-  model_fn = lambda: task.model_fn(num_branches)
+def _process_args(task, element_spec, hparams):
+  model_fn = lambda: task.model_fn(hparams.num_branches)
   return (model_fn, task.batch_fn, element_spec, hparams.client_learning_rate, hparams.server_learning_rate,
           hparams.server_adam_epsilon)
 
