@@ -159,7 +159,8 @@ def _shared_hyperparameters(values: dict) -> dict:
       client_learning_rate=values['client_learning_rate'], server_learning_rate=values['server_learning_rate'],
       server_adam_epsilon=values['server_adam_epsilon'],
       num_branches=algorithms.num_branches(_ALGORITHM.value, _NUM_BRANCHES.value), period=values['period'],
-      clients_per_round=values['clients_per_round'], smoothing_weight=_LABEL_SMOOTH_W.value,
+      clients_per_round=values['clients_per_round'], window_rounds=_WINDOW_ROUNDS.value,
+      smoothing_weight=_LABEL_SMOOTH_W.value,
       smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value, seed=_SEED.value)
 
 
@@ -237,14 +238,15 @@ def _run_config(values: dict) -> dict:
 
 
 def _shift_summary(scenario, domain_names, rows: list[dict]) -> dict:
-  """Per window, drop / rounds to 95% recovery / max of the test accuracy (seed 003) for windowed scenarios, and
-  the forgetting of each recurring concept for concept-drift scenarios (`experiment.shift_metrics`)."""
+  """Per window, drop / rounds to 95% recovery / max of the test accuracy on the window's data
+  (`test_mixture_accuracy`, seed 003) for windowed scenarios, and the forgetting of each recurring concept for
+  concept-drift scenarios (`experiment.shift_metrics`)."""
   summary = {}
   starts = scenario.window_starts()
   if starts is not None:
-    evaluated = [row for row in rows if 'test_accuracy' in row]
+    evaluated = [row for row in rows if 'test_mixture_accuracy' in row]
     summary['window_metrics'] = [dataclasses.asdict(window) for window in shift_metrics.window_metrics(
-        [int(row['round']) for row in evaluated], [row['test_accuracy'] for row in evaluated], starts)]
+        [int(row['round']) for row in evaluated], [row['test_mixture_accuracy'] for row in evaluated], starts)]
   concepts = scenario.concept_domains()
   if concepts is not None:
     columns = [[f'test_{domain_names[d]}_accuracy' for d in domains] for domains in concepts]

@@ -34,6 +34,7 @@ from algorithms.methods import local
 from algorithms.methods import min_loss
 from algorithms.methods import pfedem
 from algorithms.methods import scsgd
+from algorithms.methods import shiftex
 from algorithms.methods import tshot_kmeans
 from algorithms.methods import vanilla
 from tasks import task as task_lib
@@ -102,11 +103,13 @@ METHOD_CONFIGS = {
     fedevolve.NAME: (fedevolve.Config, fedevolve.build_algorithm),
     fedevp.NAME: (fedevp.Config, fedevp.build_algorithm),
     fedrep.NAME: (fedrep.Config, fedrep.build_algorithm),
+    shiftex.NAME: (shiftex.Config, shiftex.build_algorithm),
 }
 ALGORITHMS = tuple(_BUILDERS) + tuple(METHOD_CONFIGS)
 _SHIFT_FREE = frozenset({'nds', 'nds_single'})
 _SINGLE_BRANCH = frozenset({'vanilla_single', 'nds_single'})
-_ROUTING_METHODS = frozenset({'scsgd', 'tshot_kmeans', 'min_loss', 'fedem', 'fedtem', 'fedtkm', pfedem.NAME, cfl.NAME})
+_ROUTING_METHODS = frozenset({'scsgd', 'tshot_kmeans', 'min_loss', 'fedem', 'fedtem', 'fedtkm', pfedem.NAME, cfl.NAME,
+                              shiftex.NAME})
 _TASKS_WITHOUT_RAW_SPACE = frozenset({'stackoverflow'})
 
 

@@ -59,17 +59,19 @@ def build_multi_branch_model(extractor: tf.keras.Model, num_branches: int, branc
 
 
 def build_multi_network_model(network_fn: Callable[[], tf.keras.Model], num_networks: int,
-                              name: str = 'multi_network') -> tf.keras.Model:
+                              name: str = 'multi_network', stack_features: bool = False) -> tf.keras.Model:
   """K complete single-branch networks side by side, in the multi-branch model's output format.
 
   Args:
     network_fn: Builds one single-branch network (a `build_multi_branch_model` with one branch).
     num_networks: K >= 1.
     name: The Keras model name.
+    stack_features: Output every network's features [B, K, D] rather than network 1's.
 
   Returns:
-    A Keras model with outputs {'features': network 1's features [B, D], 'logits': [B, K, ...]}, network k's logits
-    at index k - 1; the networks share nothing (layers `network_1` ... `network_K`).
+    A Keras model with outputs {'features': network 1's features [B, D] (every network's [B, K, D] with
+    `stack_features`), 'logits': [B, K, ...]}, network k's logits and features at index k - 1; the networks share
+    nothing (layers `network_1` ... `network_K`).
   """
   networks = [network_fn() for _ in range(num_networks)]
   for k, network in enumerate(networks):
@@ -78,7 +80,11 @@ def build_multi_network_model(network_fn: Callable[[], tf.keras.Model], num_netw
   outputs = [network(inputs) for network in networks]
   logits = tf.keras.layers.Lambda(lambda ls: tf.stack(ls, axis=1), name='stack_networks')(
       [output[LOGITS][:, 0] for output in outputs])
-  return tf.keras.Model(inputs=inputs, outputs={FEATURES: outputs[0][FEATURES], LOGITS: logits}, name=name)
+  features = outputs[0][FEATURES]
+  if stack_features:
+    features = tf.keras.layers.Lambda(lambda fs: tf.stack(fs, axis=1), name='stack_features')(
+        [output[FEATURES] for output in outputs])
+  return tf.keras.Model(inputs=inputs, outputs={FEATURES: features, LOGITS: logits}, name=name)
 
 
 def tensor_owners(model: tf.keras.Model, layer_prefix: str, count: int) -> list[int]:

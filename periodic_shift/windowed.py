@@ -27,7 +27,9 @@ class WindowedScenario(scenario.Scenario):
   growing (t - start + 1) / (overlap + 1), split binomially into disjoint parts of its data (overlapping windows).
 
   Domains: (base b, regime r), index b R + r, named `<base>_w<r>` (+ the corruption); test sets are the bases' test
-  data corrupted by the regime (no label skew). `window` and `new_regime_share` (the share of the round's examples
+  data corrupted by the regime (no label skew). `test_weights` weighs them by the current window's population
+  (each client's examples in its regime), so `test_mixture_accuracy` is the accuracy on the data the parties hold
+  now, the seed's measure (digest section 3.2: each party's current-window test data, sample-weighted). `window` and `new_regime_share` (the share of the round's examples
   in the newest regime) go to metrics.csv, whose window boundaries `experiment.shift_metrics` cuts at.
   `shift_free` (No-Dist-Shift): every client stays in regime 0.
   """
@@ -72,6 +74,15 @@ class WindowedScenario(scenario.Scenario):
 
   def window(self, round_num: int) -> int:
     return min((round_num - 1) // self._config.window_rounds, self._num_regimes - 1)
+
+  def test_weights(self, round_num: int) -> np.ndarray:
+    """Weights [num_domains]: the share of the population's examples in each (base, regime) in the round's window
+    (a sliding window's movers counted in their new regime)."""
+    weights = np.zeros(self.num_domains)
+    regimes = self.assignments[self.window(round_num)]
+    for index, (base, client_id) in enumerate(self._clients):
+      weights[base * self._num_regimes + regimes[index]] += self._sizes[base][client_id]
+    return weights / weights.sum()
 
   def label_weights(self, regime: int) -> Optional[tuple[float, ...]]:
     """The regime's label weights w (None: no skew)."""

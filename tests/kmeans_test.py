@@ -54,6 +54,19 @@ class ClusterTest(tf.test.TestCase):
       self.assertEqual(metrics.adjusted_rand_score(truth, result.labels.numpy()[:len(points)]), 1.0)
       self.assertAllEqual(result.labels.numpy()[len(points):], [-1] * 5)
 
+  def test_one_blob_stays_one_cluster_under_an_index_bound(self):
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+      points = rng.normal(size=(20, 4)).astype(np.float32)
+      unbounded = kmeans.cluster(tf.constant(points), tf.ones([20], tf.bool), 4)
+      bounded = kmeans.cluster(tf.constant(points), tf.ones([20], tf.bool), 4, max_index=1.0)
+      self.assertGreaterEqual(int(unbounded.num_clusters), 2)
+      self.assertEqual(int(bounded.num_clusters), 1)
+      self.assertAllEqual(bounded.labels, np.zeros(20))
+    points, truth = _blobs(rng, [[0, 0, 0, 0], [6, 0, 0, 0]], 10)
+    bounded = kmeans.cluster(tf.constant(points), tf.ones([20], tf.bool), 4, max_index=1.0)
+    self.assertEqual(metrics.adjusted_rand_score(truth, bounded.labels.numpy()), 1.0)
+
   def test_one_cluster_below_three_points(self):
     points = tf.constant([[0.0, 0.0], [5.0, 5.0], [9.0, 9.0]])
     result = kmeans.cluster(points, tf.constant([True, True, False]), 4)

@@ -20,7 +20,7 @@ from tests import in_process_run
 
 _ALGORITHMS = ('vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',
                'fedtem', 'fedtkm', 'pfedem', 'cfl', 'fedgmm', 'fedprox', 'fedavg_plus', 'local', 'fedevolve',
-               'fedevp', 'fedrep')
+               'fedevp', 'fedrep', 'shiftex')
 _SEEDS = (0, 1)
 _SCENARIO_FLAGS = {
     # Two rounds of one period: q(1) = 0 (every sampled client a night client), q(2) = 1.
@@ -141,7 +141,7 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
       # Evaluated at round 2 only: window 2 (round 2) has its max there and no pre-shift evaluation in window 1.
       windows = summary['window_metrics']
       self.assertEqual([w['window'] for w in windows], [2] if not shift_free else [1])
-      self.assertEqual(windows[0]['max_accuracy'], float(rows[1]['test_accuracy']))
+      self.assertEqual(windows[0]['max_accuracy'], float(rows[1]['test_mixture_accuracy']))
     elif scenario == 'dirichlet_mixture':
       # Two components (the day base and its transformed copy); accuracy on the clients' own and unseen data.
       self.assertAlmostEqual(float(rows[1]['domain_share_0']) + float(rows[1]['domain_share_1']), 1.0)

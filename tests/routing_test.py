@@ -2,6 +2,7 @@
 adjusted Rand index."""
 
 import numpy as np
+from scipy import optimize
 from sklearn import metrics
 import tensorflow as tf
 
@@ -34,6 +35,14 @@ class RoutingTest(tf.test.TestCase):
     three = np.array([[1.0, 2.0, 7.0], [6.0, 3.0, 1.0]], np.float32)
     self.assertAllClose(routing.routing_accuracy(three, best_matching=True), 13 / 20)
     self.assertAllClose(routing.routing_accuracy(three, best_matching=False), 4 / 20)
+
+  def test_best_matching_matches_the_assignment_problem(self):
+    rng = np.random.default_rng(7)
+    for modes, branches in ((2, 2), (3, 5), (5, 3), (8, 5), (40, 4)):
+      confusion = rng.integers(0, 20, size=(modes, branches)).astype(np.float32)
+      rows, columns = optimize.linear_sum_assignment(confusion, maximize=True)
+      self.assertAllClose(routing.routing_accuracy(tf.constant(confusion), best_matching=True),
+                          confusion[rows, columns].sum() / confusion.sum())
 
   def test_adjusted_rand_index_matches_scikit_learn(self):
     rng = np.random.default_rng(0)

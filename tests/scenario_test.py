@@ -324,6 +324,19 @@ class WindowedScenarioTest(absltest.TestCase):
     moved = windowed.assignments[1] == 1
     self.assertAlmostEqual(metrics['new_regime_share'], np.dot(sizes, moved) / sum(sizes))  # All take part.
 
+  def test_test_weights_are_the_windows_population_shares(self):
+    windowed = self._build()
+    sizes = np.array([30] * 41 + [20] * 60, float)
+    bases = np.array([0] * 41 + [1] * 60)
+    for round_num in (1, 10, 11, 27, 50):
+      window = (round_num - 1) // 10
+      weights = windowed.test_weights(round_num).reshape(2, 5)  # [base, regime]
+      for base in (0, 1):
+        for regime in range(5):
+          held = (bases == base) & (windowed.assignments[window] == regime)
+          self.assertAlmostEqual(weights[base, regime], sizes[held].sum() / sizes.sum())
+      self.assertEqual(weights[:, window + 1:].sum(), 0.0)  # Regimes still to come weigh nothing.
+
   def test_sliding_windows_blend_regimes_over_the_overlap(self):
     windowed = self._build(windowing='sliding', window_overlap=4)
     mover = int(np.flatnonzero(windowed.assignments[1] == 1)[0])

@@ -73,7 +73,7 @@ def label_histogram(labels: tf.Tensor, num_classes: int) -> tf.Tensor:
   """The normalized label histogram y_hat [num_classes] of integer labels [n] (digest section 2.1)."""
   counts = tf.math.bincount(tf.cast(labels, tf.int32), minlength=num_classes, maxlength=num_classes,
                             dtype=tf.float32)
-  return tf.math.divide_no_nan(counts, tf.reduce_sum(counts))
+  return tf.ensure_shape(tf.math.divide_no_nan(counts, tf.reduce_sum(counts)), [num_classes])
 
 
 def jensen_shannon(p: tf.Tensor, q: tf.Tensor) -> tf.Tensor:
@@ -94,8 +94,8 @@ def split_weights(weights: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Te
   valid = tf.cast(weights, tf.float32) > 0
   # Rank among the valid rows: valid rows first in the random order.
   valid_rank = tf.gather(tf.cumsum(tf.cast(tf.gather(valid, order), tf.int32)) - 1, rank)
-  first = valid & (valid_rank % 2 == 0)
-  second = valid & (valid_rank % 2 == 1)
+  first = valid & tf.equal(valid_rank % 2, 0)  # tf.equal: `==` on tensors is not elementwise in TFF's graphs.
+  second = valid & tf.equal(valid_rank % 2, 1)
   weights = tf.cast(weights, tf.float32)
   return tf.where(first, weights, 0.0), tf.where(second, weights, 0.0)
 

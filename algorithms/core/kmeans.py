@@ -9,7 +9,9 @@ Choices:
   server's choices stay a function of the reports, so a resumed run repeats them), then `iterations` Lloyd steps; a
   centroid left without members keeps its place.
 - k: the k in [2, min(max_k, n - 1)] with the lowest Davies-Bouldin index, for n valid points (digest section 5,
-  item 6); k = 1 when n < 3, where the index is undefined.
+  item 6); k = 1 when n < 3, where the index is undefined, or when no k reaches an index below `max_index`: the
+  index cannot say "one cluster", and a split of one blob scores about 1 or more (its halves' scatter is as large
+  as the distance between their centroids), while separated groups score well below 1.
 - Davies-Bouldin index (Davies and Bouldin, 1979; scikit-learn's `davies_bouldin_score`): with s_i the mean
   Euclidean distance of cluster i's points to its centroid and d_ij the distance between centroids,
   DB = mean_i max_{j != i} (s_i + s_j) / d_ij, where coinciding centroids (d_ij = 0) contribute 0.
@@ -76,12 +78,13 @@ def davies_bouldin(points: tf.Tensor, labels: tf.Tensor, k: int) -> tf.Tensor:
                                                                                                 points.dtype)))
 
 
-def cluster(points: tf.Tensor, mask: tf.Tensor, max_k: int, iterations: int = 20) -> Clustering:
+def cluster(points: tf.Tensor, mask: tf.Tensor, max_k: int, iterations: int = 20,
+            max_index: float = np.inf) -> Clustering:
   """k-means of the valid `points` with k in [2, min(max_k, n - 1)] by the lowest Davies-Bouldin index (k = 1 when
-  fewer than 3 points are valid)."""
+  fewer than 3 points are valid or no k has an index below `max_index`)."""
   n = tf.reduce_sum(tf.cast(mask, tf.int32))
   labels, centroids = lloyd(points, mask, 1, iterations)
-  best = (tf.constant(np.inf, points.dtype), labels, tf.pad(centroids, [[0, max_k - 1], [0, 0]]), tf.constant(1))
+  best = (tf.constant(max_index, points.dtype), labels, tf.pad(centroids, [[0, max_k - 1], [0, 0]]), tf.constant(1))
   for k in range(2, max_k + 1):
     labels, centroids = lloyd(points, mask, k, iterations)
     index = davies_bouldin(points, labels, k)

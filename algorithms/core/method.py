@@ -38,6 +38,7 @@ class Hyperparameters:
   server_adam_epsilon: float
   num_branches: int = 2
   period: int = 32
+  window_rounds: int = 32
   clients_per_round: int = 10
   smoothing_weight: float = 0.1
   smoothing_epsilon: float = 0.5

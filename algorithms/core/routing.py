@@ -9,7 +9,6 @@
 """
 
 import collections
-import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -89,16 +88,29 @@ def routing_accuracy(confusion: tf.Tensor, best_matching: bool) -> tf.Tensor:
   than branches some modes get no branch).
   """
   total = tf.maximum(tf.reduce_sum(confusion), 1.0)
-  num_modes, num_branches = int(confusion.shape[0]), int(confusion.shape[1])
+  num_modes = int(confusion.shape[0])
   if not best_matching:
     return tf.linalg.trace(confusion[:, :num_modes]) / total
-  if num_modes <= num_branches:
-    matchings = np.stack([np.eye(num_branches, dtype=np.float32)[list(p)]
-                          for p in itertools.permutations(range(num_branches), num_modes)])  # [P, modes, branches]
-  else:
-    matchings = np.stack([np.eye(num_modes, dtype=np.float32)[list(p)].T
-                          for p in itertools.permutations(range(num_modes), num_branches)])
-  return tf.reduce_max(tf.reduce_sum(confusion[tf.newaxis] * matchings, axis=[1, 2])) / total
+  return _max_matching_weight(tf.cast(confusion, tf.float32)) / total
+
+
+def _max_matching_weight(weights: tf.Tensor) -> tf.Tensor:
+  """The largest total weight of a one-to-one matching of the rows and columns of weights [n, m] >= 0 (each row
+  and column used at most once), by dynamic programming over the subsets of the smaller side: best[S] is the best
+  weight of the rows seen so far matched to exactly the columns S. O(n m 2^min(n, m)), where enumerating the
+  matchings costs n! / (n - m)! (8 modes of a windowed run on 5 experts: 6,720; 40 modes: 2.2 million)."""
+  if weights.shape[0] < weights.shape[1]:
+    weights = tf.transpose(weights)
+  rows, columns = int(weights.shape[0]), int(weights.shape[1])
+  subsets = np.arange(2**columns)
+  best = tf.constant(np.where(subsets == 0, 0.0, -np.inf), tf.float32)
+  for i in range(rows):
+    options = [best]
+    for j in range(columns):
+      uses_j = (subsets >> j) & 1 == 1
+      options.append(tf.where(uses_j, tf.gather(best, subsets ^ (1 << j)) + weights[i, j], -np.inf))
+    best = tf.reduce_max(tf.stack(options), axis=0)
+  return tf.reduce_max(best)
 
 
 def _pairs(counts: tf.Tensor) -> tf.Tensor:

@@ -1,0 +1,572 @@
+"""ShiftEx (seed 003, Bhope et al. 2025): shift-aware mixture of experts for windows of covariate and label shift.
+
+Seed `003_09263288c1c036a1`; formulas and open decisions in `../shared/notes/seed_003_digest.md`. Parties stream
+data in windows of `window_rounds` rounds. A pool of experts (full networks) serves them; each party is assigned one
+expert. Per party and window (Algorithm 1), the party embeds its data with an encoder (the penultimate layer, the
+task network's features), keeps a sample of the embeddings and its label histogram, and compares them with the
+previous window's:
+
+  covariate shift  <=>  MMD^2(P_t^c(X), P_{t-1}^c(X)) > delta_cov      (Eq. 1, `algorithms.core.drift_statistics`)
+  label shift      <=>  JSD(y_t^c, y_{t-1}^c) > delta_label
+
+The thresholds are the (1 - alpha) quantiles of null statistics collected in the bootstrap window W0 (each party
+splits its window's sample in two halves and reports their MMD^2 and JSD; digest section 2.2, reconstructed). At
+the server (Algorithm 2), the profiles (mean embeddings) of the shifted parties are clustered by k-means with k by
+the Davies-Bouldin index (`algorithms.core.kmeans`); a cluster of at least gamma parties reuses the expert whose
+latent memory M^(k) is within epsilon,
+
+  MMD(c_j, M^(k)) = sqrt(2 - 2 exp(-gamma_k ||c_j - M^(k)||^2)) <= epsilon    (Eq. 1 between the two profiles),
+
+and moves that memory by an exponential moving average, M^(k) <- (1 - rho) M^(k) + rho c_j; otherwise it spawns a
+new expert, Clone(theta_0), with memory c_j. At the end of every window, experts whose flattened parameters have
+cosine similarity above tau are consolidated into their average weighted by the examples each has trained on.
+Each expert is trained by federated averaging (the suite's FedAdam) on the parties assigned to it.
+
+How the suite realizes it (documented choices; the seed gives no values, digest section 5):
+- Experts are the networks of a `build_multi_network_model`: K = `--num_branches` slots, of which the last holds
+  theta_0, the bootstrap expert frozen at the end of W0 (copied by the server step, `algorithms.core.network_pool`,
+  with zero FedAdam moments so it never moves), and the others hold the pool (at most K - 1 experts). A spawn copies
+  the frozen slot; a merge averages two slots. Parties carry an expert id (client state); the server maps ids to
+  slots, so a party of a merged expert follows it.
+- Partial participation: the scenario samples each round's parties, so a party detects at its first round in a new
+  window (comparing with the statistics it kept from its last round in an earlier window). The shifted parties
+  of the first `detection_rounds` rounds of a window are clustered together at the end of that period (their
+  profiles are collected by the server, which Algorithm 2 receives); until then they sit out of training. A party
+  that detects later, or has not been back since, takes the expert of the nearest cluster centroid at its next
+  round. Parties of clusters smaller than gamma (|G_j| < gamma) keep their expert and fine-tune locally: they train
+  without sending their update for the rest of the window (Algorithm 2 line 31).
+- Encoder (`--shiftex_encoder`): `bootstrap` (default) embeds with the frozen theta_0, so thresholds, profiles and
+  memories live in one space and the MMD reflects the data, not the model's training (digest section 5 item 3);
+  `assigned` embeds with the party's own expert (the seed's words), whose training between two windows adds to
+  the MMD. In W0 both use expert 1.
+- MMD: the V-statistic (`--shiftex_unbiased_mmd` for the U-statistic) of half of each window's sample of
+  `--shiftex_samples` embeddings, the same sizes as the null's halves, with gamma_k by the median heuristic of the
+  pooled halves. Profiles are mean embeddings ("a single d-dimensional feature vector" per party, seed Sec. 5.4),
+  so the matching MMD is that of two point masses, with gamma_k the mean of W0's median heuristics.
+- Consolidation is checked in the last round of each window after W0, greedily over disjoint pairs.
+- Not in this module yet: FLIPS label-balanced cohort selection (the scenario chooses the round's parties), the
+  facility-location objective (Eq. 2) of the assignments.
+
+Evaluation: a test batch goes to the active expert whose latent memory is nearest to the batch's mean embedding
+(how a new party would be matched); metrics: `num_experts`, `shifted_parties`, `spawned`, `reused`, `merged`,
+`delta_cov`, `delta_label` (0 before calibration), `train_routing_accuracy` / `train_routing_ari` of the parties'
+experts against their true domains.
+"""
+
+import collections
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms.core import client_state
+from algorithms.core import client_training
+from algorithms.core import drift_statistics
+from algorithms.core import evaluation
+from algorithms.core import kmeans
+from algorithms.core import learning_process
+from algorithms.core import method
+from algorithms.core import network_pool
+from algorithms.core import objectives
+from algorithms.core import per_tensor_mean
+from algorithms.core import routing
+from models import multi_branch
+from tasks import task as task_lib
+
+NAME = 'shiftex'
+ENCODERS = ('bootstrap', 'assigned')
+EVALUATIONS = ('assigned', 'memory')
+ASSIGNMENT_DECAY = 0.9  # Per round, of the domain x expert counts of the `assigned` evaluation.
+MAX_EXPERT_IDS = 256
+NULL_BUFFER = 512
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  encoder: str = method.setting('bootstrap', 'ShiftEx: embeddings for detection and matching from the frozen '
+                                'bootstrap expert (bootstrap) or the party\'s own expert (assigned).')
+  samples: int = method.setting(32, 'ShiftEx: embeddings a party keeps per window (half enter each MMD).')
+  alpha: float = method.setting(0.05, 'ShiftEx: false-positive level of delta_cov and delta_label (W0 nulls).')
+  unbiased_mmd: bool = method.setting(False, 'ShiftEx: U-statistic MMD^2 (default: V-statistic).')
+  detection_rounds: int = method.setting(8, 'ShiftEx: rounds at a window\'s start whose shifted parties are '
+                                         'clustered together.')
+  max_clusters: int = method.setting(4, 'ShiftEx: largest k of the k-means of shifted parties.')
+  split_index: float = method.setting(1.0, 'ShiftEx: shifted parties form one cluster unless some k >= 2 has a '
+                                      'Davies-Bouldin index below this.')
+  epsilon: float = method.setting(0.5, 'ShiftEx: a cluster reuses an expert whose memory is within this MMD.')
+  memory_rate: float = method.setting(0.5, 'ShiftEx: rate rho of the latent memories\' moving average.')
+  min_cluster_size: int = method.setting(2, 'ShiftEx: gamma, the smallest cluster trained by FL.')
+  merge_similarity: float = method.setting(0.999, 'ShiftEx: tau, experts more cosine-similar are merged.')
+  evaluation: str = method.setting('assigned', 'ShiftEx: a domain\'s test data are scored by the experts its '
+                                   'parties are assigned to (assigned) or by the expert with the nearest memory '
+                                   '(memory).')
+  window_rounds: int = 32
+  num_branches: int = 4
+  clients_per_round: int = 10
+
+  def validate(self) -> None:
+    method.check_settings(self, NAME, choices={'encoder': ENCODERS, 'evaluation': EVALUATIONS},
+                          at_least_one=('detection_rounds', 'max_clusters', 'min_cluster_size'),
+                          positive=('epsilon', 'memory_rate', 'split_index'))
+    if self.samples < 4:
+      raise ValueError(f'--shiftex_samples must be >= 4; got {self.samples}.')
+    if not 0 < self.alpha < 1 or not 0 < self.merge_similarity <= 1 or self.memory_rate > 1:
+      raise ValueError(f'--shiftex_alpha must be in (0, 1), --shiftex_merge_similarity in (0, 1] and '
+                       f'--shiftex_memory_rate in (0, 1]; got {self.alpha:g}, {self.merge_similarity:g}, '
+                       f'{self.memory_rate:g}.')
+    if self.num_branches < 2:
+      raise ValueError(f'shiftex needs --num_branches >= 2 (the frozen bootstrap expert and at least one expert); '
+                       f'got {self.num_branches}.')
+
+  @property
+  def bootstrap_slot(self) -> int:
+    return self.num_branches - 1
+
+  @property
+  def pending_capacity(self) -> int:
+    return self.clients_per_round * self.detection_rounds
+
+
+def initial_client_state(input_shape: tuple, feature_dim: int, num_classes: int, config: Config) -> dict:
+  """A party before its first round: expert id 0, no reference window (-1). The reference is a sample of the
+  previous window's inputs (Algorithm 1 reads D_{t-1}), embedded anew with the current encoder when compared."""
+  return {'expert_id': np.float32(0), 'pending': np.float32(0), 'local_window': np.float32(-1),
+          'checked_window': np.float32(-1), 'ref_window': np.float32(-1),
+          'profile': np.zeros([feature_dim], np.float32),
+          'ref_inputs': np.zeros((config.samples,) + tuple(input_shape), np.float32),
+          'ref_weights': np.zeros([config.samples], np.float32),
+          'ref_hist': np.zeros([num_classes], np.float32), 'ref_domain': np.float32(-1)}
+
+
+def initial_server_state(feature_dim: int, num_modes: int, config: Config) -> collections.OrderedDict:
+  k = config.num_branches
+  return collections.OrderedDict(
+      domain_slots=np.zeros([num_modes, k], np.float32),
+      round_num=np.int32(0), active=np.eye(k, dtype=np.float32)[0], memory=np.zeros([k, feature_dim], np.float32),
+      memory_count=np.float32(0), profile_gamma=np.float32(0), examples_seen=np.zeros([k], np.float32),
+      id_slot=np.array([0] + [-1] * (MAX_EXPERT_IDS - 1), np.int32),
+      slot_id=np.array([0] + [-1] * (k - 1), np.int32), next_id=np.int32(1),
+      null_mmd=np.zeros([NULL_BUFFER], np.float32), null_jsd=np.zeros([NULL_BUFFER], np.float32),
+      null_count=np.int32(0),
+      pending_profiles=np.zeros([config.pending_capacity, feature_dim], np.float32), pending_count=np.int32(0),
+      centroids=np.zeros([config.max_clusters, feature_dim], np.float32),
+      centroid_id=np.full([config.max_clusters], -1, np.int32), num_centroids=np.int32(0),
+      assigned_window=np.int32(-1), mixing=np.eye(k, dtype=np.float32),
+      spawned=np.float32(0), reused=np.float32(0), match_mmd=np.float32(0))
+
+
+def window_of(round_num, window_rounds: int):
+  """W index of a round (rounds count from 1)."""
+  return (round_num - 1) // window_rounds
+
+
+def thresholds(state: dict, alpha: float) -> tuple[tf.Tensor, tf.Tensor]:
+  """(delta_cov, delta_label): the (1 - alpha) quantiles of W0's null statistics (+inf before any)."""
+  return (drift_statistics.null_threshold(state['null_mmd'], state['null_count'], alpha),
+          drift_statistics.null_threshold(state['null_jsd'], state['null_count'], alpha))
+
+
+def point_mmd(a: tf.Tensor, b: tf.Tensor, gamma_k) -> tf.Tensor:
+  """MMD (Eq. 1) between point masses at a [..., D] and b [..., D]: sqrt(2 - 2 k(a, b))."""
+  return tf.sqrt(tf.maximum(2.0 - 2.0 * tf.exp(-gamma_k * tf.reduce_sum(tf.square(a - b), -1)), 0.0))
+
+
+def nearest_active(profile: tf.Tensor, memory: tf.Tensor, active: tf.Tensor) -> tf.Tensor:
+  """The active slot whose memory is nearest (Euclidean, the order of the point-mass MMD) to profile [D] or to
+  each of profiles [B, K, D] per slot."""
+  distance = tf.reduce_sum(tf.square(profile - memory), -1)
+  return tf.argmin(tf.where(active > 0, distance, np.inf), -1, output_type=tf.int32)
+
+
+def _sample(rows: tf.Tensor, size: int, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+  """Up to `size` rows of rows [N, ...] at random, zero-padded: (sample [size, ...], weights [size], 1 for real
+  rows); the same `seed` picks the same rows."""
+  order = tf.argsort(tf.random.stateless_uniform(tf.shape(rows)[:1], seed))[:size]
+  taken = tf.gather(rows, order)
+  padding = size - tf.shape(taken)[0]
+  return (tf.ensure_shape(tf.pad(taken, [[0, padding]] + [[0, 0]] * (rows.shape.rank - 1)), [size] + rows.shape[1:]),
+          tf.ensure_shape(tf.pad(tf.ones(tf.shape(order), tf.float32), [[0, padding]]), [size]))
+
+
+def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.BatchFn, config: Config,
+                       num_classes: int, num_modes: int):
+  """The party's round as a `tf.function` (weights, broadcast state, dataset, stored state) ->
+  (ClientResult with per-tensor weights, report for the server, metric sums, new client state)."""
+  k_slots = config.num_branches
+  trainable_index, non_trainable_index = network_pool.network_index(model, k_slots)
+
+  def train_slot(slot, weights, batches):
+    def train(k):
+      def run():
+        network = model.get_layer(f'network_{k + 1}')
+        initial = tff.learning.models.ModelWeights(
+            trainable=[weights.trainable[i] for i in trainable_index[k]],
+            non_trainable=[weights.non_trainable[i] for i in non_trainable_index[k]])
+        output = client_training.local_training(
+            network, optimizer, initial, batches,
+            lambda outputs, batch: objectives.classification_result(outputs[multi_branch.LOGITS][:, 0], batch))
+        return output.update, output.num_examples, output.metrics, output.finite
+      return run
+    return tf.switch_case(slot, [train(k) for k in range(config.bootstrap_slot)])
+
+  @tf.function
+  def run(weights, state, dataset, stored):
+    examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
+    round_num, position = state['round_num'], tf.cast(stored[client_state.POSITION], tf.int32)
+    window = window_of(round_num, config.window_rounds)
+    seed = tf.stack([round_num, position])
+
+    # Adoption: a pending party takes the expert of the nearest centroid of this window's assignment.
+    expert_id = tf.cast(stored['expert_id'], tf.int32)
+    pending, local_window = stored['pending'] > 0, tf.cast(stored['local_window'], tf.int32)
+    adopt = pending & tf.equal(state['assigned_window'], window) & (state['num_centroids'] > 0)
+    centroid = tf.argmin(tf.where(tf.range(config.max_clusters) < state['num_centroids'],
+                                  tf.reduce_sum(tf.square(stored['profile'] - state['centroids']), -1), np.inf),
+                         output_type=tf.int32)
+    chosen_id = state['centroid_id'][centroid]
+    expert_id = tf.where(adopt & (chosen_id >= 0), chosen_id, expert_id)
+    local_window = tf.where(adopt & (chosen_id < 0), window, local_window)
+    pending = pending & ~adopt
+    slot = tf.clip_by_value(state['id_slot'][expert_id], 0, config.bootstrap_slot - 1)
+
+    # Algorithm 1: embeddings, their sample and the label histogram.
+    client_training.assign_weights(model, weights)
+    features = model(examples['x'], training=False)[multi_branch.FEATURES]  # [N, K, D]
+    encoder = slot if config.encoder == 'assigned' else tf.where(window >= 1, config.bootstrap_slot, slot)
+    embeddings = tf.gather(features, encoder, axis=1)
+    sample, sample_weights = _sample(embeddings, config.samples, seed)
+    inputs, _ = _sample(tf.cast(examples['x'], tf.float32), config.samples, seed)
+    histogram = drift_statistics.label_histogram(examples['y'], num_classes)
+    profile = tf.reduce_mean(embeddings, 0)
+
+    # Null statistics (W0): two random halves of the window's sample.
+    first, second = drift_statistics.split_weights(sample_weights, seed + 1)
+    null_mmd = drift_statistics.mmd_squared(sample, sample, drift_statistics.median_heuristic_gamma(sample, sample_weights), first, second, config.unbiased_mmd)
+    labels = tf.cast(examples['y'], tf.int32)  # The label null splits all the window's labels, as JSD uses all.
+    halves = drift_statistics.split_weights(tf.ones(tf.shape(labels)), seed + 4)
+    null_jsd = drift_statistics.jensen_shannon(*[tf.ensure_shape(tf.math.divide_no_nan(
+        tf.math.bincount(labels, half, num_classes, num_classes, tf.float32), tf.reduce_sum(half)), [num_classes])
+                                                 for half in halves])
+
+    # Detection: the first round of a window after the one of the party's reference statistics.
+    delta_cov, delta_label = state['delta_cov'], state['delta_label']
+    ref_window = tf.cast(stored['ref_window'], tf.int32)
+    check = ((window >= 1) & (tf.cast(stored['checked_window'], tf.int32) < window) & (ref_window >= 0)
+             & (ref_window < window) & tf.math.is_finite(delta_cov))
+    current_half, _ = drift_statistics.split_weights(sample_weights, seed + 2)
+    reference_half, _ = drift_statistics.split_weights(stored['ref_weights'], seed + 3)
+    reference = tf.gather(model(tf.cast(stored['ref_inputs'], model.inputs[0].dtype), training=False)[
+        multi_branch.FEATURES], encoder, axis=1)  # The previous window's sample through today's encoder.
+    pooled = tf.concat([sample, reference], 0)
+    gamma = drift_statistics.median_heuristic_gamma(pooled, tf.concat([current_half, reference_half], 0))
+    mmd = drift_statistics.mmd_squared(sample, reference, gamma, current_half, reference_half, config.unbiased_mmd)
+    jsd = drift_statistics.jensen_shannon(histogram, stored['ref_hist'])
+    shifted = check & ((mmd > delta_cov) | (jsd > delta_label))
+    domain = routing.client_mode(examples)  # Simulation only: scores the detector, never decides.
+    truly = tf.not_equal(domain, tf.cast(stored['ref_domain'], tf.int32))
+    detection = collections.OrderedDict(
+        true_shifts=tf.cast(check & truly, tf.float32), detected_shifts=tf.cast(shifted & truly, tf.float32),
+        stable_checks=tf.cast(check & ~truly, tf.float32), false_alarms=tf.cast(shifted & ~truly, tf.float32))
+    pending = pending | shifted
+
+    training = train_slot(slot, weights, batches)
+    update, num_examples, metrics, finite = training
+    sends = finite & ~pending & tf.not_equal(local_window, window)
+    size = num_examples * tf.cast(sends, tf.float32)
+    full_update, full_weight = [None] * len(weights.trainable), [None] * len(weights.trainable)
+    for k in range(k_slots):
+      for j, i in enumerate(trainable_index[k]):
+        mine = tf.equal(slot, k)
+        full_update[i] = tf.where(mine, update[j], tf.zeros_like(update[j])) if k < config.bootstrap_slot else (
+            tf.zeros_like(update[j]))
+        full_weight[i] = size * tf.cast(mine, tf.float32)
+    output = client_training.TrainingOutput(update, num_examples, metrics, finite)
+    sums = routing.training_sums(output, domain, slot, num_modes, k_slots, slot_examples=tf.one_hot(
+        slot, k_slots) * size, **detection)
+    report = collections.OrderedDict(
+        valid=tf.cast(finite, tf.float32), shifted=tf.cast(shifted, tf.float32), profile=profile,
+        null_mmd=null_mmd, null_jsd=null_jsd)
+    new_state = collections.OrderedDict(
+        position=stored[client_state.POSITION], expert_id=tf.cast(expert_id, tf.float32),
+        pending=tf.cast(pending, tf.float32), local_window=tf.cast(local_window, tf.float32),
+        checked_window=tf.where(check, tf.cast(window, tf.float32), stored['checked_window']),
+        ref_window=tf.cast(window, tf.float32), profile=tf.where(shifted, profile, stored['profile']),
+        ref_inputs=inputs, ref_weights=sample_weights, ref_hist=histogram, ref_domain=tf.cast(domain, tf.float32))
+    return tff.learning.templates.ClientResult(full_update, full_weight), report, sums, new_state
+
+  return run
+
+
+def _append(buffer: tf.Tensor, count: tf.Tensor, values: tf.Tensor, keep: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+  """Writes the kept rows of `values` after the first `count` rows of `buffer` (a ring: the oldest are replaced
+  once it is full); returns (buffer, new count, capped at the buffer's size)."""
+  capacity = tf.shape(buffer)[0]
+  kept = tf.boolean_mask(values, keep)
+  slots = (count + tf.range(tf.shape(kept)[0])) % capacity
+  buffer = tf.tensor_scatter_nd_update(buffer, slots[:, tf.newaxis], kept)
+  return buffer, tf.minimum(count + tf.shape(kept)[0], capacity)
+
+
+def assign_clusters(state: dict, config: Config) -> dict:
+  """Algorithm 2 lines 12-27 on the collected profiles of shifted parties: k-means (k by Davies-Bouldin), then per
+  cluster reuse (memory within epsilon), spawn (a free slot gets Clone(theta_0)) or local fine-tuning (< gamma)."""
+  mask = tf.range(config.pending_capacity) < state['pending_count']
+  clustering = kmeans.cluster(state['pending_profiles'], mask, config.max_clusters, max_index=config.split_index)
+  gamma_k = state['profile_gamma']
+  active, memory, mixing = state['active'], state['memory'], state['mixing']
+  id_slot, slot_id, next_id = state['id_slot'], state['slot_id'], state['next_id']
+  centroid_id = tf.fill([config.max_clusters], -1)
+  spawned = reused = match_total = tf.constant(0.0)
+  slots = tf.range(config.num_branches)
+  for j in range(config.max_clusters):
+    size = tf.reduce_sum(tf.cast(tf.equal(clustering.labels, j), tf.int32))
+    exists = (j < clustering.num_clusters) & (size > 0)
+    trained = exists & (size >= config.min_cluster_size)
+    c = clustering.centroids[j]
+    distance = tf.where(active > 0, point_mmd(c, memory, gamma_k), np.inf)
+    best = tf.argmin(distance, output_type=tf.int32)
+    free = (active <= 0) & (slots < config.bootstrap_slot)
+    new_slot = tf.argmax(tf.cast(free, tf.int32), output_type=tf.int32)
+    spawn = trained & (distance[best] > config.epsilon) & tf.reduce_any(free) & (next_id < MAX_EXPERT_IDS)
+    reuse = trained & ~spawn
+    moved = (1.0 - config.memory_rate) * memory[best] + config.memory_rate * c
+    memory = tf.where((tf.equal(slots, best) & reuse)[:, tf.newaxis], moved, memory)
+    memory = tf.where((tf.equal(slots, new_slot) & spawn)[:, tf.newaxis], c, memory)
+    active = tf.where(tf.equal(slots, new_slot) & spawn, 1.0, active)
+    clone_row = tf.one_hot(config.bootstrap_slot, config.num_branches)
+    mixing = tf.where((tf.equal(slots, new_slot) & spawn)[:, tf.newaxis], clone_row, mixing)
+    id_slot = tf.where(tf.equal(tf.range(MAX_EXPERT_IDS), next_id) & spawn, new_slot, id_slot)
+    slot_id = tf.where(tf.equal(slots, new_slot) & spawn, next_id, slot_id)
+    chosen = tf.where(spawn, next_id, tf.where(reuse, slot_id[best], -1))
+    centroid_id = tf.where(tf.equal(tf.range(config.max_clusters), j), chosen, centroid_id)
+    next_id += tf.cast(spawn, tf.int32)
+    spawned += tf.cast(spawn, tf.float32)
+    reused += tf.cast(reuse, tf.float32)
+    match_total += tf.where(trained, distance[best], 0.0)
+  return dict(match_mmd=tf.math.divide_no_nan(match_total, spawned + reused),active=active, memory=memory, mixing=mixing, id_slot=id_slot, slot_id=slot_id, next_id=next_id,
+              centroids=clustering.centroids, centroid_id=centroid_id, num_centroids=clustering.num_clusters,
+              spawned=spawned, reused=reused)
+
+
+def server_update(state: dict, reports: dict, sums: dict, config: Config):
+  """The server's round after the parties' reports: W0's nulls and expert 1's memory, the window's collection of
+  shifted profiles and, at the end of the detection period, the assignment (`assign_clusters`)."""
+  state = dict(state)
+  round_num = state['round_num']
+  window = window_of(round_num, config.window_rounds)
+  start = window * config.window_rounds + 1
+  valid = reports['valid'] > 0
+  in_bootstrap = tf.equal(window, 0)
+  null_mmd, count = _append(state['null_mmd'], state['null_count'], reports['null_mmd'], valid & in_bootstrap)
+  null_jsd, _ = _append(state['null_jsd'], state['null_count'], reports['null_jsd'], valid & in_bootstrap)
+  state.update(null_mmd=null_mmd, null_jsd=null_jsd, null_count=count)
+  w0 = tf.cast(valid & in_bootstrap, tf.float32)
+  # W0: expert 1's memory and the matching bandwidth, moving averages of the rounds' profiles (rate rho).
+  reporting = tf.reduce_sum(w0) > 0
+  rate = tf.where(state['memory_count'] > 0, config.memory_rate, 1.0)
+  round_profile = tf.math.divide_no_nan(tf.reduce_sum(w0[:, tf.newaxis] * reports['profile'], 0), tf.reduce_sum(w0))
+  round_gamma = drift_statistics.median_heuristic_gamma(reports['profile'], w0)
+  first_memory = tf.where(reporting, (1.0 - rate) * state['memory'][0] + rate * round_profile, state['memory'][0])
+  state['memory'] = tf.tensor_scatter_nd_update(state['memory'], [[0]], first_memory[tf.newaxis])
+  state['profile_gamma'] = tf.where(reporting, (1.0 - rate) * state['profile_gamma'] + rate * round_gamma,
+                                    state['profile_gamma'])
+  state['memory_count'] += tf.reduce_sum(w0)
+  mixing = tf.eye(config.num_branches)
+  if config.bootstrap_slot > 0:  # The end of W0 freezes expert 1 as theta_0.
+    freeze = tf.equal(round_num, config.window_rounds)
+    mixing = tf.where((tf.equal(tf.range(config.num_branches), config.bootstrap_slot) & freeze)[:, tf.newaxis],
+                      tf.one_hot(0, config.num_branches), mixing)
+  state['mixing'] = mixing
+  collecting = (window >= 1) & (round_num < start + config.detection_rounds)
+  pending_count = tf.where(tf.equal(round_num, start), 0, state['pending_count'])
+  profiles, pending_count = _append(state['pending_profiles'], pending_count, reports['profile'],
+                                    valid & (reports['shifted'] > 0) & collecting)
+  state.update(pending_profiles=profiles, pending_count=pending_count, spawned=tf.constant(0.0),
+               reused=tf.constant(0.0), match_mmd=tf.constant(0.0))
+  assign_round = (window >= 1) & tf.equal(round_num, start + min(config.detection_rounds, config.window_rounds) - 1)
+  assigned = assign_clusters(state, config)
+  for key, value in assigned.items():
+    state[key] = tf.where(assign_round, value, state[key])
+  state['assigned_window'] = tf.where(assign_round, window, state['assigned_window'])
+  state['examples_seen'] += sums['slot_examples']
+  state['domain_slots'] = ASSIGNMENT_DECAY * state['domain_slots'] + sums['routing']
+  return collections.OrderedDict((key, state[key]) for key in initial_server_state(1, 1, config))
+
+
+def merge_experts(weights: tff.learning.models.ModelWeights, state: dict, trainable_index, config: Config):
+  """Algorithm 2 lines 36-40 in the last round of each window after W0: disjoint pairs of active experts whose
+  flattened parameters have cosine similarity above tau, most similar first, become their average weighted by the
+  examples each has trained on; returns (state with the merges' ids, memories and mixing rows, merges)."""
+  k_slots = config.num_branches
+  flat = tf.stack([tf.concat([tf.reshape(weights.trainable[i], [-1]) for i in trainable_index[k]], 0)
+                   for k in range(k_slots)])
+  unit = tf.math.l2_normalize(flat, 1)
+  similarity = tf.matmul(unit, unit, transpose_b=True)
+  round_num = state['round_num']
+  window_end = (window_of(round_num, config.window_rounds) >= 1) & tf.equal(round_num % config.window_rounds, 0)
+  candidates = (state['active'][:, None] > 0) & (state['active'][None] > 0) & (
+      tf.range(k_slots)[:, None] < tf.range(k_slots)[None]) & window_end
+  fresh = network_pool.changed_rows(state['mixing'])  # Spawned this round: their weights are not set yet.
+  candidates = candidates & ~(fresh[:, None] | fresh[None])
+  state = dict(state)
+  mixing, merges = state['mixing'], tf.constant(0.0)
+  for _ in range(k_slots // 2):
+    score = tf.where(candidates, similarity, -np.inf)
+    flat_best = tf.argmax(tf.reshape(score, [-1]), output_type=tf.int32)
+    i, j = flat_best // k_slots, flat_best % k_slots
+    merge = tf.reshape(score, [-1])[flat_best] > config.merge_similarity
+    n_i, n_j = state['examples_seen'][i], state['examples_seen'][j]
+    share = tf.math.divide_no_nan(n_i, n_i + n_j)
+    share = tf.where(n_i + n_j > 0, share, 0.5)
+    row = share * tf.one_hot(i, k_slots) + (1.0 - share) * tf.one_hot(j, k_slots)
+    is_i = tf.equal(tf.range(k_slots), i) & merge
+    is_j = tf.equal(tf.range(k_slots), j) & merge
+    mixing = tf.where(is_i[:, None], row, mixing)
+    state['memory'] = tf.where(is_i[:, None], share * state['memory'][i] + (1 - share) * state['memory'][j],
+                               state['memory'])
+    state['examples_seen'] = tf.where(is_i, n_i + n_j, tf.where(is_j, 0.0, state['examples_seen']))
+    state['active'] = tf.where(is_j, 0.0, state['active'])
+    state['id_slot'] = tf.where(merge & tf.equal(state['id_slot'], j), i, state['id_slot'])
+    state['slot_id'] = tf.where(is_j, -1, state['slot_id'])
+    involved = tf.equal(tf.range(k_slots), i) | tf.equal(tf.range(k_slots), j)
+    candidates = candidates & ~(merge & (involved[:, None] | involved[None]))
+    merges += tf.cast(merge, tf.float32)
+  state['mixing'] = mixing
+  return state, merges
+
+
+def pool_step(config: Config, trainable_index, non_trainable_index):
+  """The server step after the finalizer (`network_pool.with_server_step`): consolidation, then the round's edits
+  of the pool (W0's freeze of theta_0, spawns, merges) applied to the networks."""
+
+  def step(learning_state):
+    state = dict(learning_state.client_work)
+    state, merges = merge_experts(learning_state.global_model_weights, state, trainable_index, config)
+    edited = network_pool.mixed_state(learning_state, trainable_index, non_trainable_index, state['mixing'])
+    state['mixing'] = tf.eye(config.num_branches)
+    client_work = collections.OrderedDict((key, state[key]) for key in learning_state.client_work)
+    return edited._replace(client_work=client_work), collections.OrderedDict(
+        merged=merges, num_experts=tf.reduce_sum(state['active']))
+
+  return step
+
+
+def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, element_spec, input_shape: tuple,
+                      feature_dim: int, num_classes: int, num_modes: int, config: Config) -> tff.learning.templates.ClientWorkProcess:
+  """ShiftEx's client work: detection at the parties, collection and assignment at the server."""
+  weights_type = learning_process.model_weights_type(model_fn)
+  data_type = client_state.client_data_type(element_spec, initial_client_state(input_shape, feature_dim, num_classes,
+                                                                                  config))
+  state_value = initial_server_state(feature_dim, num_modes, config)
+  state_type = tff.types.tensorflow_to_type(tf.nest.map_structure(
+      lambda a: tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)), state_value))
+
+  @tff.tensorflow.computation(state_type)
+  def next_round(state):
+    """The state with the round counted, and what the parties receive: the round, the thresholds and this
+    window's assignment."""
+    state = collections.OrderedDict(state, round_num=state['round_num'] + 1)
+    delta_cov, delta_label = thresholds(state, config.alpha)
+    view = collections.OrderedDict(
+        round_num=state['round_num'], delta_cov=delta_cov, delta_label=delta_label, centroids=state['centroids'],
+        centroid_id=state['centroid_id'], num_centroids=state['num_centroids'],
+        assigned_window=state['assigned_window'], id_slot=state['id_slot'])
+    return state, view
+
+  view_type = next_round.type_signature.result[1]
+
+  @tff.tensorflow.computation(weights_type, view_type, data_type)
+  def client_round(weights, view, data):
+    run = build_client_round(model_fn(), client_optimizer, batch_fn, config, num_classes, num_modes)
+    return run(weights, view, data['dataset'], client_state.read(data['client_state']))
+
+  report_type, sums_type, new_state_type = client_round.type_signature.result[1:]
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value(state_value, tff.SERVER)
+
+  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, client_data):
+    counted = tff.federated_map(next_round, state)
+    state, view = counted[0], counted[1]
+    result, reports, sums, new_states = tff.federated_map(
+        client_round, (weights, tff.federated_broadcast(view), client_data))
+    gathered_reports, gathered_states = client_state.gather(reports), client_state.gather(new_states)
+
+    @tff.tensorflow.computation(state_type, gathered_reports.type_signature.member, sums_type,
+                                gathered_states.type_signature.member)
+    def finish(state, reports, sums, states):
+      new_state = server_update(state, reports, sums, config)
+      delta_cov, delta_label = thresholds(new_state, config.alpha)
+      metrics = collections.OrderedDict(
+          client_training.finalize_train_metrics(sums),
+          train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
+          train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+          **{key: sums[key] for key in ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms')},
+          spawned=new_state['spawned'], reused=new_state['reused'], match_mmd=new_state['match_mmd'],
+          delta_cov=tf.where(tf.math.is_finite(delta_cov), delta_cov, 0.0),
+          delta_label=tf.where(tf.math.is_finite(delta_label), delta_label, 0.0),
+          **{client_state.CLIENT_STATES: states})
+      return new_state, metrics
+
+    new_state, metrics = tff.federated_map(finish, (state, gathered_reports, tff.federated_sum(sums),
+                                                    gathered_states))
+    return tff.templates.MeasuredProcessOutput(new_state, result, metrics)
+
+  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+
+
+def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+  config.validate()
+  k_slots = config.num_branches
+
+  def model_fn():
+    def network():
+      tf.keras.utils.set_random_seed(hparams.seed)  # Every slot starts from the same weights.
+      return task.model_fn(1)
+    return multi_branch.build_multi_network_model(network, k_slots, stack_features=True)
+
+  with tf.Graph().as_default():
+    model = model_fn()
+    feature_dim = int(model.output_shape[multi_branch.FEATURES][-1])
+    input_shape = tuple(model.input_shape[1:])
+    trainable_index, non_trainable_index = network_pool.network_index(model, k_slots)
+  client_work = build_client_work(model_fn, task.batch_fn,
+                                  tff.learning.optimizers.build_sgdm(hparams.client_learning_rate), element_spec,
+                                  input_shape, feature_dim, task.num_classes, task.num_modes, config)
+  process = learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
+                                     hparams.server_adam_epsilon, per_tensor_mean.PerTensorWeightedMeanFactory())
+  process = network_pool.with_server_step(process, pool_step(config, trainable_index, non_trainable_index))
+  num_modes = task.num_modes
+
+  def objective(outputs, batch, active, memory, domain_slots):
+    """A test batch (one domain) scored by the experts of its domain's parties, weighted by their counts
+    (`assigned`; a domain no party holds, or `memory`: the expert whose memory is nearest the batch's mean
+    embedding)."""
+    features = outputs[multi_branch.FEATURES]  # [B, K, D]
+    if config.encoder == 'bootstrap':
+      profile = tf.reduce_mean(features[:, config.bootstrap_slot], 0)
+    else:
+      profile = tf.reduce_mean(features, 0)
+    share = tf.one_hot(nearest_active(profile, memory, active), k_slots)
+    if config.evaluation == 'assigned':
+      counts = tf.gather(domain_slots, batch['mode'][0])
+      share = tf.where(tf.reduce_sum(counts) > 0, counts / tf.reduce_sum(counts), share)
+    results = [objectives.classification_result(outputs[multi_branch.LOGITS][:, k], batch) for k in range(k_slots)]
+    mixed = lambda field: tf.add_n([share[k] * getattr(results[k], field) for k in range(k_slots)])
+    confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.tile(share[tf.newaxis], [tf.shape(
+        batch['y'])[0], 1]), transpose_a=True)
+    return objectives.BatchResult(mixed('loss'), mixed('loss_sum'), mixed('num_correct'), results[0].num_examples,
+                                  results[0].num_predictions, confusion)
+
+  evaluate = evaluation.routed_evaluation(
+      process, evaluator.with_model(model_fn()), objective,
+      lambda state: (state['active'], state['memory'], state['domain_slots']), [num_modes, k_slots],
+      best_matching=True)
+  return method.Algorithm(process, evaluate, shift_free=False,
+                          initial_client_state=initial_client_state(input_shape, feature_dim, task.num_classes, config),
+                          model_fn=model_fn)

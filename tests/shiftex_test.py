@@ -1,0 +1,159 @@
+"""Checks ShiftEx's server steps (seed 003, Algorithm 2) on constructed profiles and weights, the pool edits of
+`algorithms.core.network_pool` against numpy, and a short run on the windowed scenario that must detect shifts at
+about the calibrated false-alarm level and spawn an expert."""
+
+import collections
+import json
+import os
+
+from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms.core import network_pool
+from algorithms.methods import shiftex
+from models import multi_branch
+from tests import in_process_run
+
+
+def _networks(count: int) -> tf.keras.Model:
+  def network():
+    inputs = tf.keras.Input([3])
+    hidden = tf.keras.layers.Dense(4)(inputs)
+    return multi_branch.build_multi_branch_model(tf.keras.Model(inputs, hidden), 1, 2)
+  return multi_branch.build_multi_network_model(network, count, stack_features=True)
+
+
+def _state(config, **values):
+  state = {key: tf.constant(value) for key, value in shiftex.initial_server_state(2, 3, config).items()}
+  state.update({key: tf.constant(value) for key, value in values.items()})
+  return state
+
+
+class NetworkPoolTest(tf.test.TestCase):
+
+  def test_mixing_copies_and_averages_networks_and_resets_their_moments(self):
+    model = _networks(3)
+    trainable_index, non_trainable_index = network_pool.network_index(model, 3)
+    rng = np.random.default_rng(0)
+    weights = tff.learning.models.ModelWeights(
+        trainable=[tf.constant(rng.normal(size=v.shape), tf.float32) for v in model.trainable_variables],
+        non_trainable=[])
+    moments = [tf.constant(rng.normal(size=v.shape), tf.float32) for v in model.trainable_variables]
+    finalizer = collections.OrderedDict(step=tf.constant(3), accumulator=moments, preconditioner=moments)
+    state = tff.learning.templates.LearningAlgorithmState(weights, (), (), (), finalizer)
+    # Network 1 keeps its weights, network 2 becomes 0.25 n1 + 0.75 n2, network 3 a copy of network 1.
+    mixing = tf.constant([[1, 0, 0], [0.25, 0.75, 0], [1, 0, 0]], tf.float32)
+    edited = network_pool.mixed_state(state, trainable_index, non_trainable_index, mixing)
+    for j in range(len(trainable_index[0])):
+      n1, n2 = (weights.trainable[trainable_index[k][j]].numpy() for k in range(2))
+      self.assertAllClose(edited.global_model_weights.trainable[trainable_index[0][j]], n1)
+      self.assertAllClose(edited.global_model_weights.trainable[trainable_index[1][j]], 0.25 * n1 + 0.75 * n2)
+      self.assertAllClose(edited.global_model_weights.trainable[trainable_index[2][j]], n1)
+      for name in network_pool.MOMENTS:
+        self.assertAllClose(edited.finalizer[name][trainable_index[0][j]], moments[trainable_index[0][j]])
+        for k in (1, 2):  # Changed networks start their optimizer afresh.
+          self.assertAllEqual(edited.finalizer[name][trainable_index[k][j]],
+                              tf.zeros_like(moments[trainable_index[k][j]]))
+
+
+class AssignClustersTest(tf.test.TestCase):
+  """Expert 1's memory at (0, 0); shifted parties near it, near (10, 0), and one alone at (0, 10)."""
+
+  def test_reuse_spawn_and_local_fine_tuning(self):
+    config = shiftex.Config(num_branches=4, clients_per_round=6, detection_rounds=2, min_cluster_size=2,
+                            epsilon=0.5)
+    rng = np.random.default_rng(1)
+    profiles = np.concatenate([rng.normal(0, 0.1, (5, 2)), rng.normal([10, 0], 0.1, (5, 2)), [[0, 10]],
+                               np.zeros((1, 2))]).astype(np.float32)
+    state = _state(config, pending_profiles=profiles, pending_count=np.int32(11), profile_gamma=np.float32(0.1))
+    result = shiftex.assign_clusters(state, config)
+    self.assertEqual(int(result['num_centroids']), 3)
+    centroids = result['centroids'].numpy()[:3]
+    ids = result['centroid_id'].numpy()[:3]
+    by_place = {tuple(np.round(c).astype(int)): i for c, i in zip(centroids, ids)}
+    self.assertEqual(by_place[(0, 0)], 0)  # Within epsilon of expert 1's memory: reused.
+    self.assertEqual(by_place[(10, 0)], 1)  # Far from every memory: a new expert, id 1 ...
+    self.assertEqual(by_place[(0, 10)], -1)  # One party, below gamma: local fine-tuning.
+    self.assertEqual(int(result['id_slot'][1]), 1)  # ... in the first free slot,
+    self.assertAllEqual(result['mixing'][1], [0, 0, 0, 1])  # cloned from theta_0 (the last slot),
+    self.assertAllClose(result['memory'][1], centroids[ids == 1][0])  # with the cluster's centroid as memory.
+    self.assertAllEqual(result['active'], [1, 1, 0, 0])
+    # Reuse moves expert 1's memory halfway (rho = 0.5) to its cluster's centroid.
+    self.assertAllClose(result['memory'][0], 0.5 * centroids[ids == 0][0], atol=1e-6)
+    self.assertEqual((float(result['spawned']), float(result['reused'])), (1.0, 1.0))
+
+  def test_a_full_pool_reuses_the_nearest_expert(self):
+    config = shiftex.Config(num_branches=2, clients_per_round=4, detection_rounds=1)  # One expert slot.
+    profiles = np.array([[10, 0], [10.1, 0], [9.9, 0], [10, 0.1]], np.float32)
+    result = shiftex.assign_clusters(
+        _state(config, pending_profiles=profiles, pending_count=np.int32(4), profile_gamma=np.float32(0.1)), config)
+    self.assertEqual(int(result['centroid_id'][0]), 0)
+    self.assertEqual(float(result['spawned']), 0.0)
+
+
+class MergeExpertsTest(tf.test.TestCase):
+
+  def _merge(self, round_num, second_scale):
+    config = shiftex.Config(num_branches=4, window_rounds=5)
+    model = _networks(4)
+    trainable_index, _ = network_pool.network_index(model, 4)
+    rng = np.random.default_rng(2)
+    base = [rng.normal(size=v.shape).astype(np.float32) for v in model.get_layer('network_1').trainable_variables]
+    other = [rng.normal(size=v.shape).astype(np.float32) for v in base]
+    per_network = [base, [second_scale * b for b in base], other, other]
+    trainable = [None] * len(model.trainable_variables)
+    for k in range(4):
+      for j, i in enumerate(trainable_index[k]):
+        trainable[i] = tf.constant(per_network[k][j])
+    state = _state(config, round_num=np.int32(round_num), active=np.array([1, 1, 1, 0], np.float32),
+                   examples_seen=np.array([300, 100, 50, 0], np.float32),
+                   id_slot=np.array([0, 1, 2] + [-1] * 253, np.int32), slot_id=np.array([0, 1, 2, -1], np.int32))
+    weights = tff.learning.models.ModelWeights(trainable=trainable, non_trainable=[])
+    return shiftex.merge_experts(weights, state, trainable_index, config)
+
+  def test_similar_experts_merge_at_a_window_end_weighted_by_examples(self):
+    state, merges = self._merge(round_num=10, second_scale=1.001)  # cos(n1, n2) = 1 > tau.
+    self.assertEqual(float(merges), 1.0)
+    self.assertAllClose(state['mixing'][0], [0.75, 0.25, 0, 0])  # 300 and 100 examples.
+    self.assertAllEqual(state['active'], [1, 0, 1, 0])
+    self.assertEqual(int(state['id_slot'][1]), 0)  # Parties of expert id 1 follow the merged expert.
+    self.assertAllEqual(state['examples_seen'], [400, 0, 50, 0])
+
+  def test_no_merge_inside_a_window_or_of_dissimilar_experts(self):
+    for round_num, scale in ((7, 1.001), (10, -1.0)):
+      state, merges = self._merge(round_num, scale)
+      self.assertEqual(float(merges), 0.0)
+      self.assertAllEqual(state['mixing'], np.eye(4))
+
+
+class ShiftExRunTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    in_process_run.start_worker()
+
+  def test_detects_window_shifts_and_spawns_an_expert(self):
+    root = self.create_tempdir().full_path
+    status, stderr = in_process_run.run([
+        '--task=synthetic', '--algorithm=shiftex', '--scenario=windowed', '--window_rounds=8', '--num_branches=4',
+        '--total_rounds=24', '--clients_per_round=40', '--rounds_per_eval=8', '--eval_batch_size=500',
+        f'--root_output_dir={root}', '--experiment_name=s'])
+    self.assertEqual(status, 0, stderr[-3000:])
+    rows = [{k: float(v) for k, v in row.items() if v} for row in in_process_run.metrics_rows(os.path.join(root, 's'))]
+    total = lambda key: sum(row.get(key, 0.0) for row in rows)
+    self.assertGreater(total('true_shifts'), 20)
+    self.assertGreater(total('stable_checks'), 20)
+    self.assertGreater(total('detected_shifts') / total('true_shifts'), 0.5)  # Measured 0.69 (64 rounds).
+    self.assertLess(total('false_alarms') / total('stable_checks'), 0.2)  # Calibrated at alpha = 0.05.
+    self.assertGreater(rows[-1]['delta_cov'], 0.0)
+    self.assertGreaterEqual(total('spawned'), 1.0)
+    self.assertGreaterEqual(rows[-1]['num_experts'], 2.0)
+    with open(os.path.join(root, 's', 'summary.json')) as f:
+      self.assertGreater(json.load(f)['final_metrics']['test_mixture_accuracy'], 0.5)
+
+
+if __name__ == '__main__':
+  absltest.main()
