@@ -531,8 +531,8 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
   return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
 
 
-def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
-                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparameters, config: Config):
+  """(model_fn, the learning process, a party's initial client state)."""
   config.validate()
   k_slots = config.num_branches
 
@@ -553,6 +553,13 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   process = learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
                                      hparams.server_adam_epsilon, per_tensor_mean.PerTensorWeightedMeanFactory())
   process = network_pool.with_server_step(process, pool_step(config, trainable_index, non_trainable_index))
+  return model_fn, process, initial_client_state(input_shape, feature_dim, task.num_classes, config)
+
+
+def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+  model_fn, process, initial_state = build_process(task, element_spec, hparams, config)
+  k_slots = config.num_branches
   num_modes = task.num_modes
 
   def objective(outputs, batch, active, memory, domain_slots):
@@ -580,5 +587,5 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
       lambda state: (state['active'], state['memory'], state['domain_slots']), [num_modes, k_slots],
       best_matching=True)
   return method.Algorithm(process, evaluate, shift_free=False,
-                          initial_client_state=initial_client_state(input_shape, feature_dim, task.num_classes, config),
+                          initial_client_state=initial_state,
                           model_fn=model_fn)

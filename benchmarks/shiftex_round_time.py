@@ -1,0 +1,123 @@
+"""ShiftEx's seconds per round against FedAvg's on the same clients, and its detection and assignment costs (seed 003).
+
+Workload: the synthetic task under `windowed` (windows of 4 rounds, so the timed rounds hold detections, an
+assignment per window, spawns and merges), the same sampled clients and batches for both, as TFF learning
+processes. FedAvg is the task's single-branch network; ShiftEx runs `--num_branches=4` (3 experts and theta_0),
+each party training one of them, and embeds its data and its kept sample with all K networks (one inference pass
+of the multi-network model). Then, outside TFF, the two server-side pieces the seed times (digest section 4.3):
+one party's detection (MMD^2 of two samples of `--samples` embeddings, JSD of two histograms) and the window's
+assignment (k-means with k by Davies-Bouldin, matching, spawning) on a full buffer of shifted profiles.
+
+    bazel run //benchmarks:shiftex_round_time -- --rounds=12
+"""
+
+import collections
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms.core import client_state
+from algorithms.core import drift_statistics
+from algorithms.core import learning_process
+from algorithms.core import method
+from algorithms.methods import shiftex
+from algorithms.methods import vanilla
+from benchmarks import timing
+from periodic_shift import scenarios
+from tasks import synthetic
+from utils import execution_context
+
+_ROUNDS = flags.DEFINE_integer('rounds', 12, 'Timed rounds (after the warm-up rounds).')
+_CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
+_CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
+_WINDOW_ROUNDS = 4
+
+
+def _windowed(task):
+  """The task with the windowed scenario's domains, and per round its sampled clients' preprocessed datasets."""
+  total = _ROUNDS.value + timing.WARMUP_ROUNDS
+  config = scenarios.Config(name='windowed', total_rounds=total, window_rounds=_WINDOW_ROUNDS)
+  scenario = scenarios.build(config, task.mode_client_ids(), task.client_sizes, _CLIENTS_PER_ROUND.value, seed=0,
+                             num_classes=task.num_classes)
+  task = task.with_domains(scenario.domains(task.mode_names, task.num_classes))
+  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=timing.BATCH_SIZE)
+  rounds = [[task.plan_dataset(plan, spec, shuffle_seed=r * 1000 + i)
+             for i, plan in enumerate(scenario.round_plan(r).clients)] for r in range(1, total + 1)]
+  return task, rounds
+
+
+def _seconds(model_fn, process, rounds):
+  state = [process.set_model_weights(process.initialize(), learning_process.initial_weights(model_fn, 0))]
+
+  def step(datasets):
+    state[0] = process.next(state[0], datasets).state
+
+  return timing.seconds_per_round(step, rounds)
+
+
+def _round_seconds(task, rounds) -> dict:
+  element_spec = rounds[0][0].element_spec
+  seconds = collections.OrderedDict()
+  model_fn, process = vanilla.build_single_network_process(task, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON)
+  seconds['fedavg'] = _seconds(model_fn, process, rounds)
+  hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_LR, _EPSILON, num_branches=4)
+  config = shiftex.Config(window_rounds=_WINDOW_ROUNDS, num_branches=4, clients_per_round=_CLIENTS_PER_ROUND.value,
+                          detection_rounds=2)
+  model_fn, process, initial_state = shiftex.build_process(task, element_spec, hparams, config)
+  # Every party at its initial state: the round's computation is the same whatever the state holds.
+  with_states = [[collections.OrderedDict(dataset=dataset, client_state=tf.data.Dataset.from_tensors(
+      client_state.element(initial_state, position))) for position, dataset in enumerate(datasets)]
+                 for datasets in rounds]
+  seconds['shiftex'] = _seconds(model_fn, process, with_states)
+  return seconds
+
+
+def _detection_and_assignment_seconds(samples: int, feature_dim: int, config: shiftex.Config) -> tuple[float, float]:
+  rng = np.random.default_rng(0)
+  current, previous = (tf.constant(rng.normal(size=(samples, feature_dim)), tf.float32) for _ in range(2))
+  histograms = [tf.constant(rng.dirichlet(np.ones(20)), tf.float32) for _ in range(2)]
+
+  @tf.function
+  def detect():
+    gamma = drift_statistics.median_heuristic_gamma(tf.concat([current, previous], 0))
+    return (drift_statistics.mmd_squared(current, previous, gamma),
+            drift_statistics.jensen_shannon(*histograms))
+
+  state = {key: tf.constant(value) for key, value in shiftex.initial_server_state(feature_dim, 2, config).items()}
+  centers = rng.normal(0, 5, size=(3, feature_dim))
+  state['pending_profiles'] = tf.constant(
+      centers[np.arange(config.pending_capacity) % 3] + rng.normal(size=(config.pending_capacity, feature_dim)),
+      tf.float32)
+  state['pending_count'] = tf.constant(config.pending_capacity, tf.int32)
+  state['profile_gamma'] = tf.constant(0.01)
+  assign = tf.function(lambda state: shiftex.assign_clusters(state, config))
+  timings = []
+  for fn, arg in ((detect, ()), (assign, (state,))):
+    fn(*arg)  # Trace.
+    timings.append(timing.seconds_per_round(lambda _: fn(*arg), [None] * (timing.WARMUP_ROUNDS + 20)))
+  return timings[0], timings[1]
+
+
+def main(argv):
+  del argv  # Unused.
+  execution_context.install()
+  tf.get_logger().setLevel('ERROR')
+  print(f'clients/round {_CLIENTS_PER_ROUND.value}, batch {timing.BATCH_SIZE}, {_ROUNDS.value} timed rounds, '
+        f'windows of {_WINDOW_ROUNDS} rounds')
+  task, rounds = _windowed(synthetic.create_task(seed=0))
+  print(timing.ratio_line('synthetic windowed', _round_seconds(task, rounds), 'fedavg'))
+  config = shiftex.Config(clients_per_round=40, detection_rounds=8)  # 320 shifted parties to cluster.
+  detection, assignment = _detection_and_assignment_seconds(32, 512, config)
+  print(f'one party\'s detection (32 + 32 embeddings of 512 dimensions): {1000 * detection:.2f} ms; '
+        f'the window\'s assignment ({config.pending_capacity} profiles, k <= {config.max_clusters}): '
+        f'{1000 * assignment:.1f} ms')
+
+
+if __name__ == '__main__':
+  app.run(main)
