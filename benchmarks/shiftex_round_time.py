@@ -89,12 +89,13 @@ def _detection_and_assignment_seconds(samples: int, feature_dim: int, config: sh
     return (drift_statistics.mmd_squared(current, previous, gamma),
             drift_statistics.jensen_shannon(*histograms))
 
-  state = {key: tf.constant(value) for key, value in shiftex.initial_server_state(feature_dim, 2, config).items()}
+  state = {key: tf.constant(value) for key, value in shiftex.initial_server_state(feature_dim, 2, 20, config).items()}
   centers = rng.normal(0, 5, size=(3, feature_dim))
   state['pending_profiles'] = tf.constant(
       centers[np.arange(config.pending_capacity) % 3] + rng.normal(size=(config.pending_capacity, feature_dim)),
       tf.float32)
   state['pending_count'] = tf.constant(config.pending_capacity, tf.int32)
+  state['pending_sizes'] = tf.ones([config.pending_capacity])
   state['profile_gamma'] = tf.constant(0.01)
   assign = tf.function(lambda state: shiftex.assign_clusters(state, config))
   timings = []

@@ -26,7 +26,7 @@ def _networks(count: int) -> tf.keras.Model:
 
 
 def _state(config, **values):
-  state = {key: tf.constant(value) for key, value in shiftex.initial_server_state(2, 3, config).items()}
+  state = {key: tf.constant(value) for key, value in shiftex.initial_server_state(2, 3, 4, config).items()}
   state.update({key: tf.constant(value) for key, value in values.items()})
   return state
 
@@ -83,6 +83,22 @@ class AssignClustersTest(tf.test.TestCase):
     # Reuse moves expert 1's memory halfway (rho = 0.5) to its cluster's centroid.
     self.assertAllClose(result['memory'][0], 0.5 * centroids[ids == 0][0], atol=1e-6)
     self.assertEqual((float(result['spawned']), float(result['reused'])), (1.0, 1.0))
+
+  def test_small_assignments_are_scored_against_the_exact_optimum(self):
+    config = shiftex.Config(num_branches=4, clients_per_round=4, detection_rounds=2, min_cluster_size=2,
+                            imbalance_weight=0.0, new_expert_cost=0.1)
+    profiles = np.zeros((8, 2), np.float32)
+    profiles[:4] = [[0, 0.1], [0.1, 0], [10, 0], [10, 0.1]]
+    state = _state(config, pending_profiles=profiles, pending_count=np.int32(4), profile_gamma=np.float32(0.1),
+                   pending_sizes=np.ones(8, np.float32))
+    result = shiftex.assign_clusters(state, config)
+    self.assertEqual(float(result['solved_exactly']), 1.0)
+    # Reuse expert 1 for the two near it, one new expert for the two far ones: the optimum on this instance.
+    self.assertAllClose(result['objective'], result['optimal_objective'], rtol=1e-5)
+    self.assertGreater(float(result['objective']), 0.1)  # lambda of the new expert and the parties' distances.
+    many = _state(config, pending_profiles=np.random.default_rng(3).normal(size=(8, 2)).astype(np.float32),
+                  pending_count=np.int32(8), profile_gamma=np.float32(0.1), pending_sizes=np.ones(8, np.float32))
+    self.assertEqual(float(shiftex.assign_clusters(many, config)['solved_exactly']), 0.0)
 
   def test_a_full_pool_reuses_the_nearest_expert(self):
     config = shiftex.Config(num_branches=2, clients_per_round=4, detection_rounds=1)  # One expert slot.

@@ -76,6 +76,7 @@ from algorithms.core import client_state
 from algorithms.core import client_training
 from algorithms.core import drift_statistics
 from algorithms.core import evaluation
+from algorithms.core import facility_location
 from algorithms.core import kmeans
 from algorithms.core import learning_process
 from algorithms.core import method
@@ -91,6 +92,7 @@ ENCODERS = ('bootstrap', 'assigned')
 EVALUATIONS = ('assigned', 'memory')
 ASSIGNMENT_DECAY = 0.9  # Per round, of the domain x expert counts of the `assigned` evaluation.
 MAX_EXPERT_IDS = 256
+EXACT_PARTIES = 5  # Assignments of at most this many shifted parties are also solved exactly (Eq. 2).
 NULL_BUFFER = 512
 
 
@@ -110,6 +112,10 @@ class Config:
   memory_rate: float = method.setting(0.5, 'ShiftEx: rate rho of the latent memories\' moving average.')
   min_cluster_size: int = method.setting(2, 'ShiftEx: gamma, the smallest cluster trained by FL.')
   merge_similarity: float = method.setting(0.999, 'ShiftEx: tau, experts more cosine-similar are merged.')
+  new_expert_cost: float = method.setting(1.0, 'ShiftEx: lambda of Eq. 2, the cost of a new expert (reported '
+                                          'objective only; the heuristic does not use it).')
+  imbalance_weight: float = method.setting(1.0, 'ShiftEx: mu of Eq. 2, the weight of the experts\' label '
+                                           'imbalance (reported objective only).')
   evaluation: str = method.setting('assigned', 'ShiftEx: a domain\'s test data are scored by the experts its '
                                    'parties are assigned to (assigned) or by the expert with the nearest memory '
                                    '(memory).')
@@ -151,7 +157,8 @@ def initial_client_state(input_shape: tuple, feature_dim: int, num_classes: int,
           'ref_hist': np.zeros([num_classes], np.float32), 'ref_domain': np.float32(-1)}
 
 
-def initial_server_state(feature_dim: int, num_modes: int, config: Config) -> collections.OrderedDict:
+def initial_server_state(feature_dim: int, num_modes: int, num_classes: int,
+                         config: Config) -> collections.OrderedDict:
   k = config.num_branches
   return collections.OrderedDict(
       domain_slots=np.zeros([num_modes, k], np.float32),
@@ -162,6 +169,9 @@ def initial_server_state(feature_dim: int, num_modes: int, config: Config) -> co
       null_mmd=np.zeros([NULL_BUFFER], np.float32), null_jsd=np.zeros([NULL_BUFFER], np.float32),
       null_count=np.int32(0),
       pending_profiles=np.zeros([config.pending_capacity, feature_dim], np.float32), pending_count=np.int32(0),
+      pending_histograms=np.zeros([config.pending_capacity, num_classes], np.float32),
+      pending_sizes=np.zeros([config.pending_capacity], np.float32),
+      objective=np.float32(0), optimal_objective=np.float32(0), solved_exactly=np.float32(0),
       centroids=np.zeros([config.max_clusters, feature_dim], np.float32),
       centroid_id=np.full([config.max_clusters], -1, np.int32), num_centroids=np.int32(0),
       assigned_window=np.int32(-1), mixing=np.eye(k, dtype=np.float32),
@@ -298,6 +308,7 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
         slot, k_slots) * size, **detection)
     report = collections.OrderedDict(
         valid=tf.cast(finite, tf.float32), shifted=tf.cast(shifted, tf.float32), profile=profile,
+        histogram=histogram, size=tf.cast(tf.shape(examples['y'])[0], tf.float32),
         null_mmd=null_mmd, null_jsd=null_jsd)
     new_state = collections.OrderedDict(
         position=stored[client_state.POSITION], expert_id=tf.cast(expert_id, tf.float32),
@@ -331,6 +342,7 @@ def assign_clusters(state: dict, config: Config) -> dict:
   centroid_id = tf.fill([config.max_clusters], -1)
   spawned = reused = match_total = tf.constant(0.0)
   slots = tf.range(config.num_branches)
+  choices = []  # Per cluster, its expert in Eq. 2's numbering: a slot, K + b for the b-th new expert, -1 local.
   for j in range(config.max_clusters):
     size = tf.reduce_sum(tf.cast(tf.equal(clustering.labels, j), tf.int32))
     exists = (j < clustering.num_clusters) & (size > 0)
@@ -354,11 +366,42 @@ def assign_clusters(state: dict, config: Config) -> dict:
     centroid_id = tf.where(tf.equal(tf.range(config.max_clusters), j), chosen, centroid_id)
     next_id += tf.cast(spawn, tf.int32)
     spawned += tf.cast(spawn, tf.float32)
+    choices.append(tf.where(spawn, config.num_branches + tf.cast(spawned, tf.int32) - 1, tf.where(reuse, best, -1)))
     reused += tf.cast(reuse, tf.float32)
     match_total += tf.where(trained, distance[best], 0.0)
-  return dict(match_mmd=tf.math.divide_no_nan(match_total, spawned + reused),active=active, memory=memory, mixing=mixing, id_slot=id_slot, slot_id=slot_id, next_id=next_id,
-              centroids=clustering.centroids, centroid_id=centroid_id, num_centroids=clustering.num_clusters,
-              spawned=spawned, reused=reused)
+  choice = tf.gather(tf.stack(choices), tf.maximum(clustering.labels, 0))
+  scores = assignment_objectives(state, choice, mask, config)
+  return dict(match_mmd=tf.math.divide_no_nan(match_total, spawned + reused), active=active, memory=memory,
+              mixing=mixing, id_slot=id_slot, slot_id=slot_id, next_id=next_id, centroids=clustering.centroids,
+              centroid_id=centroid_id, num_centroids=clustering.num_clusters, spawned=spawned, reused=reused,
+              **scores)
+
+
+ASSIGNMENT_KEYS = ('match_mmd', 'active', 'memory', 'mixing', 'id_slot', 'slot_id', 'next_id', 'centroids',
+                   'centroid_id', 'num_centroids', 'spawned', 'reused', 'objective', 'optimal_objective',
+                   'solved_exactly')
+
+
+def assignment_objectives(state: dict, choice: tf.Tensor, mask: tf.Tensor, config: Config) -> dict:
+  """Eq. 2 (`algorithms.core.facility_location`) of the heuristic's assignment `choice` [P] of the collected
+  parties (-1: a small cluster's party, counted on its nearest existing expert, since the server does not know the
+  expert it keeps), and when at most EXACT_PARTIES parties shifted, the exact optimum by exhaustive search."""
+  profiles, active, memory = state['pending_profiles'], state['active'] > 0, state['memory']
+  distance = tf.reduce_sum(tf.square(profiles[:, tf.newaxis] - memory[tf.newaxis]), -1)
+  nearest = tf.argmin(tf.where(active[tf.newaxis], distance, np.inf), 1, output_type=tf.int32)
+  choice = tf.where(choice < 0, nearest, choice)
+  sizes = state['pending_sizes'] * tf.cast(mask, tf.float32)
+  terms = dict(gamma_k=state['profile_gamma'], new_expert_cost=config.new_expert_cost,
+               imbalance_weight=config.imbalance_weight)
+  heuristic = facility_location.objective(choice[tf.newaxis], profiles, state['pending_histograms'], sizes, memory,
+                                          active, **terms)[0]
+  small = min(EXACT_PARTIES, config.pending_capacity)
+  candidates = facility_location.assignments(small, config.num_branches)
+  optimal, _ = facility_location.optimum(candidates, profiles[:small], state['pending_histograms'][:small],
+                                         sizes[:small], memory, active, **terms)
+  solved = tf.reduce_sum(tf.cast(mask, tf.int32)) <= small
+  return dict(objective=heuristic, optimal_objective=tf.where(solved, optimal, 0.0),
+              solved_exactly=tf.cast(solved, tf.float32))
 
 
 def server_update(state: dict, reports: dict, sums: dict, config: Config):
@@ -392,18 +435,20 @@ def server_update(state: dict, reports: dict, sums: dict, config: Config):
   state['mixing'] = mixing
   collecting = (window >= 1) & (round_num < start + config.detection_rounds)
   pending_count = tf.where(tf.equal(round_num, start), 0, state['pending_count'])
-  profiles, pending_count = _append(state['pending_profiles'], pending_count, reports['profile'],
-                                    valid & (reports['shifted'] > 0) & collecting)
-  state.update(pending_profiles=profiles, pending_count=pending_count, spawned=tf.constant(0.0),
-               reused=tf.constant(0.0), match_mmd=tf.constant(0.0))
+  collected = valid & (reports['shifted'] > 0) & collecting
+  for key in ('histogram', 'size'):
+    state[f'pending_{key}s'], _ = _append(state[f'pending_{key}s'], pending_count, reports[key], collected)
+  profiles, pending_count = _append(state['pending_profiles'], pending_count, reports['profile'], collected)
+  state.update(pending_profiles=profiles, pending_count=pending_count)
+  for key in ('spawned', 'reused', 'match_mmd', 'objective', 'optimal_objective', 'solved_exactly'):
+    state[key] = tf.constant(0.0)
   assign_round = (window >= 1) & tf.equal(round_num, start + min(config.detection_rounds, config.window_rounds) - 1)
-  assigned = assign_clusters(state, config)
-  for key, value in assigned.items():
-    state[key] = tf.where(assign_round, value, state[key])
+  kept = {key: state[key] for key in ASSIGNMENT_KEYS}
+  state.update(tf.cond(assign_round, lambda: assign_clusters(state, config), lambda: kept))
   state['assigned_window'] = tf.where(assign_round, window, state['assigned_window'])
   state['examples_seen'] += sums['slot_examples']
   state['domain_slots'] = ASSIGNMENT_DECAY * state['domain_slots'] + sums['routing']
-  return collections.OrderedDict((key, state[key]) for key in initial_server_state(1, 1, config))
+  return collections.OrderedDict((key, state[key]) for key in initial_server_state(1, 1, 1, config))
 
 
 def merge_experts(weights: tff.learning.models.ModelWeights, state: dict, trainable_index, config: Config):
@@ -470,7 +515,7 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
   weights_type = learning_process.model_weights_type(model_fn)
   data_type = client_state.client_data_type(element_spec, initial_client_state(input_shape, feature_dim, num_classes,
                                                                                   config))
-  state_value = initial_server_state(feature_dim, num_modes, config)
+  state_value = initial_server_state(feature_dim, num_modes, num_classes, config)
   state_type = tff.types.tensorflow_to_type(tf.nest.map_structure(
       lambda a: tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)), state_value))
 
@@ -519,6 +564,8 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
           train_routing_ari=routing.adjusted_rand_index(sums['routing']),
           **{key: sums[key] for key in ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms')},
           spawned=new_state['spawned'], reused=new_state['reused'], match_mmd=new_state['match_mmd'],
+          assignment_objective=new_state['objective'], optimal_objective=new_state['optimal_objective'],
+          solved_exactly=new_state['solved_exactly'],
           delta_cov=tf.where(tf.math.is_finite(delta_cov), delta_cov, 0.0),
           delta_label=tf.where(tf.math.is_finite(delta_label), delta_label, 0.0),
           **{client_state.CLIENT_STATES: states})
