@@ -109,6 +109,26 @@ class AssignClustersTest(tf.test.TestCase):
     self.assertEqual(float(result['spawned']), 0.0)
 
 
+class FlipsTest(tf.test.TestCase):
+
+  def test_every_label_cluster_of_an_expert_carries_the_same_weight(self):
+    config = shiftex.Config(num_branches=3, max_clusters=3)
+    centroids = np.array([[1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]], np.float32)
+    counts = np.array([[6, 2, 0], [0, 0, 5], [0, 0, 0]], np.float32)  # Expert 1: six parties of cluster 0, two of 1.
+    state = _state(config, label_centroids=centroids, num_label_clusters=np.int32(3), label_counts=counts)
+    factors = {}
+    for cluster, histogram in ((0, [0.9, 0.1, 0, 0]), (1, [0, 0.2, 0.8, 0])):
+      got, factors[cluster] = shiftex.flips_balance(tf.constant(histogram), tf.constant(0), state, config)
+      self.assertEqual(int(got), cluster)
+    self.assertAllClose(6 * factors[0], 2 * factors[1])  # Equal totals ...
+    self.assertAllClose(6 * factors[0] + 2 * factors[1], 8.0)  # ... of the same sum as unweighted.
+    _, alone = shiftex.flips_balance(tf.constant([0.0, 0, 0, 1]), tf.constant(1), state, config)
+    self.assertAllClose(alone, 1.0)  # One cluster among expert 2's parties: nothing to balance.
+    unclustered = _state(config)
+    self.assertAllClose(shiftex.flips_balance(tf.constant([1.0, 0, 0, 0]), tf.constant(0), unclustered, config)[1],
+                        1.0)
+
+
 class MergeExpertsTest(tf.test.TestCase):
 
   def _merge(self, round_num, second_scale):

@@ -49,8 +49,9 @@ How the suite realizes it (documented choices; the seed gives no values, digest 
   profiles in W0 (a moving average over its rounds): epsilon is in units of the spread of unshifted parties.
 - k = 1 unless some k >= 2 has a Davies-Bouldin index below `--shiftex_split_index` (`algorithms.core.kmeans`).
 - Consolidation is checked in the last round of each window after W0, greedily over disjoint pairs.
-- Not in this module yet: FLIPS label-balanced cohort selection (the scenario chooses the round's parties), the
-  facility-location objective (Eq. 2) of the assignments.
+- FLIPS' label-balanced cohorts become aggregation weights (`flips_balance`): the scenario chooses the parties.
+- Eq. 2 (facility location) of every assignment is reported, with the exact optimum when at most EXACT_PARTIES
+  parties shifted (`algorithms.core.facility_location`); the heuristic does not use lambda and mu.
 
 Evaluation (`--shiftex_evaluation`): `assigned` (default) scores a domain's test data with the experts its parties
 are assigned to, weighted by a decaying count of the parties seen per domain and expert (the seed's measure: each
@@ -59,7 +60,8 @@ falls back to `memory` for a domain no party holds; `memory` sends a test batch 
 memory is nearest to the batch's mean embedding (how a new party would be matched).
 
 Metrics: `num_experts`, `spawned`, `reused`, `merged`, `match_mmd` (the mean over the window's trained clusters of
-their MMD to the nearest memory, to set epsilon), `delta_cov`, `delta_label` (0 before calibration); scored
+their MMD to the nearest memory, to set epsilon), `delta_cov`, `delta_label` (0 before calibration),
+`assignment_objective` / `optimal_objective` / `solved_exactly` (Eq. 2), `label_clusters` (FLIPS'); scored
 against the true domains (simulation only): `true_shifts` / `detected_shifts` (parties whose domain changed since
 their reference, and those flagged) and `stable_checks` / `false_alarms`; `train_routing_accuracy` /
 `train_routing_ari` of the parties' experts against their domains.
@@ -116,6 +118,8 @@ class Config:
                                           'objective only; the heuristic does not use it).')
   imbalance_weight: float = method.setting(1.0, 'ShiftEx: mu of Eq. 2, the weight of the experts\' label '
                                            'imbalance (reported objective only).')
+  flips: bool = method.setting(True, 'ShiftEx: FLIPS label balance: a party\'s update weight is divided by its '
+                               'label cluster\'s share of its expert\'s recent parties.')
   evaluation: str = method.setting('assigned', 'ShiftEx: a domain\'s test data are scored by the experts its '
                                    'parties are assigned to (assigned) or by the expert with the nearest memory '
                                    '(memory).')
@@ -172,6 +176,8 @@ def initial_server_state(feature_dim: int, num_modes: int, num_classes: int,
       pending_histograms=np.zeros([config.pending_capacity, num_classes], np.float32),
       pending_sizes=np.zeros([config.pending_capacity], np.float32),
       objective=np.float32(0), optimal_objective=np.float32(0), solved_exactly=np.float32(0),
+      label_centroids=np.zeros([config.max_clusters, num_classes], np.float32), num_label_clusters=np.int32(0),
+      label_counts=np.zeros([k, config.max_clusters], np.float32),
       centroids=np.zeros([config.max_clusters, feature_dim], np.float32),
       centroid_id=np.full([config.max_clusters], -1, np.int32), num_centroids=np.int32(0),
       assigned_window=np.int32(-1), mixing=np.eye(k, dtype=np.float32),
@@ -295,7 +301,8 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
     training = train_slot(slot, weights, batches)
     update, num_examples, metrics, finite = training
     sends = finite & ~pending & tf.not_equal(local_window, window)
-    size = num_examples * tf.cast(sends, tf.float32)
+    label_cluster, balance = flips_balance(histogram, slot, state, config)
+    size = num_examples * tf.cast(sends, tf.float32) * balance
     full_update, full_weight = [None] * len(weights.trainable), [None] * len(weights.trainable)
     for k in range(k_slots):
       for j, i in enumerate(trainable_index[k]):
@@ -304,8 +311,10 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
             tf.zeros_like(update[j]))
         full_weight[i] = size * tf.cast(mine, tf.float32)
     output = client_training.TrainingOutput(update, num_examples, metrics, finite)
-    sums = routing.training_sums(output, domain, slot, num_modes, k_slots, slot_examples=tf.one_hot(
-        slot, k_slots) * size, **detection)
+    sums = routing.training_sums(
+        output, domain, slot, num_modes, k_slots, slot_examples=tf.one_hot(slot, k_slots) * num_examples * tf.cast(
+            sends, tf.float32), label_counts=tf.one_hot(slot, k_slots)[:, tf.newaxis] * tf.one_hot(
+                label_cluster, config.max_clusters)[tf.newaxis] * tf.cast(sends, tf.float32), **detection)
     report = collections.OrderedDict(
         valid=tf.cast(finite, tf.float32), shifted=tf.cast(shifted, tf.float32), profile=profile,
         histogram=histogram, size=tf.cast(tf.shape(examples['y'])[0], tf.float32),
@@ -319,6 +328,28 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
     return tff.learning.templates.ClientResult(full_update, full_weight), report, sums, new_state
 
   return run
+
+
+def flips_balance(histogram: tf.Tensor, slot: tf.Tensor, state: dict, config: Config) -> tuple[tf.Tensor, tf.Tensor]:
+  """FLIPS (Bhope et al., 2023; seed 003 Sec. 2.4, Algorithm 2 lines 19 and 23) as aggregation weights: (the
+  party's label cluster, the factor of its update weight).
+
+  FLIPS clusters parties by their label histograms and selects each round's participants so that every label
+  cluster is equally represented. The suite's scenario chooses the participants, so the balance is made in the
+  aggregate instead: a party of label cluster l training expert k weighs 1 / (L_k share_kl), where share_kl is
+  cluster l's share of expert k's recent participants (a moving count, decay ASSIGNMENT_DECAY per round) and L_k the
+  number of clusters among them; each cluster then carries the same total weight in expectation. Label clusters
+  are those of W0's first `detection_rounds` rounds (k-means, k by Davies-Bouldin); factor 1 before them and with
+  `--shiftex_flips=false`.
+  """
+  present = tf.range(config.max_clusters) < state['num_label_clusters']
+  cluster = tf.argmin(tf.where(present, tf.reduce_sum(tf.square(histogram - state['label_centroids']), -1), np.inf),
+                      output_type=tf.int32)
+  counts = state['label_counts'][slot]
+  share = tf.math.divide_no_nan(counts[cluster], tf.reduce_sum(counts))
+  clusters = tf.reduce_sum(tf.cast(counts > 0, tf.float32))
+  factor = tf.where((share > 0) & (state['num_label_clusters'] > 0), 1.0 / tf.maximum(clusters * share, 1e-6), 1.0)
+  return cluster, factor if config.flips else tf.constant(1.0)
 
 
 def _append(buffer: tf.Tensor, count: tf.Tensor, values: tf.Tensor, keep: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -435,7 +466,8 @@ def server_update(state: dict, reports: dict, sums: dict, config: Config):
   state['mixing'] = mixing
   collecting = (window >= 1) & (round_num < start + config.detection_rounds)
   pending_count = tf.where(tf.equal(round_num, start), 0, state['pending_count'])
-  collected = valid & (reports['shifted'] > 0) & collecting
+  labelling = in_bootstrap & (round_num <= config.detection_rounds)  # W0's parties for FLIPS' label clusters.
+  collected = valid & (((reports['shifted'] > 0) & collecting) | labelling)
   for key in ('histogram', 'size'):
     state[f'pending_{key}s'], _ = _append(state[f'pending_{key}s'], pending_count, reports[key], collected)
   profiles, pending_count = _append(state['pending_profiles'], pending_count, reports['profile'], collected)
@@ -448,6 +480,12 @@ def server_update(state: dict, reports: dict, sums: dict, config: Config):
   state['assigned_window'] = tf.where(assign_round, window, state['assigned_window'])
   state['examples_seen'] += sums['slot_examples']
   state['domain_slots'] = ASSIGNMENT_DECAY * state['domain_slots'] + sums['routing']
+  state['label_counts'] = ASSIGNMENT_DECAY * state['label_counts'] + sums['label_counts']
+  label_round = in_bootstrap & tf.equal(round_num, min(config.detection_rounds, config.window_rounds))
+  labels = tf.cond(label_round, lambda: kmeans.cluster(
+      state['pending_histograms'], tf.range(config.pending_capacity) < state['pending_count'], config.max_clusters,
+      max_index=config.split_index)[1:], lambda: (state['label_centroids'], state['num_label_clusters']))
+  state['label_centroids'], state['num_label_clusters'] = labels
   return collections.OrderedDict((key, state[key]) for key in initial_server_state(1, 1, 1, config))
 
 
@@ -528,7 +566,9 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
     view = collections.OrderedDict(
         round_num=state['round_num'], delta_cov=delta_cov, delta_label=delta_label, centroids=state['centroids'],
         centroid_id=state['centroid_id'], num_centroids=state['num_centroids'],
-        assigned_window=state['assigned_window'], id_slot=state['id_slot'])
+        assigned_window=state['assigned_window'], id_slot=state['id_slot'],
+        label_centroids=state['label_centroids'], num_label_clusters=state['num_label_clusters'],
+        label_counts=state['label_counts'])
     return state, view
 
   view_type = next_round.type_signature.result[1]
@@ -566,6 +606,7 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
           spawned=new_state['spawned'], reused=new_state['reused'], match_mmd=new_state['match_mmd'],
           assignment_objective=new_state['objective'], optimal_objective=new_state['optimal_objective'],
           solved_exactly=new_state['solved_exactly'],
+          label_clusters=tf.cast(new_state['num_label_clusters'], tf.float32),
           delta_cov=tf.where(tf.math.is_finite(delta_cov), delta_cov, 0.0),
           delta_label=tf.where(tf.math.is_finite(delta_label), delta_label, 0.0),
           **{client_state.CLIENT_STATES: states})
