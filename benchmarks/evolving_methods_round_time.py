@@ -19,8 +19,6 @@ from absl import flags
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms.core import client_state
-from algorithms.core import learning_process
 from algorithms.core import method
 from algorithms.methods import fedevolve
 from algorithms.methods import fedevp
@@ -52,28 +50,19 @@ def _evolving(task, num_domains, rotation_step, num_clients):
   return task, rounds
 
 
-def _seconds(model_fn, process, rounds):
-  state = [process.set_model_weights(process.initialize(), learning_process.initial_weights(model_fn, 0))]
-
-  def step(datasets):
-    state[0] = process.next(state[0], datasets).state
-
-  return timing.seconds_per_round(step, rounds)
-
-
 def _measure(task, rounds):
   element_spec = rounds[0][0].element_spec
   hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_LR, _EPSILON, num_branches=1)
   seconds = collections.OrderedDict()
   model_fn, process = vanilla.build_single_network_process(task, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON)
-  seconds['fedavg'] = _seconds(model_fn, process, rounds)
-  seconds['fedevp'] = _seconds(*fedevp.build_process(task, element_spec, hparams, fedevp.Config()), rounds)
-  seconds['fedevolve'] = _seconds(*fedevolve.build_process(task, element_spec, hparams, fedevolve.Config()), rounds)
+  seconds['fedavg'] = timing.process_seconds_per_round(model_fn, process, rounds)
+  seconds['fedevp'] = timing.process_seconds_per_round(
+      *fedevp.build_process(task, element_spec, hparams, fedevp.Config()), rounds)
+  seconds['fedevolve'] = timing.process_seconds_per_round(
+      *fedevolve.build_process(task, element_spec, hparams, fedevolve.Config()), rounds)
   model_fn, process, initial_state = fedrep.build_process(task, element_spec, hparams, fedrep.Config())
-  with_states = [[collections.OrderedDict(dataset=dataset, client_state=tf.data.Dataset.from_tensors(
-      client_state.element(initial_state, position))) for position, dataset in enumerate(datasets)]
-                 for datasets in rounds]
-  seconds['fedrep'] = _seconds(model_fn, process, with_states)
+  seconds['fedrep'] = timing.process_seconds_per_round(model_fn, process,
+                                                      timing.with_client_states(rounds, initial_state))
   return seconds
 
 

@@ -22,9 +22,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms.core import client_state
 from algorithms.core import drift_statistics
-from algorithms.core import learning_process
 from algorithms.core import method
 from algorithms.methods import shiftex
 from algorithms.methods import vanilla
@@ -52,29 +50,17 @@ def _windowed(task):
   return task, rounds
 
 
-def _seconds(model_fn, process, rounds):
-  state = [process.set_model_weights(process.initialize(), learning_process.initial_weights(model_fn, 0))]
-
-  def step(datasets):
-    state[0] = process.next(state[0], datasets).state
-
-  return timing.seconds_per_round(step, rounds)
-
-
 def _round_seconds(task, rounds) -> dict:
   element_spec = rounds[0][0].element_spec
   seconds = collections.OrderedDict()
   model_fn, process = vanilla.build_single_network_process(task, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON)
-  seconds['fedavg'] = _seconds(model_fn, process, rounds)
+  seconds['fedavg'] = timing.process_seconds_per_round(model_fn, process, rounds)
   hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_LR, _EPSILON, num_branches=4)
   config = shiftex.Config(window_rounds=_WINDOW_ROUNDS, num_branches=4, clients_per_round=_CLIENTS_PER_ROUND.value,
                           detection_rounds=2)
   model_fn, process, initial_state = shiftex.build_process(task, element_spec, hparams, config)
-  # Every party at its initial state: the round's computation is the same whatever the state holds.
-  with_states = [[collections.OrderedDict(dataset=dataset, client_state=tf.data.Dataset.from_tensors(
-      client_state.element(initial_state, position))) for position, dataset in enumerate(datasets)]
-                 for datasets in rounds]
-  seconds['shiftex'] = _seconds(model_fn, process, with_states)
+  seconds['shiftex'] = timing.process_seconds_per_round(model_fn, process,
+                                                       timing.with_client_states(rounds, initial_state))
   return seconds
 
 

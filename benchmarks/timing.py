@@ -8,11 +8,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import client_state
+from algorithms.core import learning_process
 from models import emnist_cnn
-from tasks import task as task_lib
-
 from periodic_shift import client_sampler
 from periodic_shift import day_probability
+from tasks import task as task_lib
 
 BATCH_SIZE = 20
 WARMUP_ROUNDS = 3
@@ -64,3 +65,21 @@ def ratio_line(workload: str, seconds: dict, base: str) -> str:
   """'<workload>  <method> <s> s (<ratio>x) ...' with every method's seconds per round over `base`'s."""
   return workload + '  ' + '  '.join(f'{name} {value:.3f} s ({value / seconds[base]:.2f}x)'
                                      for name, value in seconds.items())
+
+
+def process_seconds_per_round(model_fn, process, rounds):
+  """`seconds_per_round` of a learning process's `next` from its seeded initial weights."""
+  state = [process.set_model_weights(process.initialize(), learning_process.initial_weights(model_fn, 0))]
+
+  def step(datasets):
+    state[0] = process.next(state[0], datasets).state
+
+  return seconds_per_round(step, rounds)
+
+
+def with_client_states(rounds, initial_state: dict):
+  """Per round, each client's data with `initial_state` as its client state (the round's computation is the same
+  whatever the state holds)."""
+  return [[collections.OrderedDict(dataset=dataset, client_state=tf.data.Dataset.from_tensors(
+      client_state.element(initial_state, position))) for position, dataset in enumerate(datasets)]
+          for datasets in rounds]

@@ -47,11 +47,16 @@ def read(state_dataset: tf.data.Dataset) -> dict:
   return state_dataset.get_single_element()
 
 
-def _collector(element_type: tff.Type):
-  """federated_aggregate pieces that stack the clients' state elements into {key: [m, ...]}."""
-  stacked_type = tff.StructWithPythonType(
+def gathered_type(element_type: tff.Type) -> tff.StructWithPythonType:
+  """The type of elements of `element_type` from every client, stacked: {key: [m, ...]} (`gather`)."""
+  return tff.StructWithPythonType(
       [(key, tff.TensorType(value.dtype, [None] + list(value.shape))) for key, value in tff.structure.iter_elements(
           element_type)], collections.OrderedDict)
+
+
+def _collector(element_type: tff.Type):
+  """federated_aggregate pieces that stack the clients' state elements into {key: [m, ...]}."""
+  stacked_type = gathered_type(element_type)
 
   @tff.tensorflow.computation
   def zero():
@@ -145,6 +150,37 @@ def summed_statistics_work(initial_state, client_round: tff.Computation,
   def next_fn(state, weights, client_data):
     outputs = tff.federated_map(client_round, (weights, tff.federated_broadcast(state), client_data))
     new_state, metrics = tff.federated_map(server_update, (state, tff.federated_sum(outputs[1]),
+                                                           tff.federated_sum(outputs[2])))
+    if with_client_states:
+      metrics = with_gathered(metrics, outputs[3])
+    return tff.templates.MeasuredProcessOutput(new_state, outputs[0], metrics)
+
+  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+
+
+def gathered_reports_work(initial_state, next_round: tff.Computation, client_round: tff.Computation,
+                          server_update: tff.Computation) -> tff.learning.templates.ClientWorkProcess:
+  """The client work of a method whose server decides from each client's report (CFL's split, ShiftEx's
+  assignment), the methods' own protocols, which send per-client values to the server.
+
+  `next_round` (TF: server state -> (state for this round, what the clients receive)); `client_round` (weights,
+  received value, client data) -> (ClientResult, report, metric sums[, updated client-state element]);
+  `server_update` (state, the reports stacked {key: [m, ...]}, summed metric sums) -> (new state, metrics). With a
+  fourth client output, the updated client states are gathered into the `client_states` measurement.
+  """
+  weights_type, _, data_type = client_round.type_signature.parameter
+  with_client_states = len(client_round.type_signature.result) == 4
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value(initial_state, tff.SERVER)
+
+  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, client_data):
+    counted = tff.federated_map(next_round, state)
+    outputs = tff.federated_map(client_round, (weights, tff.federated_broadcast(counted[1]), client_data))
+    new_state, metrics = tff.federated_map(server_update, (counted[0], gather(outputs[1]),
                                                            tff.federated_sum(outputs[2])))
     if with_client_states:
       metrics = with_gathered(metrics, outputs[3])

@@ -230,37 +230,25 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer: tf
     return run(weights, state, data['dataset'], client_state.read(data['client_state']))
 
   report_type, sums_type = client_round.type_signature.result[1:]
+  stacked_type = client_state.gathered_type(report_type)
 
   @tff.tensorflow.computation(state_type)
-  def increment(state):
-    return collections.OrderedDict(state, round_num=state['round_num'] + 1)
+  def next_round(state):
+    state = collections.OrderedDict(state, round_num=state['round_num'] + 1)
+    return state, state
 
-  @tff.federated_computation
-  def initialize():
-    return tff.federated_value(state_value, tff.SERVER)
+  @tff.tensorflow.computation(state_type, stacked_type, sums_type)
+  def server_update(state, reports, sums):
+    new_state, clusters, split_metrics = split_clusters(state, reports, config, num_networks)
+    metrics = collections.OrderedDict(
+        client_training.finalize_train_metrics(sums), **split_metrics,
+        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
+        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+        **{client_state.CLIENT_STATES: collections.OrderedDict(
+            position=reports['position'], cluster=tf.cast(clusters, tf.float32))})
+    return new_state, metrics
 
-  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
-                             tff.FederatedType(data_type, tff.CLIENTS))
-  def next_fn(state, weights, client_data):
-    state = tff.federated_map(increment, state)
-    result, reports, sums = tff.federated_map(client_round, (weights, tff.federated_broadcast(state), client_data))
-    gathered = client_state.gather(reports)
-
-    @tff.tensorflow.computation(state_type, gathered.type_signature.member, sums_type)
-    def server_update(state, reports, sums):
-      new_state, clusters, split_metrics = split_clusters(state, reports, config, num_networks)
-      metrics = collections.OrderedDict(
-          client_training.finalize_train_metrics(sums), **split_metrics,
-          train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
-          train_routing_ari=routing.adjusted_rand_index(sums['routing']),
-          **{client_state.CLIENT_STATES: collections.OrderedDict(
-              position=reports['position'], cluster=tf.cast(clusters, tf.float32))})
-      return new_state, metrics
-
-    new_state, metrics = tff.federated_map(server_update, (state, gathered, tff.federated_sum(sums)))
-    return tff.templates.MeasuredProcessOutput(new_state, result, metrics)
-
-  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+  return client_state.gathered_reports_work(state_value, next_round, client_round, server_update)
 
 
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,

@@ -548,7 +548,8 @@ def pool_step(config: Config, trainable_index, non_trainable_index):
 
 
 def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, element_spec, input_shape: tuple,
-                      feature_dim: int, num_classes: int, num_modes: int, config: Config) -> tff.learning.templates.ClientWorkProcess:
+                      feature_dim: int, num_classes: int, num_modes: int,
+                      config: Config) -> tff.learning.templates.ClientWorkProcess:
   """ShiftEx's client work: detection at the parties, collection and assignment at the server."""
   weights_type = learning_process.model_weights_type(model_fn)
   data_type = client_state.client_data_type(element_spec, initial_client_state(input_shape, feature_dim, num_classes,
@@ -578,45 +579,26 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
     run = build_client_round(model_fn(), client_optimizer, batch_fn, config, num_classes, num_modes)
     return run(weights, view, data['dataset'], client_state.read(data['client_state']))
 
-  report_type, sums_type, new_state_type = client_round.type_signature.result[1:]
+  report_type, sums_type = client_round.type_signature.result[1:3]
 
-  @tff.federated_computation
-  def initialize():
-    return tff.federated_value(state_value, tff.SERVER)
+  @tff.tensorflow.computation(state_type, client_state.gathered_type(report_type), sums_type)
+  def finish(state, reports, sums):
+    new_state = server_update(state, reports, sums, config)
+    delta_cov, delta_label = thresholds(new_state, config.alpha)
+    metrics = collections.OrderedDict(
+        client_training.finalize_train_metrics(sums),
+        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
+        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+        **{key: sums[key] for key in ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms')},
+        spawned=new_state['spawned'], reused=new_state['reused'], match_mmd=new_state['match_mmd'],
+        assignment_objective=new_state['objective'], optimal_objective=new_state['optimal_objective'],
+        solved_exactly=new_state['solved_exactly'],
+        label_clusters=tf.cast(new_state['num_label_clusters'], tf.float32),
+        delta_cov=tf.where(tf.math.is_finite(delta_cov), delta_cov, 0.0),
+        delta_label=tf.where(tf.math.is_finite(delta_label), delta_label, 0.0))
+    return new_state, metrics
 
-  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(weights_type, tff.CLIENTS),
-                             tff.FederatedType(data_type, tff.CLIENTS))
-  def next_fn(state, weights, client_data):
-    counted = tff.federated_map(next_round, state)
-    state, view = counted[0], counted[1]
-    result, reports, sums, new_states = tff.federated_map(
-        client_round, (weights, tff.federated_broadcast(view), client_data))
-    gathered_reports, gathered_states = client_state.gather(reports), client_state.gather(new_states)
-
-    @tff.tensorflow.computation(state_type, gathered_reports.type_signature.member, sums_type,
-                                gathered_states.type_signature.member)
-    def finish(state, reports, sums, states):
-      new_state = server_update(state, reports, sums, config)
-      delta_cov, delta_label = thresholds(new_state, config.alpha)
-      metrics = collections.OrderedDict(
-          client_training.finalize_train_metrics(sums),
-          train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
-          train_routing_ari=routing.adjusted_rand_index(sums['routing']),
-          **{key: sums[key] for key in ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms')},
-          spawned=new_state['spawned'], reused=new_state['reused'], match_mmd=new_state['match_mmd'],
-          assignment_objective=new_state['objective'], optimal_objective=new_state['optimal_objective'],
-          solved_exactly=new_state['solved_exactly'],
-          label_clusters=tf.cast(new_state['num_label_clusters'], tf.float32),
-          delta_cov=tf.where(tf.math.is_finite(delta_cov), delta_cov, 0.0),
-          delta_label=tf.where(tf.math.is_finite(delta_label), delta_label, 0.0),
-          **{client_state.CLIENT_STATES: states})
-      return new_state, metrics
-
-    new_state, metrics = tff.federated_map(finish, (state, gathered_reports, tff.federated_sum(sums),
-                                                    gathered_states))
-    return tff.templates.MeasuredProcessOutput(new_state, result, metrics)
-
-  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+  return client_state.gathered_reports_work(state_value, next_round, client_round, finish)
 
 
 def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparameters, config: Config):
