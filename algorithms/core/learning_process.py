@@ -17,6 +17,8 @@ from typing import Callable, Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from models import multi_branch
+
 ModelFn = Callable[[], tf.keras.Model]
 
 
@@ -49,6 +51,19 @@ def initial_weights(model_fn: ModelFn, seed: int) -> tff.learning.models.ModelWe
   tf.keras.utils.set_random_seed(seed)
   weights = tff.learning.models.ModelWeights.from_model(model_fn())
   return tf.nest.map_structure(lambda v: v.numpy(), weights)
+
+
+def identical_networks_fn(network_fn: Callable[[], tf.keras.Model], num_networks: int, seed: int,
+                          stack_features: bool = False) -> ModelFn:
+  """The builder of `num_networks` copies of `network_fn`'s network side by side
+  (`models.multi_branch.build_multi_network_model`), every copy initialized from `seed`, so all start from the same
+  weights (CFL's clusters and ShiftEx's experts begin as one model)."""
+
+  def network():
+    tf.keras.utils.set_random_seed(seed)
+    return network_fn()
+
+  return lambda: multi_branch.build_multi_network_model(network, num_networks, stack_features=stack_features)
 
 
 def empty_server_state() -> tff.Computation:

@@ -256,11 +256,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   config.validate()
   num_networks = hparams.num_branches
 
-  def model_fn():
-    def network():
-      tf.keras.utils.set_random_seed(hparams.seed)  # Every network starts from the same weights.
-      return task.model_fn(1)
-    return multi_branch.build_multi_network_model(network, num_networks)
+  model_fn = learning_process.identical_networks_fn(lambda: task.model_fn(1), num_networks, hparams.seed)
 
   client_work = build_client_work(model_fn, task.batch_fn,
                                   tff.learning.optimizers.build_sgdm(hparams.client_learning_rate), element_spec,

@@ -606,11 +606,8 @@ def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparame
   config.validate()
   k_slots = config.num_branches
 
-  def model_fn():
-    def network():
-      tf.keras.utils.set_random_seed(hparams.seed)  # Every slot starts from the same weights.
-      return task.model_fn(1)
-    return multi_branch.build_multi_network_model(network, k_slots, stack_features=True)
+  model_fn = learning_process.identical_networks_fn(lambda: task.model_fn(1), k_slots, hparams.seed,
+                                                    stack_features=True)
 
   with tf.Graph().as_default():
     model = model_fn()
