@@ -46,7 +46,7 @@ Algorithm = method.Algorithm
 
 def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,
                    shift_free: bool) -> Algorithm:
-  process = vanilla.build_process(*_process_args(task, element_spec, hparams))
+  process = vanilla.build_process(*method.process_args(task, element_spec, hparams))
 
   def evaluate(state):
     return evaluator.evaluate(process.get_model_weights(state), objectives.averaged_branches)
@@ -54,21 +54,15 @@ def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, 
   return Algorithm(process, evaluate, shift_free)
 
 
-def _process_args(task, element_spec, hparams):
-  model_fn = lambda: task.model_fn(hparams.num_branches)
-  return (model_fn, task.batch_fn, element_spec, hparams.client_learning_rate, hparams.server_learning_rate,
-          hparams.server_adam_epsilon)
-
-
 def _build_min_loss(task, element_spec, hparams, evaluator) -> Algorithm:
-  process = min_loss.build_process(*_process_args(task, element_spec, hparams), hparams.num_branches,
+  process = min_loss.build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches,
                                    task.num_modes, hparams.smoothing_weight, hparams.smoothing_epsilon)
   return Algorithm(process, certainty.routed_evaluation(process, evaluator, task.num_modes, hparams.num_branches,
                                                         hparams.eval_routing), shift_free=False)
 
 
 def _build_tshot_kmeans(task, element_spec, hparams, evaluator) -> Algorithm:
-  process = tshot_kmeans.build_process(*_process_args(task, element_spec, hparams), hparams.num_branches,
+  process = tshot_kmeans.build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches,
                                        task.num_modes, hparams.period, hparams.clients_per_round)
   objective = tshot_kmeans.evaluation_objective(task.num_modes, hparams.num_branches)
   evaluate = evaluation.routed_evaluation(process, evaluator, objective, lambda state: (state['centers'],),

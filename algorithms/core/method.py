@@ -55,6 +55,14 @@ class Algorithm(NamedTuple):
   evaluates_client_states: bool = False
 
 
+def process_args(task, element_spec, hparams: Hyperparameters) -> tuple:
+  """The leading arguments every K-branch method's `build_process` takes: (model_fn of the task's K-branch network,
+  the task's batch_fn, `element_spec`, client learning rate, server learning rate, server Adam epsilon)."""
+  model_fn = lambda: task.model_fn(hparams.num_branches)
+  return (model_fn, task.batch_fn, element_spec, hparams.client_learning_rate, hparams.server_learning_rate,
+          hparams.server_adam_epsilon)
+
+
 def setting(default, help_text: str, flag: Optional[str] = None):
   """A `Config` field that is a flag, with its help text; `flag` names it (default `<method>_<field>`)."""
   return dataclasses.field(default=default, metadata={'help': help_text, 'flag': flag})

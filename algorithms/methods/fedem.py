@@ -197,9 +197,8 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                     evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
   """FedEM over the task's K branches; held-out clients fit their own pi (`personalization`)."""
   config.validate()
-  process = build_process(lambda: task.model_fn(hparams.num_branches), task.batch_fn, element_spec,
-                          hparams.client_learning_rate, hparams.server_learning_rate, hparams.server_adam_epsilon,
-                          hparams.num_branches, task.num_modes, config.em_iterations, config.client_state)
+  process = build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
+                          config.em_iterations, config.client_state)
   objective = evaluation_objective(task.num_modes, hparams.num_branches, hparams.eval_routing, config.em_iterations)
   evaluate = evaluation.routed_evaluation(process, evaluator, objective, lambda state: (),
                                           [task.num_modes, hparams.num_branches], best_matching=True,

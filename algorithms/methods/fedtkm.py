@@ -314,10 +314,8 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                     evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
   """FedTKM on the task's K-branch network, test batches routed by the scaled distances (`evaluation_objective`)."""
   config = method.with_shared(config, dataclasses.asdict(hparams))
-  model_fn = lambda: task.model_fn(hparams.num_branches)
-  process = build_process(model_fn, task.batch_fn, element_spec, hparams.client_learning_rate,
-                          hparams.server_learning_rate, hparams.server_adam_epsilon, hparams.num_branches,
-                          task.num_modes, config)
+  process = build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
+                          config)
   objective = evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing, config.eval_scaling)
   evaluate = evaluation.routed_evaluation(
       process, evaluator, objective, lambda state: (state['clustering']['centers'], state['clustering']['scales']),

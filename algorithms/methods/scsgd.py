@@ -103,9 +103,8 @@ def build_process(model_fn, batch_fn, element_spec, client_learning_rate, server
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
                     evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
   config.validate()
-  process = build_process(lambda: task.model_fn(hparams.num_branches), task.batch_fn, element_spec,
-                          hparams.client_learning_rate, hparams.server_learning_rate, hparams.server_adam_epsilon,
-                          hparams.num_branches, task.num_modes, hparams.period, config.halves)
+  process = build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
+                          hparams.period, config.halves)
   return method.Algorithm(process, certainty.routed_evaluation(process, evaluator, task.num_modes,
                                                                hparams.num_branches, hparams.eval_routing),
                           shift_free=False)
