@@ -49,6 +49,7 @@ from algorithms.core import client_state
 from algorithms.core import client_training
 from algorithms.core import evaluation
 from algorithms.core import learning_process
+from algorithms.core import linkage
 from algorithms.core import method
 from algorithms.core import objectives
 from algorithms.core import per_tensor_mean
@@ -74,36 +75,15 @@ class Config:
 
 
 def complete_linkage_bipartition(similarity: tf.Tensor, members: tf.Tensor) -> tf.Tensor:
-  """Two groups of the `members` (bool [m]) by complete-linkage agglomeration of distances -similarity [m, m].
+  """Two groups of the `members` (bool [m]) by complete-linkage agglomeration of distances -similarity [m, m]
+  (`algorithms.core.linkage`).
 
   Returns bool [m]: True for the members of the second group (the one not holding the lowest-index member); False
   for non-members. Fewer than 2 members: all False.
   """
-  m = tf.shape(similarity)[0]
-  infinity = tf.constant(np.inf, tf.float32)
-  distance = -tf.cast(similarity, tf.float32)
-  label = tf.range(m)  # Each member starts as its own group, named by its index.
-  active = members
-  both = tf.logical_and(members[:, tf.newaxis], members[tf.newaxis, :])
-  linkage = tf.where(tf.logical_and(both, tf.logical_not(tf.eye(m, dtype=tf.bool))), distance, infinity)
-
-  def merge(linkage, label, active):
-    flat = tf.argmin(tf.reshape(linkage, [-1]), output_type=tf.int32)
-    i, j = tf.minimum(flat // m, flat % m), tf.maximum(flat // m, flat % m)
-    merged = tf.maximum(linkage[i], linkage[j])  # Complete linkage: the largest distance between the groups.
-    linkage = tf.tensor_scatter_nd_update(linkage, [[i]], merged[tf.newaxis])
-    linkage = tf.tensor_scatter_nd_update(tf.transpose(linkage), [[i]], merged[tf.newaxis])
-    linkage = tf.tensor_scatter_nd_update(linkage, [[i, i]], [infinity])
-    linkage = tf.tensor_scatter_nd_update(linkage, [[j]], tf.fill([1, m], infinity))
-    linkage = tf.transpose(tf.tensor_scatter_nd_update(tf.transpose(linkage), [[j]], tf.fill([1, m], infinity)))
-    label = tf.where(tf.equal(label, j), i, label)
-    active = tf.tensor_scatter_nd_update(active, [[j]], [False])
-    return linkage, label, active
-
-  _, label, _ = tf.while_loop(lambda linkage, label, active: tf.reduce_sum(tf.cast(active, tf.int32)) > 2, merge,
-                              (linkage, label, active))
-  first = tf.reduce_min(tf.where(members, label, m))
-  return tf.logical_and(members, tf.logical_not(tf.equal(label, first)))
+  label = linkage.complete_linkage(-tf.cast(similarity, tf.float32), members, min_groups=2)
+  first = tf.reduce_min(tf.where(members, label, tf.shape(label)[0]))
+  return members & tf.not_equal(label, first)
 
 
 def _representatives(owner: tf.Tensor, num_networks: int) -> tf.Tensor:
