@@ -22,6 +22,7 @@ from algorithms.core import method
 from algorithms.core import objectives
 from algorithms.methods import cfl
 from algorithms.methods import fedavg_plus
+from algorithms.methods import feddrift
 from algorithms.methods import fedem
 from algorithms.methods import fedevolve
 from algorithms.methods import fedevp
@@ -98,12 +99,13 @@ METHOD_CONFIGS = {
     fedevp.NAME: (fedevp.Config, fedevp.build_algorithm),
     fedrep.NAME: (fedrep.Config, fedrep.build_algorithm),
     shiftex.NAME: (shiftex.Config, shiftex.build_algorithm),
+    feddrift.NAME: (feddrift.Config, feddrift.build_algorithm),
 }
 ALGORITHMS = tuple(_BUILDERS) + tuple(METHOD_CONFIGS)
 _SHIFT_FREE = frozenset({'nds', 'nds_single'})
 _SINGLE_BRANCH = frozenset({'vanilla_single', 'nds_single'})
 _ROUTING_METHODS = frozenset({'scsgd', 'tshot_kmeans', 'min_loss', 'fedem', 'fedtem', 'fedtkm', pfedem.NAME, cfl.NAME,
-                              shiftex.NAME})
+                              shiftex.NAME, feddrift.NAME})
 _TASKS_WITHOUT_RAW_SPACE = frozenset({'stackoverflow'})
 
 

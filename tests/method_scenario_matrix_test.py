@@ -20,7 +20,7 @@ from tests import in_process_run
 
 _ALGORITHMS = ('vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',
                'fedtem', 'fedtkm', 'pfedem', 'cfl', 'fedgmm', 'fedprox', 'fedavg_plus', 'local', 'fedevolve',
-               'fedevp', 'fedrep', 'shiftex')
+               'fedevp', 'fedrep', 'shiftex', 'feddrift')
 _SEEDS = (0, 1)
 _SCENARIO_FLAGS = {
     # Two rounds of one period: q(1) = 0 (every sampled client a night client), q(2) = 1.

@@ -179,7 +179,11 @@ class EndToEndTest(parameterized.TestCase):
       # (client state); windows of 4 rounds, so the interruption lands inside one, with spawns and merges (measured:
       # 13 and 12 in 80 rounds); evaluated twice, as its 40 domains' test sets take most of a round's time.
       ('shiftex', ['--algorithm=shiftex', '--scenario=windowed', '--window_rounds=4', '--num_branches=4',
-                   '--shiftex_detection_rounds=2', '--rounds_per_eval=40']))
+                   '--shiftex_detection_rounds=2', '--rounds_per_eval=40']),
+      # FedDrift's models, ids and window scores (server state), every client's model and reference (client state);
+      # windows of 4 rounds under recurring concept drift, so models are created, evicted and merged.
+      ('feddrift', ['--algorithm=feddrift', '--scenario=concept_drift', '--drift_type=recurring', '--window_rounds=4',
+                    '--num_branches=4', '--feddrift_delta=0.02']))
   def test_interrupted_run_resumes_to_the_same_metrics(self, method_args):
     root = self.create_tempdir().full_path
     # 80 rounds: the interruption after round 5 must land well before the run would end by itself, also when the

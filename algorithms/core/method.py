@@ -55,6 +55,12 @@ class Algorithm(NamedTuple):
   evaluates_client_states: bool = False
 
 
+def window_of(round_num, window_rounds: int):
+  """The window (0 for W0) of a round numbered from 1, for methods that act per window of `window_rounds` rounds
+  (ShiftEx, FedDrift); works on Python ints and tensors."""
+  return (round_num - 1) // window_rounds
+
+
 def process_args(task, element_spec, hparams: Hyperparameters) -> tuple:
   """The leading arguments every K-branch method's `build_process` takes: (model_fn of the task's K-branch network,
   the task's batch_fn, `element_spec`, client learning rate, server learning rate, server Adam epsilon)."""

@@ -21,7 +21,11 @@ from typing import Callable
 import tensorflow as tf
 import tensorflow_federated as tff
 
-MOMENTS = ('accumulator', 'preconditioner')  # FedAdam's first and second moments (`tff.learning.optimizers.build_adam`).
+from algorithms.core import client_training
+from algorithms.core import objectives
+from models import multi_branch
+
+MOMENTS = ('accumulator', 'preconditioner')  # FedAdam's moments (`tff.learning.optimizers.build_adam`).
 
 
 def network_index(model: tf.keras.Model, num_networks: int) -> tuple[list[list[int]], list[list[int]]]:
@@ -69,6 +73,40 @@ def mixed_state(state: tff.learning.templates.LearningAlgorithmState, trainable_
         moments[i] = tf.where(changed[k], tf.zeros_like(moments[i]), moments[i])
     finalizer[name] = moments
   return state._replace(global_model_weights=new_weights, finalizer=finalizer)
+
+
+def train_network(model: tf.keras.Model, optimizer, weights: tff.learning.models.ModelWeights, batches,
+                  slot: tf.Tensor, trainable_index, non_trainable_index,
+                  num_trained: int) -> client_training.TrainingOutput:
+  """Local training of network `slot` (< num_trained) of the pool alone on `batches`, inside the client's
+  `tf.function`: the output's update holds that network's trainable tensors only."""
+
+  def train(k):
+    def run():
+      initial = tff.learning.models.ModelWeights(
+          trainable=[weights.trainable[i] for i in trainable_index[k]],
+          non_trainable=[weights.non_trainable[i] for i in non_trainable_index[k]])
+      output = client_training.local_training(
+          model.get_layer(f'network_{k + 1}'), optimizer, initial, batches,
+          lambda outputs, batch: objectives.classification_result(outputs[multi_branch.LOGITS][:, 0], batch))
+      return tuple(output)
+    return run
+
+  return client_training.TrainingOutput(*tf.switch_case(slot, [train(k) for k in range(num_trained)]))
+
+
+def pool_result(update: list, slot: tf.Tensor, weight: tf.Tensor, trainable_index,
+                num_tensors: int) -> tff.learning.templates.ClientResult:
+  """A client's result for the whole pool from the update of network `slot` (`train_network`): that network's
+  tensors carry the update with aggregation weight `weight` (per tensor, `algorithms.core.per_tensor_mean`), every
+  other network's carry zeros with weight 0."""
+  full_update, full_weight = [None] * num_tensors, [None] * num_tensors
+  for k, positions in enumerate(trainable_index):
+    mine = tf.equal(slot, k)
+    for j, i in enumerate(positions):
+      full_update[i] = tf.where(mine, update[j], tf.zeros_like(update[j]))
+      full_weight[i] = weight * tf.cast(mine, tf.float32)
+  return tff.learning.templates.ClientResult(full_update, full_weight)
 
 
 def with_server_step(process: tff.learning.templates.LearningProcess,

@@ -68,6 +68,27 @@ def routed_result(outputs: dict, batch: dict, branches: tf.Tensor, num_modes: in
   return objectives.classification_result(logits, batch)._replace(routing=confusion)
 
 
+def assigned_share(domain_slots: tf.Tensor, batch: dict, fallback: tf.Tensor) -> tf.Tensor:
+  """share [K] of a test batch of one domain over a pool's networks: the domain's row of domain_slots [modes, K]
+  (how many of the domain's clients trained each network recently, simulation only), normalized; `fallback` [K]
+  when no client of the domain was seen."""
+  counts = tf.gather(domain_slots, batch['mode'][0])
+  total = tf.reduce_sum(counts)
+  return tf.where(total > 0, counts / tf.maximum(total, 1e-12), fallback)
+
+
+def shared_result(outputs: dict, batch: dict, share: tf.Tensor, num_modes: int) -> objectives.BatchResult:
+  """Metrics of the batch under each network k of logits [B, K, C], weighted by share [K] (summing to 1), with
+  routing counts [modes, K] that spread each example by the share."""
+  num_networks = int(outputs[multi_branch.LOGITS].shape[1])
+  results = [objectives.classification_result(outputs[multi_branch.LOGITS][:, k], batch) for k in range(num_networks)]
+  mixed = lambda field: tf.add_n([share[k] * getattr(results[k], field) for k in range(num_networks)])
+  confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.tile(share[tf.newaxis], [tf.shape(batch['y'])[0], 1]),
+                        transpose_a=True)
+  return objectives.BatchResult(mixed('loss'), mixed('loss_sum'), mixed('num_correct'), results[0].num_examples,
+                                results[0].num_predictions, confusion)
+
+
 def batch_branches(batch: dict, branch: tf.Tensor) -> tf.Tensor:
   """`branch` for every example of `batch`: [B] int32."""
   return tf.fill(tf.shape(batch['y'])[:1], tf.cast(branch, tf.int32))

@@ -83,7 +83,6 @@ from algorithms.core import kmeans
 from algorithms.core import learning_process
 from algorithms.core import method
 from algorithms.core import network_pool
-from algorithms.core import objectives
 from algorithms.core import per_tensor_mean
 from algorithms.core import routing
 from models import multi_branch
@@ -184,11 +183,6 @@ def initial_server_state(feature_dim: int, num_modes: int, num_classes: int,
       spawned=np.float32(0), reused=np.float32(0), match_mmd=np.float32(0))
 
 
-def window_of(round_num, window_rounds: int):
-  """W index of a round (rounds count from 1)."""
-  return (round_num - 1) // window_rounds
-
-
 def thresholds(state: dict, alpha: float) -> tuple[tf.Tensor, tf.Tensor]:
   """(delta_cov, delta_label): the (1 - alpha) quantiles of W0's null statistics (+inf before any)."""
   return (drift_statistics.null_threshold(state['null_mmd'], state['null_count'], alpha),
@@ -224,25 +218,11 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
   k_slots = config.num_branches
   trainable_index, non_trainable_index = network_pool.network_index(model, k_slots)
 
-  def train_slot(slot, weights, batches):
-    def train(k):
-      def run():
-        network = model.get_layer(f'network_{k + 1}')
-        initial = tff.learning.models.ModelWeights(
-            trainable=[weights.trainable[i] for i in trainable_index[k]],
-            non_trainable=[weights.non_trainable[i] for i in non_trainable_index[k]])
-        output = client_training.local_training(
-            network, optimizer, initial, batches,
-            lambda outputs, batch: objectives.classification_result(outputs[multi_branch.LOGITS][:, 0], batch))
-        return output.update, output.num_examples, output.metrics, output.finite
-      return run
-    return tf.switch_case(slot, [train(k) for k in range(config.bootstrap_slot)])
-
   @tf.function
   def run(weights, state, dataset, stored):
     examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
     round_num, position = state['round_num'], tf.cast(stored[client_state.POSITION], tf.int32)
-    window = window_of(round_num, config.window_rounds)
+    window = method.window_of(round_num, config.window_rounds)
     seed = tf.stack([round_num, position])
 
     # Adoption: a pending party takes the expert of the nearest centroid of this window's assignment.
@@ -270,7 +250,8 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
 
     # Null statistics (W0): two random halves of the window's sample.
     first, second = drift_statistics.split_weights(sample_weights, seed + 1)
-    null_mmd = drift_statistics.mmd_squared(sample, sample, drift_statistics.median_heuristic_gamma(sample, sample_weights), first, second, config.unbiased_mmd)
+    null_mmd = drift_statistics.mmd_squared(sample, sample, drift_statistics.median_heuristic_gamma(
+        sample, sample_weights), first, second, config.unbiased_mmd)
     labels = tf.cast(examples['y'], tf.int32)  # The label null splits all the window's labels, as JSD uses all.
     halves = drift_statistics.split_weights(tf.ones(tf.shape(labels)), seed + 4)
     null_jsd = drift_statistics.jensen_shannon(*[tf.ensure_shape(tf.math.divide_no_nan(
@@ -298,25 +279,19 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
         stable_checks=tf.cast(check & ~truly, tf.float32), false_alarms=tf.cast(shifted & ~truly, tf.float32))
     pending = pending | shifted
 
-    training = train_slot(slot, weights, batches)
-    update, num_examples, metrics, finite = training
-    sends = finite & ~pending & tf.not_equal(local_window, window)
+    output = network_pool.train_network(model, optimizer, weights, batches, slot, trainable_index,
+                                         non_trainable_index, config.bootstrap_slot)
+    sends = output.finite & ~pending & tf.not_equal(local_window, window)
     label_cluster, balance = flips_balance(histogram, slot, state, config)
-    size = num_examples * tf.cast(sends, tf.float32) * balance
-    full_update, full_weight = [None] * len(weights.trainable), [None] * len(weights.trainable)
-    for k in range(k_slots):
-      for j, i in enumerate(trainable_index[k]):
-        mine = tf.equal(slot, k)
-        full_update[i] = tf.where(mine, update[j], tf.zeros_like(update[j])) if k < config.bootstrap_slot else (
-            tf.zeros_like(update[j]))
-        full_weight[i] = size * tf.cast(mine, tf.float32)
-    output = client_training.TrainingOutput(update, num_examples, metrics, finite)
-    sums = routing.training_sums(
-        output, domain, slot, num_modes, k_slots, slot_examples=tf.one_hot(slot, k_slots) * num_examples * tf.cast(
-            sends, tf.float32), label_counts=tf.one_hot(slot, k_slots)[:, tf.newaxis] * tf.one_hot(
-                label_cluster, config.max_clusters)[tf.newaxis] * tf.cast(sends, tf.float32), **detection)
+    sent = output.num_examples * tf.cast(sends, tf.float32)
+    result = network_pool.pool_result(output.update, slot, sent * balance, trainable_index, len(weights.trainable))
+    label_counts = tf.one_hot(slot, k_slots)[:, tf.newaxis] * tf.one_hot(label_cluster, config.max_clusters)[
+        tf.newaxis] * tf.cast(sends, tf.float32)
+    slot_examples = tf.one_hot(slot, k_slots) * sent
+    sums = routing.training_sums(output, domain, slot, num_modes, k_slots, slot_examples=slot_examples,
+                                 label_counts=label_counts, **detection)
     report = collections.OrderedDict(
-        valid=tf.cast(finite, tf.float32), shifted=tf.cast(shifted, tf.float32), profile=profile,
+        valid=tf.cast(output.finite, tf.float32), shifted=tf.cast(shifted, tf.float32), profile=profile,
         histogram=histogram, size=tf.cast(tf.shape(examples['y'])[0], tf.float32),
         null_mmd=null_mmd, null_jsd=null_jsd)
     new_state = collections.OrderedDict(
@@ -325,7 +300,7 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
         checked_window=tf.where(check, tf.cast(window, tf.float32), stored['checked_window']),
         ref_window=tf.cast(window, tf.float32), profile=tf.where(shifted, profile, stored['profile']),
         ref_inputs=inputs, ref_weights=sample_weights, ref_hist=histogram, ref_domain=tf.cast(domain, tf.float32))
-    return tff.learning.templates.ClientResult(full_update, full_weight), report, sums, new_state
+    return result, report, sums, new_state
 
   return run
 
@@ -440,7 +415,7 @@ def server_update(state: dict, reports: dict, sums: dict, config: Config):
   shifted profiles and, at the end of the detection period, the assignment (`assign_clusters`)."""
   state = dict(state)
   round_num = state['round_num']
-  window = window_of(round_num, config.window_rounds)
+  window = method.window_of(round_num, config.window_rounds)
   start = window * config.window_rounds + 1
   valid = reports['valid'] > 0
   in_bootstrap = tf.equal(window, 0)
@@ -499,7 +474,7 @@ def merge_experts(weights: tff.learning.models.ModelWeights, state: dict, traina
   unit = tf.math.l2_normalize(flat, 1)
   similarity = tf.matmul(unit, unit, transpose_b=True)
   round_num = state['round_num']
-  window_end = (window_of(round_num, config.window_rounds) >= 1) & tf.equal(round_num % config.window_rounds, 0)
+  window_end = (method.window_of(round_num, config.window_rounds) >= 1) & tf.equal(round_num % config.window_rounds, 0)
   candidates = (state['active'][:, None] > 0) & (state['active'][None] > 0) & (
       tf.range(k_slots)[:, None] < tf.range(k_slots)[None]) & window_end
   fresh = network_pool.changed_rows(state['mixing'])  # Spawned this round: their weights are not set yet.
@@ -640,14 +615,8 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
       profile = tf.reduce_mean(features, 0)
     share = tf.one_hot(nearest_active(profile, memory, active), k_slots)
     if config.evaluation == 'assigned':
-      counts = tf.gather(domain_slots, batch['mode'][0])
-      share = tf.where(tf.reduce_sum(counts) > 0, counts / tf.reduce_sum(counts), share)
-    results = [objectives.classification_result(outputs[multi_branch.LOGITS][:, k], batch) for k in range(k_slots)]
-    mixed = lambda field: tf.add_n([share[k] * getattr(results[k], field) for k in range(k_slots)])
-    confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.tile(share[tf.newaxis], [tf.shape(
-        batch['y'])[0], 1]), transpose_a=True)
-    return objectives.BatchResult(mixed('loss'), mixed('loss_sum'), mixed('num_correct'), results[0].num_examples,
-                                  results[0].num_predictions, confusion)
+      share = routing.assigned_share(domain_slots, batch, share)
+    return routing.shared_result(outputs, batch, share, num_modes)
 
   evaluate = evaluation.routed_evaluation(
       process, evaluator.with_model(model_fn()), objective,

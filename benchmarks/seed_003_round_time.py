@@ -1,14 +1,16 @@
-"""ShiftEx's seconds per round against FedAvg's on the same clients, and its detection and assignment costs (seed 003).
+"""Seconds per round of seed 003's methods, ShiftEx and its baseline FedDrift, against FedAvg's on the same clients,
+and ShiftEx's detection and assignment costs.
 
 Workload: the synthetic task under `windowed` (windows of 4 rounds, so the timed rounds hold detections, an
-assignment per window, spawns and merges), the same sampled clients and batches for both, as TFF learning
+assignment per window, spawns and merges), the same sampled clients and batches for all, as TFF learning
 processes. FedAvg is the task's single-branch network; ShiftEx runs `--num_branches=4` (3 experts and theta_0),
 each party training one of them, and embeds its data and its kept sample with all K networks (one inference pass
-of the multi-network model). Then, outside TFF, the two server-side pieces the seed times (digest section 4.3):
+of the multi-network model); FedDrift runs 4 models, each client training one and scoring all four on its data
+(one inference pass). Then, outside TFF, the two server-side pieces the seed times (digest section 4.3):
 one party's detection (MMD^2 of two samples of `--samples` embeddings, JSD of two histograms) and the window's
 assignment (k-means with k by Davies-Bouldin, matching, spawning) on a full buffer of shifted profiles.
 
-    bazel run //benchmarks:shiftex_round_time -- --rounds=12
+    bazel run //benchmarks:seed_003_round_time -- --rounds=12
 """
 
 import collections
@@ -24,6 +26,7 @@ import tensorflow_federated as tff
 
 from algorithms.core import drift_statistics
 from algorithms.core import method
+from algorithms.methods import feddrift
 from algorithms.methods import shiftex
 from algorithms.methods import vanilla
 from benchmarks import timing
@@ -61,6 +64,10 @@ def _round_seconds(task, rounds) -> dict:
   model_fn, process, initial_state = shiftex.build_process(task, element_spec, hparams, config)
   seconds['shiftex'] = timing.process_seconds_per_round(model_fn, process,
                                                        timing.with_client_states(rounds, initial_state))
+  config = feddrift.Config(window_rounds=_WINDOW_ROUNDS, num_branches=4)
+  model_fn, process = feddrift.build_process(task, element_spec, hparams, config)
+  seconds['feddrift'] = timing.process_seconds_per_round(
+      model_fn, process, timing.with_client_states(rounds, feddrift.initial_client_state()))
   return seconds
 
 

@@ -1,0 +1,403 @@
+"""FedDrift (Jothimurugesan, Hsieh, Wang, Joshi and Gibbons, AISTATS 2023), a baseline of seed 003 (ShiftEx).
+
+Seed `003_09263288c1c036a1` compares ShiftEx with FedDrift (digest section 4.1: "local drift detection plus
+clustering of clients by loss to assign multiple models"); the method is FedDrift's paper and its authors' code
+(microsoft/FedDrift, `FedAvgEnsDataLoader.cluster_hierarchical`, read to understand, not copied). Clients are
+clustered, one model per cluster, and the clustering changes at every time step (here: every window of
+`window_rounds` rounds):
+
+- Local drift detection. At its first round in a new time step, client c scores every model on its new data,
+  s_c(w_k) (accuracy, or minus the loss), and takes the best, k* = argmax_k s_c(w_k). It has drifted when
+
+    s_c^ref - s_c(w_k*) > delta,
+
+  where s_c^ref is the score of its model on its data when it last measured it. A client that has not drifted
+  joins k*; one that has drifted is isolated on a new model, a copy of w_k* (the code's `find_unused_model_lru`
+  with `original_model`), which only it trains.
+- Hierarchical clustering. Between the models, the cluster distance is
+
+    D(i, j) = max(S_ii - S_ij, S_jj - S_ji, 0),   S_ij = the score of model j on cluster i's data   (distance A),
+
+  and complete-linkage agglomeration (`algorithms.core.linkage`) merges the models while the closest groups are
+  within delta'; a merged model is the average of its members weighted by the examples each trained on. A model
+  created in a time step is isolated from merging until the next one (W = 1).
+
+The authors' FedDrift setting (their README: `H_A_F_1_06_0`) is distance A, complete linkage, W = 1,
+delta = delta' = 0.06 on accuracy; those are the defaults.
+
+How the suite realizes it (documented choices):
+- Models are the K = `--num_branches` networks of a `build_multi_network_model` (slots), all from one seed; slot 0
+  is the first model. A new model takes a free slot, or else evicts the slot least recently trained before this
+  time step (the code's LRU), or, when every slot was trained in this time step, the client stays on k*
+  (`exhausted` counts them). Clients carry a model id (client state); the server maps ids to slots, so the clients
+  of a merged model follow it and those of an evicted one choose again.
+- Partial participation (the code has every client in every time step): a client detects at its first round in
+  a new window; its reference s_c^ref is the score it measured at the start of its last round (before local
+  training), in an earlier window. A client that drifts sits out of that round's aggregate; the server gives it a
+  slot, which it trains from its next round. `--feddrift_new_models=window` is FedDrift-Eager (the code's
+  `mmacc`): all the clients that drift in one window share one new model, and models are never merged.
+- Cluster data: FedDrift's S_ij uses all the data assigned to cluster i so far; the suite's clients hold only the
+  current round's data, so S_ij averages, over the window's participants of cluster i, the scores they measured
+  at the start of their rounds (weighted by examples). Merging runs in the last round of each window.
+- `--feddrift_statistic`: `accuracy` (the code) or `loss` (the paper states the rules with losses; then
+  s = -loss and delta, delta' are in nats).
+
+Evaluation: a domain's test data are scored by the models its clients were assigned to, weighted by a decaying
+count of the clients seen per domain and model (what the code measures, each client's model on its concept's test
+data; the true domain is used for this metric only, as for ShiftEx), and, for a domain no client has held yet, by
+the model with the best score on the batch (labels used, the client rule).
+
+Metrics: `num_models`, `created`, `evicted`, `exhausted`, `merged`; against the true domains (simulation only):
+`true_shifts` / `detected_shifts` (clients whose domain changed since their reference, and those flagged) and
+`stable_checks` / `false_alarms`; `train_routing_accuracy` / `train_routing_ari` of the clients' models against
+their domains.
+"""
+
+import collections
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms.core import client_state
+from algorithms.core import client_training
+from algorithms.core import evaluation
+from algorithms.core import learning_process
+from algorithms.core import linkage
+from algorithms.core import method
+from algorithms.core import network_pool
+from algorithms.core import objectives
+from algorithms.core import per_tensor_mean
+from algorithms.core import routing
+from models import multi_branch
+from tasks import task as task_lib
+
+NAME = 'feddrift'
+STATISTICS = ('accuracy', 'loss')
+NEW_MODELS = ('client', 'window')
+ASSIGNMENT_DECAY = 0.9  # Per round, of the domain x model counts of the evaluation (as ShiftEx's).
+MAX_MODEL_IDS = 1024
+NO_ID = -1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  delta: float = method.setting(0.06, 'FedDrift: a client drifts when its best model scores this much below its '
+                                'reference on its new data.')
+  merge_delta: float = method.setting(0.06, 'FedDrift: delta\', models whose cluster distance is at most this '
+                                      'are merged.')
+  statistic: str = method.setting('accuracy', 'FedDrift: the score of a model on a client\'s data: accuracy (the '
+                                  'authors\' code) or loss (the paper\'s text; s = -loss).')
+  new_models: str = method.setting('client', 'FedDrift: a new model per drifted client, merged by hierarchical '
+                                   'clustering (client), or one per window for all its drifted clients, never '
+                                   'merged (window: FedDrift-Eager).')
+  window_rounds: int = 32
+  num_branches: int = 4
+
+  def validate(self) -> None:
+    method.check_settings(self, NAME, choices={'statistic': STATISTICS, 'new_models': NEW_MODELS})
+    if self.delta < 0 or self.merge_delta < 0:
+      raise ValueError(f'--feddrift_delta and --feddrift_merge_delta must be >= 0; got {self.delta:g}, '
+                       f'{self.merge_delta:g}.')
+    if self.num_branches < 2:
+      raise ValueError(f'feddrift needs --num_branches >= 2 (room for a second model); got {self.num_branches}.')
+
+
+def initial_client_state() -> dict:
+  """A client before its first round: on model id 0 (slot 0), no reference score (ref_window -1)."""
+  return {'model_id': np.float32(0), 'ref_score': np.float32(0), 'ref_window': np.float32(-1),
+          'checked_window': np.float32(-1), 'ref_domain': np.float32(-1)}
+
+
+def initial_server_state(num_modes: int, config: Config) -> collections.OrderedDict:
+  k = config.num_branches
+  return collections.OrderedDict(
+      round_num=np.int32(0), active=np.eye(k, dtype=np.float32)[0],
+      id_slot=np.array([0] + [-1] * (MAX_MODEL_IDS - 1), np.int32), slot_id=np.array([0] + [-1] * (k - 1), np.int32),
+      next_id=np.int32(1), created_window=np.full([k], -1, np.int32), trained_window=np.full([k], -1, np.int32),
+      window_slot=np.int32(-1), cluster_scores=np.zeros([k, k], np.float32), cluster_examples=np.zeros([k], np.float32),
+      examples_seen=np.zeros([k], np.float32), domain_slots=np.zeros([num_modes, k], np.float32),
+      mixing=np.eye(k, dtype=np.float32), created=np.float32(0), evicted=np.float32(0), exhausted=np.float32(0),
+      merged=np.float32(0))
+
+
+def model_scores(logits: tf.Tensor, examples: dict, statistic: str) -> tf.Tensor:
+  """s(w_k) [K] of every model on a client's examples (logits [N, K, C]): accuracy, or minus the mean loss."""
+  results = [objectives.classification_result(logits[:, k], examples) for k in range(logits.shape[1])]
+  if statistic == 'accuracy':
+    return tf.stack([tf.math.divide_no_nan(r.num_correct, r.num_predictions) for r in results])
+  return -tf.stack([tf.math.divide_no_nan(r.loss_sum, r.num_examples) for r in results])
+
+
+def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.BatchFn, config: Config,
+                       num_modes: int):
+  """The client's round as a `tf.function` (weights, broadcast state, dataset, stored state) -> (ClientResult with
+  per-tensor weights, report for the server, metric sums)."""
+  k_slots = config.num_branches
+  trainable_index, non_trainable_index = network_pool.network_index(model, k_slots)
+
+  @tf.function
+  def run(weights, state, dataset, stored):
+    examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
+    window = method.window_of(state['round_num'], config.window_rounds)
+    client_training.assign_weights(model, weights)
+    scores = model_scores(model(examples['x'], training=False)[multi_branch.LOGITS], examples, config.statistic)
+    best = tf.argmax(tf.where(state['active'] > 0, scores, -np.inf), output_type=tf.int32)
+
+    # Drift detection at the client's first round of a window after the one of its reference.
+    ref_window = tf.cast(stored['ref_window'], tf.int32)
+    new_window = tf.cast(stored['checked_window'], tf.int32) < window
+    check = new_window & (window >= 1) & (ref_window >= 0) & (ref_window < window)
+    drifted = check & (stored['ref_score'] - scores[best] > config.delta)
+    model_id = tf.cast(stored['model_id'], tf.int32)
+    stored_slot = tf.where(model_id >= 0, tf.gather(state['id_slot'], tf.maximum(model_id, 0)), -1)
+    slot = tf.where(new_window | (stored_slot < 0), best, stored_slot)
+    domain = routing.client_mode(examples)  # Simulation only: scores the detector, never decides.
+    truly = tf.not_equal(domain, tf.cast(stored['ref_domain'], tf.int32))
+    detection = collections.OrderedDict(
+        true_shifts=tf.cast(check & truly, tf.float32), detected_shifts=tf.cast(drifted & truly, tf.float32),
+        stable_checks=tf.cast(check & ~truly, tf.float32), false_alarms=tf.cast(drifted & ~truly, tf.float32))
+
+    output = network_pool.train_network(model, optimizer, weights, batches, slot, trainable_index,
+                                        non_trainable_index, k_slots)
+    sent = output.num_examples * tf.cast(output.finite & ~drifted, tf.float32)
+    result = network_pool.pool_result(output.update, slot, sent, trainable_index, len(weights.trainable))
+    sums = routing.training_sums(
+        output, domain, slot, num_modes, k_slots, slot_examples=tf.one_hot(slot, k_slots) * sent,
+        cluster_scores=tf.one_hot(slot, k_slots)[:, tf.newaxis] * scores[tf.newaxis] * sent, **detection)
+    report = collections.OrderedDict(
+        position=stored[client_state.POSITION], drifted=tf.cast(drifted, tf.float32),
+        best=tf.cast(best, tf.float32), model_id=tf.cast(tf.gather(state['slot_id'], slot), tf.float32),
+        ref_score=scores[slot], ref_window=tf.cast(window, tf.float32),
+        checked_window=tf.cast(tf.maximum(window, tf.cast(stored['checked_window'], tf.int32)), tf.float32),
+        ref_domain=tf.cast(domain, tf.float32))
+    return result, report, sums
+
+  return run
+
+
+def _new_id(state: dict, slot: tf.Tensor, use: tf.Tensor) -> dict:
+  """With `use`: slot gets a fresh model id; ids of the model it held map to no slot (its clients choose again)."""
+  ids = tf.range(MAX_MODEL_IDS)
+  id_slot = tf.where(use & tf.equal(state['id_slot'], slot), -1, state['id_slot'])
+  id_slot = tf.where(use & tf.equal(ids, state['next_id']), slot, id_slot)
+  slot_id = tf.where(use & tf.equal(tf.range(tf.shape(state['slot_id'])[0]), slot), state['next_id'],
+                     state['slot_id'])
+  return dict(state, id_slot=id_slot, slot_id=slot_id, next_id=state['next_id'] + tf.cast(use, tf.int32))
+
+
+def allocate(state: dict, reports: dict, window: tf.Tensor, config: Config) -> tuple[dict, tf.Tensor]:
+  """New models for the round's drifted clients (reports {drifted [m], best [m]}), in report order: a free slot,
+  else the slot least recently trained before this window (LRU); with `new_models=window`, one per window, shared
+  by its drifted clients. A new model copies the drifted client's best model. Returns (state, every reporting
+  client's model id [m] for its next round: the new model's, or for a drifted client left without one, its best
+  model's)."""
+  k = config.num_branches
+  drifted = reports['drifted'] > 0
+  best = tf.cast(reports['best'], tf.int32)
+  stays = tf.where(drifted, tf.gather(state['slot_id'], best), tf.cast(reports['model_id'], tf.int32))
+  free = state['active'] <= 0
+  available = free | (state['trained_window'] < window)
+  priority = tf.where(free, -2.0, tf.cast(state['trained_window'], tf.float32))
+  order = tf.argsort(tf.where(available, priority, np.inf), stable=True)
+  num_available = tf.reduce_sum(tf.cast(available, tf.int32))
+  state = dict(state)
+  if config.new_models == 'client':
+    rank = tf.cumsum(tf.cast(drifted, tf.int32)) - 1
+    granted = drifted & (rank < num_available)
+    for r in range(k):
+      client = tf.argmax(tf.cast(granted & tf.equal(rank, r), tf.int32), output_type=tf.int32)
+      state = _open_slot(state, order[r], best[client], r < num_available, tf.reduce_any(granted & tf.equal(rank, r)),
+                         window)
+    new_slot = tf.gather(order, tf.clip_by_value(rank, 0, k - 1))
+  else:
+    open_slot = tf.maximum(state['window_slot'], 0)
+    current = ((state['window_slot'] >= 0) & tf.equal(state['created_window'][open_slot], window)
+               & (state['active'][open_slot] > 0))
+    need = tf.reduce_any(drifted) & ~current & (num_available > 0)
+    first = tf.argmax(tf.cast(drifted, tf.int32), output_type=tf.int32)
+    state = _open_slot(state, order[0], best[first], True, need, window)
+    state['window_slot'] = tf.where(need, order[0], state['window_slot'])
+    granted = drifted & (current | need)
+    new_slot = tf.fill(tf.shape(best), tf.maximum(state['window_slot'], 0))
+  state['exhausted'] = tf.reduce_sum(tf.cast(drifted & ~granted, tf.float32))
+  return state, tf.where(granted, tf.gather(state['slot_id'], new_slot), stays)
+
+
+def _open_slot(state: dict, slot: tf.Tensor, source: tf.Tensor, possible, use: tf.Tensor, window: tf.Tensor) -> dict:
+  """With `use` (and `possible`): slot becomes a new model, a copy of slot `source` (mixing row), created in
+  `window`, under a fresh id (the ids of the model it held, if any, map to no slot: its clients choose again)."""
+  k = int(state['active'].shape[0])
+  use = tf.logical_and(possible, use)
+  at = tf.equal(tf.range(k), slot) & use
+  ids = tf.range(MAX_MODEL_IDS)
+  id_slot = tf.where(use & tf.equal(state['id_slot'], slot), -1, state['id_slot'])
+  state.update(
+      id_slot=tf.where(use & tf.equal(ids, state['next_id']), slot, id_slot),
+      slot_id=tf.where(at, state['next_id'], state['slot_id']), next_id=state['next_id'] + tf.cast(use, tf.int32),
+      evicted=state['evicted'] + tf.cast(use & (state['active'][slot] > 0), tf.float32),
+      created=state['created'] + tf.cast(use, tf.float32), active=tf.where(at, 1.0, state['active']),
+      mixing=tf.where(at[:, tf.newaxis], tf.one_hot(source, k), state['mixing']),
+      created_window=tf.where(at, window, state['created_window']),
+      trained_window=tf.where(at, window, state['trained_window']),
+      examples_seen=tf.where(at, 0.0, state['examples_seen']))
+  return state
+
+
+def cluster_distances(cluster_scores: tf.Tensor, cluster_examples: tf.Tensor) -> tf.Tensor:
+  """D [K, K], D(i, j) = max(S_ii - S_ij, S_jj - S_ji, 0) with S_ij = cluster_scores[i, j] / cluster_examples[i]
+  (FedDrift's distance A)."""
+  scores = tf.math.divide_no_nan(cluster_scores, cluster_examples[:, tf.newaxis])
+  own = tf.linalg.diag_part(scores)
+  return tf.maximum(tf.maximum(own[:, tf.newaxis] - scores, own[tf.newaxis, :] - tf.transpose(scores)), 0.0)
+
+
+def merge_models(state: dict, window: tf.Tensor, config: Config) -> dict:
+  """FedDrift's hierarchical clustering at a window's end: the models trained in this window and created before it
+  are merged by complete linkage of D while within delta'; a group becomes its lowest slot, the average of its
+  members weighted by the examples each trained on, and its members' clients follow it."""
+  k = config.num_branches
+  state = dict(state)
+  eligible = (state['active'] > 0) & (state['created_window'] < window) & (state['cluster_examples'] > 0)
+  label = linkage.complete_linkage(cluster_distances(state['cluster_scores'], state['cluster_examples']), eligible,
+                                   max_distance=config.merge_delta)
+  slots = tf.range(k)
+  members = tf.equal(label[tf.newaxis, :], slots[:, tf.newaxis])  # [group (its base slot), slot]
+  weighted = tf.cast(members, tf.float32) * state['examples_seen'][tf.newaxis]
+  total = tf.reduce_sum(weighted, 1)
+  rows = tf.where(total[:, tf.newaxis] > 0, weighted / tf.maximum(total, 1e-12)[:, tf.newaxis],
+                  tf.math.divide_no_nan(tf.cast(members, tf.float32),
+                                        tf.reduce_sum(tf.cast(members, tf.float32), 1, keepdims=True)))
+  grouped = tf.reduce_sum(tf.cast(members, tf.int32), 1) > 1
+  joins = eligible & tf.not_equal(label, slots)  # Slots merged into a lower one.
+  target = tf.where(joins, label, slots)
+  state.update(
+      mixing=tf.where(grouped[:, tf.newaxis], rows, state['mixing']), active=tf.where(joins, 0.0, state['active']),
+      id_slot=tf.where(state['id_slot'] >= 0, tf.gather(target, tf.maximum(state['id_slot'], 0)), state['id_slot']),
+      slot_id=tf.where(joins, -1, state['slot_id']),
+      examples_seen=tf.where(grouped, total, tf.where(joins, 0.0, state['examples_seen'])),
+      merged=tf.reduce_sum(tf.cast(joins, tf.float32)))
+  return state
+
+
+def server_update(state: dict, reports: dict, sums: dict, config: Config) -> tuple[dict, tf.Tensor]:
+  """The server's round after the clients' reports: the models' bookkeeping, new models for the drifted clients
+  and, at a window's end, the merges. Returns (state, the reporting clients' model ids [m])."""
+  state = dict(state)
+  window = method.window_of(state['round_num'], config.window_rounds)
+  trained = sums['slot_examples'] > 0
+  state.update(
+      trained_window=tf.where(trained, window, state['trained_window']),
+      examples_seen=state['examples_seen'] + sums['slot_examples'],
+      cluster_scores=state['cluster_scores'] + sums['cluster_scores'],
+      cluster_examples=state['cluster_examples'] + sums['slot_examples'],
+      domain_slots=ASSIGNMENT_DECAY * state['domain_slots'] + sums['routing'],
+      created=tf.constant(0.0), evicted=tf.constant(0.0), merged=tf.constant(0.0))
+  state, model_ids = allocate(state, reports, window, config)
+  if config.new_models == 'client':
+    window_end = (window >= 1) & tf.equal(state['round_num'] % config.window_rounds, 0)
+    merged = merge_models(state, window, config)
+    state = {key: tf.where(window_end, merged[key], value) for key, value in state.items()}
+  return state, model_ids
+
+
+def pool_step(trainable_index, non_trainable_index, num_slots: int):
+  """The server step after the finalizer (`network_pool.with_server_step`): the round's copies and merges applied to
+  the networks."""
+
+  def step(learning_state):
+    state = learning_state.client_work
+    edited = network_pool.mixed_state(learning_state, trainable_index, non_trainable_index, state['mixing'])
+    client_work = collections.OrderedDict(state, mixing=tf.eye(num_slots))
+    return edited._replace(client_work=client_work), collections.OrderedDict(
+        num_models=tf.reduce_sum(state['active']))
+
+  return step
+
+
+def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, element_spec, num_modes: int,
+                      config: Config) -> tff.learning.templates.ClientWorkProcess:
+  """FedDrift's client work: detection and scores at the clients, new models and merges at the server."""
+  weights_type = learning_process.model_weights_type(model_fn)
+  data_type = client_state.client_data_type(element_spec, initial_client_state())
+  state_value = initial_server_state(num_modes, config)
+  state_type = tff.types.tensorflow_to_type(tf.nest.map_structure(
+      lambda a: tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)), state_value))
+
+  @tff.tensorflow.computation(state_type)
+  def next_round(state):
+    """The state with the round counted (and the window's cluster scores reset at its start), and what the clients
+    receive: the round and the models."""
+    round_num = state['round_num'] + 1
+    starts = tf.equal((round_num - 1) % config.window_rounds, 0)
+    state = collections.OrderedDict(
+        state, round_num=round_num,
+        cluster_scores=tf.where(starts, tf.zeros_like(state['cluster_scores']), state['cluster_scores']),
+        cluster_examples=tf.where(starts, tf.zeros_like(state['cluster_examples']), state['cluster_examples']))
+    view = collections.OrderedDict(round_num=round_num, active=state['active'], id_slot=state['id_slot'],
+                                   slot_id=state['slot_id'])
+    return state, view
+
+  view_type = next_round.type_signature.result[1]
+
+  @tff.tensorflow.computation(weights_type, view_type, data_type)
+  def client_round(weights, view, data):
+    run = build_client_round(model_fn(), client_optimizer, batch_fn, config, num_modes)
+    return run(weights, view, data['dataset'], client_state.read(data['client_state']))
+
+  report_type, sums_type = client_round.type_signature.result[1:]
+
+  @tff.tensorflow.computation(state_type, client_state.gathered_type(report_type), sums_type)
+  def finish(state, reports, sums):
+    new_state, model_ids = server_update(state, reports, sums, config)
+    new_state = collections.OrderedDict((key, new_state[key]) for key in state_value)
+    client_states = collections.OrderedDict(
+        [(client_state.POSITION, reports[client_state.POSITION])] + [
+            (key, tf.cast(model_ids, tf.float32) if key == 'model_id' else reports[key])
+            for key in initial_client_state()])
+    metrics = collections.OrderedDict(
+        client_training.finalize_train_metrics(sums),
+        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
+        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+        **{key: sums[key] for key in ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms')},
+        **{key: new_state[key] for key in ('created', 'evicted', 'exhausted', 'merged')},
+        **{client_state.CLIENT_STATES: client_states})
+    return new_state, metrics
+
+  return client_state.gathered_reports_work(state_value, next_round, client_round, finish)
+
+
+def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparameters, config: Config):
+  """(model_fn, the learning process)."""
+  config.validate()
+  model_fn = learning_process.identical_networks_fn(lambda: task.model_fn(1), config.num_branches, hparams.seed)
+  with tf.Graph().as_default():
+    trainable_index, non_trainable_index = network_pool.network_index(model_fn(), config.num_branches)
+  client_work = build_client_work(model_fn, task.batch_fn,
+                                  tff.learning.optimizers.build_sgdm(hparams.client_learning_rate), element_spec,
+                                  task.num_modes, config)
+  process = learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
+                                     hparams.server_adam_epsilon, per_tensor_mean.PerTensorWeightedMeanFactory())
+  process = network_pool.with_server_step(process, pool_step(trainable_index, non_trainable_index,
+                                                             config.num_branches))
+  return model_fn, process
+
+
+def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+  model_fn, process = build_process(task, element_spec, hparams, config)
+  num_modes = task.num_modes
+
+  def objective(outputs, batch, active, domain_slots):
+    """A test batch (one domain) scored by its clients' models, weighted by their counts; for a domain no client
+    has held, the active model with the best score on the batch."""
+    scores = model_scores(outputs[multi_branch.LOGITS], batch, config.statistic)
+    best = tf.one_hot(tf.argmax(tf.where(active > 0, scores, -np.inf)), config.num_branches)
+    return routing.shared_result(outputs, batch, routing.assigned_share(domain_slots, batch, best), num_modes)
+
+  evaluate = evaluation.routed_evaluation(
+      process, evaluator.with_model(model_fn()), objective, lambda state: (state['active'], state['domain_slots']),
+      [num_modes, config.num_branches], best_matching=True)
+  return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial_client_state(),
+                          model_fn=model_fn)
