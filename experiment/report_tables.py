@@ -2,7 +2,7 @@
 
 Per run the figures come from its `summary.json`: the last evaluation (`final_metrics`), the mean over the last
 period of evaluations (`test_accuracy_last_period_mean`), the windows' drop / recovery / max accuracy averaged over
-the run's windows, and the recurring concepts' forgetting averaged over its concepts. Held-out clients' accuracy has
+the run's windows (and per window, for the per-window table), and the recurring concepts' forgetting averaged over its concepts. Held-out clients' accuracy has
 a server view (`<name>_server_accuracy`, seed 001's "server accuracy") beside the personalized one; a method with a
 global model that does not personalize (it reports `test_accuracy` but no server view) has one model for both, so
 its server view is its `<name>_accuracy`. Runs whose scenario schedules a mixture (`scheduled_share_0`, seed 000's
@@ -37,6 +37,7 @@ MAIN_COLUMNS = (
     ('novelty_average_precision', False), ('novelty_max_f1', False), ('window_drop', True), ('window_recovery_rounds', True),
     ('window_max_accuracy', False), ('forgetting', True))
 _HELD_OUT = ('personalized', 'unseen', 'target')
+WINDOW_FIELDS = (('drop', True), ('recovery_rounds', True), ('max_accuracy', False))  # (field, lower is better)
 
 
 def run_metrics(run: run_results.RunResult) -> dict[str, float]:
@@ -47,10 +48,13 @@ def run_metrics(run: run_results.RunResult) -> dict[str, float]:
       if f'{name}_accuracy' in final:
         final.setdefault(f'{name}_server_accuracy', final[f'{name}_accuracy'])
   windows = run.summary.get('window_metrics') or []
-  for field in ('drop', 'recovery_rounds', 'max_accuracy'):
+  for field, _ in WINDOW_FIELDS:
     values = [w[field] for w in windows if w.get(field) is not None]
     if values:
       final[f'window_{field}'] = float(np.mean(values))
+    for w in windows:  # Per window, for the per-window table (seed 003's Tables 1 and 2).
+      if w.get(field) is not None:
+        final[f'window_{w["window"]}_{field}'] = float(w[field])
   forgetting = list((run.summary.get('forgetting') or {}).values())
   if forgetting:
     final['forgetting'] = float(np.mean(forgetting))
@@ -79,6 +83,14 @@ def _mixture_drift_measures(run: run_results.RunResult) -> dict[str, float]:
 def domain_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
   """`test_<domain>_accuracy` columns of the per-domain table, domains in natural order (rot6 before rot12)."""
   return [(f'test_{domain}_accuracy', False) for domain in report_plots.domain_names(metrics)]
+
+
+def window_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
+  """`window_<w>_<field>` columns of the per-window table: each window's drop, recovery rounds and max accuracy,
+  windows in order."""
+  windows = sorted({int(key.split('_')[1]) for m in metrics for key in m
+                    if key.startswith('window_') and key.split('_')[1].isdigit()})
+  return [(f'window_{w}_{field}', lower) for w in windows for field, lower in WINDOW_FIELDS]
 
 
 class Cell:
@@ -223,8 +235,9 @@ def _value(value) -> str:
 
 
 def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: Optional[list[str]] = None,
-          percent: bool = False) -> Optional[Table]:
-  """The main table (or the per-domain accuracy table) of the finished `runs`; None without finished runs.
+          percent: bool = False, per_window: bool = False) -> Optional[Table]:
+  """The main table (or the per-domain accuracy table, or the per-window drop / recovery / max table) of the
+  finished `runs`; None without finished runs.
 
   `columns`: the metrics to show, in order (default: every `MAIN_COLUMNS` one that applies); `percent`: accuracies
   as percentages with two decimals, as the seeds' tables print them.
@@ -237,6 +250,8 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
   all_metrics = [run_metrics(run) for run in finished]
   if per_domain:
     chosen = domain_columns(all_metrics)
+  elif per_window:
+    chosen = window_columns(all_metrics)
   elif columns:
     lower = dict(MAIN_COLUMNS)
     chosen = [(name, lower.get(name, False)) for name in columns]

@@ -3,6 +3,7 @@ shows them together, readable offline (images by relative path, no scripts).
 
     <output>/tables.md, tables.csv            every metric that applies (`experiment.report_tables`)
     <output>/per_domain.md, per_domain.csv    per-domain accuracy, when the runs report domains
+    <output>/per_window.md, per_window.csv    each window's drop, recovery rounds and max accuracy (windowed runs)
     <output>/*.png                            `experiment.report_plots`, per comparison of methods
     <output>/index.html
 """
@@ -25,8 +26,8 @@ _STYLE = ('body{font-family:sans-serif;margin:2em;max-width:1400px} table{border
 
 
 # Every file name a report writes.
-_WRITTEN = ('tables.md', 'tables.csv', 'per_domain.md', 'per_domain.csv', 'accuracy_*.png', 'routing_*.png',
-            'domains_*.png', 'swept_*.png', 'index.html')
+_WRITTEN = ('tables.md', 'tables.csv', 'per_domain.md', 'per_domain.csv', 'per_window.md', 'per_window.csv',
+            'accuracy_*.png', 'routing_*.png', 'domains_*.png', 'swept_*.png', 'index.html')
 
 
 class ReportError(ValueError):
@@ -94,8 +95,11 @@ def write(root: str, output: str, only: Optional[str] = None, columns: Optional[
   sections.append(f'<p>{len(runs)} runs under <code>{html.escape(root)}</code>, {finished} finished; tables use '
                   'finished runs (mean &plusmn; standard error over seeds, best of each comparison in bold), plots '
                   'every run.</p>')
-  for name, per_domain, heading in (('tables', False, 'Metrics'), ('per_domain', True, 'Per-domain accuracy')):
-    table = report_tables.build(runs, per_domain=per_domain, columns=columns, percent=percent)
+  for name, heading in (('tables', 'Metrics'), ('per_domain', 'Per-domain accuracy'),
+                        ('per_window', 'Per window: accuracy drop, rounds to recovery, max accuracy')):
+    per_domain = name == 'per_domain'
+    table = report_tables.build(runs, per_domain=per_domain, columns=columns, percent=percent,
+                                per_window=name == 'per_window')
     if table is None or not table.columns:
       continue
     if per_domain:  # A table per comparison, a row per domain: settings x 30 domains do not fit a page's width.

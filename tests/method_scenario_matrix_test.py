@@ -161,7 +161,7 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
       self.assertEqual(summary['forgetting'], {})  # One evaluation: no concept has come back yet.
 
   def _check_report(self, root: str):
-    """tables.csv and per_domain.csv against a recomputation from each run's metrics.csv: per method the mean and
+    """tables.csv, per_domain.csv and per_window.csv against a recomputation from each run's metrics.csv: per method the mean and
     standard error over its seeds (|a - b| / 2 for two, 0 for one), and the best mean of each column marked."""
     output = os.path.join(root, 'report')
     files = report_writer.write(root, output)
@@ -179,10 +179,11 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
           values = [w[field] for w in windows if w[field] is not None]
           if values:
             final[f'window_{field}'] = np.mean(values)
+          final.update({f'window_{w["window"]}_{field}': w[field] for w in windows if w[field] is not None})
         for column, value in final.items():
           expected.setdefault(algorithm, {}).setdefault(column, []).append(value)
     self.assertContainsSubset(['tables.csv', 'tables.md', 'index.html'], files)
-    for table in ('tables.csv', 'per_domain.csv'):
+    for table in ('tables.csv', 'per_domain.csv', 'per_window.csv'):
       if table not in files:
         continue
       rows = {row['algorithm']: row for row in _read_csv(os.path.join(output, table))}

@@ -102,6 +102,11 @@ class ReportTest(absltest.TestCase):
     self.assertEqual(table[('vanilla', '1.0')]['routing_accuracy_mean'], '')
     # Window drops 0.1, 0.2, 0.3 over the seeds.
     self.assertAlmostEqual(float(table[('fedtkm', '4.0')]['window_drop_mean']), 0.2, places=5)
+    windows = _table(os.path.join(self.output, 'per_window.csv'))  # Each window's figures, here window 1's.
+    self.assertAlmostEqual(float(windows[('fedtkm', '4.0')]['window_1_drop_mean']), 0.2, places=5)
+    self.assertAlmostEqual(float(windows[('fedtkm', '4.0')]['window_1_drop_se']), 0.1 / np.sqrt(3), places=5)
+    self.assertEqual(windows[('vanilla', '4.0')]['window_1_drop_mean'], '')
+    self.assertNotIn('window_1_recovery_rounds_mean', windows[('fedtkm', '4.0')])  # No window recovered.
     domains = _table(os.path.join(self.output, 'per_domain.csv'))
     self.assertAlmostEqual(float(domains[('vanilla', '4.0')]['test_night_accuracy_mean']),
                            np.mean(self._recomputed('vanilla', 4.0, 'test_night_accuracy')), places=5)
@@ -132,7 +137,8 @@ class ReportTest(absltest.TestCase):
         content = f.read()
       self.assertTrue(content.startswith(_PNG), name)
       self.assertGreater(len(content), 10_000, name)
-    self.assertEqual(page.count('<table>'), 3)  # The metrics; per-domain accuracy per value of p, a row per domain.
+    # The metrics; per-domain accuracy per value of p, a row per domain; per window.
+    self.assertEqual(page.count('<table>'), 4)
     self.assertIn('<h3>shift_p=4.0</h3>\n<table>\n<tr><th>domain</th><th>fedtkm</th><th>vanilla</th></tr>', page)
     self.assertIn('13 runs', page)
 
