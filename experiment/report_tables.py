@@ -240,7 +240,7 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
   finished `runs`; None without finished runs.
 
   `columns`: the metrics to show, in order (default: every `MAIN_COLUMNS` one that applies); `percent`: accuracies
-  as percentages with two decimals, as the seeds' tables print them.
+  and accuracy drops as percentages with two decimals, as the seeds' tables print them.
   """
   finished = [run for run in runs if run.finished]
   if not finished:
@@ -262,7 +262,7 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
     cells = {}
     for name, _ in chosen:
       if any(name in m for m in metrics):
-        scale = 100.0 if percent and name.endswith(('accuracy', 'accuracy_last_period_mean')) else 1.0
+        scale = 100.0 if percent and name.endswith(('accuracy', 'accuracy_last_period_mean', 'drop')) else 1.0
         digits = 2 if scale != 1.0 else 4 if '_std' in name else 3  # Standard deviations are small.
         cells[name] = Cell([m[name] for m in metrics if name in m], scale, digits)
     rows.append((values, len(group), cells))

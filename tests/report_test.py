@@ -163,6 +163,8 @@ class ReportTest(absltest.TestCase):
                            100 * np.mean(self._recomputed('vanilla', 4.0, 'test_accuracy')), places=3)
     with open(os.path.join(output, 'tables.md')) as f:
       self.assertRegex(f.read(), r'\| vanilla \| 4.0 \| 3 \|  \| (\*\*)?\d\d\.\d\d \+- \d+\.\d\d(\*\*)? \|')
+    windows = _table(os.path.join(output, 'per_window.csv'))  # Drops in percent too: 10, 20, 30.
+    self.assertAlmostEqual(float(windows[('fedtkm', '4.0')]['window_1_drop_mean']), 20.0, places=3)
     with self.assertRaisesRegex(report_writer.ReportError,
                                 r'^no finished run reports test_acc \(close: test_accuracy\b.*\)\.$'):
       report_writer.write(self.root, output, columns=['test_acc'])
