@@ -105,6 +105,16 @@ class AllocateTest(tf.test.TestCase):
     self.assertAllEqual(state['created_window'], [3, -1, 3, 3])
     self.assertEqual((float(state['created']), float(state['evicted']), float(state['exhausted'])), (3, 1, 1))
 
+  def test_ids_wrap_around_past_the_ids_of_live_models(self):
+    config = feddrift.Config(num_branches=4)
+    last = feddrift.MAX_MODEL_IDS - 1
+    state = dict(self._state(config), next_id=tf.constant(last))
+    reports = _reports(drifted=[1, 1, 1], best=[1, 1, 1], model_id=[4, 4, 4])
+    state, ids = feddrift.allocate(state, reports, tf.constant(3), config)
+    self.assertAllEqual(ids, [last, 1, 2])  # Id 0 is slot 0's until it is evicted (the third client's slot).
+    self.assertAllEqual(state['slot_id'], [2, 4, last, 1])
+    self.assertAllEqual([int(state['id_slot'][i]) for i in (0, 1, 2, 4, last)], [-1, 3, 0, 1, 2])
+
   def test_eager_shares_one_new_model_per_window(self):
     config = feddrift.Config(num_branches=4, new_models='window')
     reports = _reports(drifted=[0, 1, 1], best=[1, 0, 1], model_id=[4, 0, 4])

@@ -177,16 +177,6 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
   return run
 
 
-def _new_id(state: dict, slot: tf.Tensor, use: tf.Tensor) -> dict:
-  """With `use`: slot gets a fresh model id; ids of the model it held map to no slot (its clients choose again)."""
-  ids = tf.range(MAX_MODEL_IDS)
-  id_slot = tf.where(use & tf.equal(state['id_slot'], slot), -1, state['id_slot'])
-  id_slot = tf.where(use & tf.equal(ids, state['next_id']), slot, id_slot)
-  slot_id = tf.where(use & tf.equal(tf.range(tf.shape(state['slot_id'])[0]), slot), state['next_id'],
-                     state['slot_id'])
-  return dict(state, id_slot=id_slot, slot_id=slot_id, next_id=state['next_id'] + tf.cast(use, tf.int32))
-
-
 def allocate(state: dict, reports: dict, window: tf.Tensor, config: Config) -> tuple[dict, tf.Tensor]:
   """New models for the round's drifted clients (reports {drifted [m], best [m]}), in report order: a free slot,
   else the slot least recently trained before this window (LRU); with `new_models=window`, one per window, shared
@@ -231,11 +221,16 @@ def _open_slot(state: dict, slot: tf.Tensor, source: tf.Tensor, possible, use: t
   k = int(state['active'].shape[0])
   use = tf.logical_and(possible, use)
   at = tf.equal(tf.range(k), slot) & use
-  ids = tf.range(MAX_MODEL_IDS)
+  # The next id no live model holds (ids wrap after MAX_MODEL_IDS models; a client still holding a reused id of
+  # an old model is sent to the new one until its next window's choice).
+  candidates = (state['next_id'] + tf.range(k + 1)) % MAX_MODEL_IDS
+  taken = tf.reduce_any(tf.equal(candidates[:, tf.newaxis], state['slot_id'][tf.newaxis]), 1)
+  new_id = candidates[tf.argmin(tf.cast(taken, tf.int32), output_type=tf.int32)]
   id_slot = tf.where(use & tf.equal(state['id_slot'], slot), -1, state['id_slot'])
   state.update(
-      id_slot=tf.where(use & tf.equal(ids, state['next_id']), slot, id_slot),
-      slot_id=tf.where(at, state['next_id'], state['slot_id']), next_id=state['next_id'] + tf.cast(use, tf.int32),
+      id_slot=tf.where(use & tf.equal(tf.range(MAX_MODEL_IDS), new_id), slot, id_slot),
+      slot_id=tf.where(at, new_id, state['slot_id']),
+      next_id=tf.where(use, (new_id + 1) % MAX_MODEL_IDS, state['next_id']),
       evicted=state['evicted'] + tf.cast(use & (state['active'][slot] > 0), tf.float32),
       created=state['created'] + tf.cast(use, tf.float32), active=tf.where(at, 1.0, state['active']),
       mixing=tf.where(at[:, tf.newaxis], tf.one_hot(source, k), state['mixing']),
