@@ -1,6 +1,5 @@
-"""Every method on every scenario: each run ends with its scenario's metrics, and the report of the scenario's runs
-holds what a recomputation from their metrics.csv gives (means and standard errors over two seeds for a global, a
-routing and a personalizing method, one seed for the others, which keeps the suite's time).
+"""Every method on every scenario, two seeds each: each run ends with its scenario's metrics, and the report of the
+scenario's runs holds what a recomputation from their metrics.csv gives.
 
 This is the suite's small version of the method x scenario matrix (README, "Comparing methods"): two-round runs on
 the synthetic task, one test (and one shard) per scenario. The runs call run_experiment's `main` in this process
@@ -23,11 +22,6 @@ _ALGORITHMS = ('vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot
                'fedtem', 'fedtkm', 'pfedem', 'cfl', 'fedgmm', 'fedprox', 'fedavg_plus', 'local', 'fedevolve',
                'fedevp', 'fedrep', 'shiftex', 'feddrift')
 _SEEDS = (0, 1)
-_TWO_SEED_ALGORITHMS = ('vanilla', 'fedtem', 'fedgmm')
-
-
-def _seeds(algorithm: str) -> tuple[int, ...]:
-  return _SEEDS if algorithm in _TWO_SEED_ALGORITHMS else _SEEDS[:1]
 _SCENARIO_FLAGS = {
     # Two rounds of one period: q(1) = 0 (every sampled client a night client), q(2) = 1.
     'periodic': [],
@@ -100,7 +94,7 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
   def test_every_method_and_the_report(self, scenario):
     root = self.create_tempdir().full_path
     for algorithm in _ALGORITHMS:
-      for seed in _seeds(algorithm):
+      for seed in _SEEDS:
         with self.subTest(algorithm=algorithm, seed=seed):
           status, stderr = in_process_run.run([
               '--task=synthetic', f'--scenario={scenario}', f'--algorithm={algorithm}', '--clients_per_round=3',
@@ -161,13 +155,13 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
       self.assertEqual(summary['forgetting'], {})  # One evaluation: no concept has come back yet.
 
   def _check_report(self, root: str):
-    """tables.csv, per_domain.csv and per_window.csv against a recomputation from each run's metrics.csv: per method the mean and
-    standard error over its seeds (|a - b| / 2 for two, 0 for one), and the best mean of each column marked."""
+    """tables.csv, per_domain.csv and per_window.csv against a recomputation from each run's metrics.csv: per method
+    the mean and standard error over the two seeds (|a - b| / 2), and the best mean of each column marked."""
     output = os.path.join(root, 'report')
     files = report_writer.write(root, output)
     expected = {}  # algorithm -> column -> [value per seed]
     for algorithm in _ALGORITHMS:
-      for seed in _seeds(algorithm):
+      for seed in _SEEDS:
         run_dir = os.path.join(root, f'{algorithm}_s{seed}')
         if not os.path.exists(os.path.join(run_dir, 'metrics.csv')):
           continue
@@ -199,7 +193,7 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
               self.assertEqual(row[f'{column}_mean'], '')
               continue
             # A column some seeds lack (windowed's corrupted domains are drawn per seed) averages the others.
-            self.assertEqual(int(row['seeds']), len(_seeds(algorithm)))
+            self.assertEqual(int(row['seeds']), len(_SEEDS))
             self.assertAlmostEqual(float(row[f'{column}_mean']), np.mean(values), places=5)
             error = abs(values[0] - values[1]) / 2 if len(values) == 2 else 0.0
             self.assertAlmostEqual(float(row[f'{column}_se']), error, places=5)
