@@ -180,18 +180,23 @@ class Table:
 
 
 class DomainTable:
-  """The per-domain table of one comparison, for reading: a row per domain, a column per method, the best method of
-  each domain marked (`Table` holds the same cells a row per setting, for the CSV)."""
+  """A table of one comparison for reading: a row per domain (or window), a column per method, the best method of
+  each row marked (`Table` holds the same cells a row per setting, for the CSV)."""
 
-  def __init__(self, title: str, methods: list[str], domains: list[str], cells: dict[tuple[str, str], Cell]):
+  def __init__(self, title: str, methods: list[str], domains: list[str], cells: dict[tuple[str, str], Cell],
+               row_name: str = 'domain', lower_is_better: bool = False):
     self.title, self.methods, self.domains, self.cells = title, methods, domains, cells  # (domain, method) -> Cell
+    self.row_name, self.lower_is_better = row_name, lower_is_better
 
   def _best(self, domain: str) -> set[str]:
     means = {m: self.cells[domain, m].mean for m in self.methods if (domain, m) in self.cells}
-    return {m for m, mean in means.items() if mean == max(means.values())} if len(means) > 1 else set()
+    if len(means) < 2:
+      return set()
+    target = (min if self.lower_is_better else max)(means.values())
+    return {m for m, mean in means.items() if mean == target}
 
   def markdown(self) -> str:
-    lines = ['| domain | ' + ' | '.join(self.methods) + ' |', '|' + '---|' * (len(self.methods) + 1)]
+    lines = [f'| {self.row_name} | ' + ' | '.join(self.methods) + ' |', '|' + '---|' * (len(self.methods) + 1)]
     for domain in self.domains:
       best = self._best(domain)
       texts = [(f'**{self.cells[domain, m].text()}**' if m in best else self.cells[domain, m].text())
@@ -200,7 +205,8 @@ class DomainTable:
     return '\n'.join(lines)
 
   def html(self) -> str:
-    lines = ['<table>', '<tr><th>domain</th>' + ''.join(f'<th>{html.escape(m)}</th>' for m in self.methods) + '</tr>']
+    lines = ['<table>', f'<tr><th>{html.escape(self.row_name)}</th>' +
+             ''.join(f'<th>{html.escape(m)}</th>' for m in self.methods) + '</tr>']
     for domain in self.domains:
       best = self._best(domain)
       texts = []
@@ -211,8 +217,8 @@ class DomainTable:
     return '\n'.join(lines + ['</table>'])
 
 
-def domain_tables(table: Table) -> list[DomainTable]:
-  """The per-domain `table` split by comparison, each turned a row per domain."""
+def _comparisons(table: Table) -> list[tuple[str, list[str], list[dict[str, Cell]]]]:
+  """The rows of `table` grouped by comparison: (title, methods, each method's cells)."""
   method_index = table.keys.index(run_results.METHOD) if run_results.METHOD in table.keys else None
   groups: dict[tuple, list] = {}
   for values, _, cells in table.rows:
@@ -221,12 +227,34 @@ def domain_tables(table: Table) -> list[DomainTable]:
   result = []
   for comparison, members in groups.items():
     methods = [str(values[method_index]) if method_index is not None else 'all' for values, _ in members]
-    cells = {(name[len('test_'):-len('_accuracy')], method): cell
-             for method, (_, row_cells) in zip(methods, members) for name, cell in row_cells.items()}
-    domains = [name[len('test_'):-len('_accuracy')] for name, _ in table.columns
-               if any(name in row_cells for _, row_cells in members)]
     title = ', '.join(f'{key}={value}' for key, value in zip(others, comparison)) or 'all runs'
+    result.append((title, methods, [cells for _, cells in members]))
+  return result
+
+
+def domain_tables(table: Table) -> list[DomainTable]:
+  """The per-domain `table` split by comparison, each turned a row per domain."""
+  result = []
+  for title, methods, members in _comparisons(table):
+    cells = {(name[len('test_'):-len('_accuracy')], method): cell
+             for method, row_cells in zip(methods, members) for name, cell in row_cells.items()}
+    domains = [name[len('test_'):-len('_accuracy')] for name, _ in table.columns
+               if any(name in row_cells for row_cells in members)]
     result.append(DomainTable(title, methods, domains, cells))
+  return result
+
+
+def window_tables(table: Table) -> list[DomainTable]:
+  """The per-window `table` split by comparison and by measure (drop, recovery rounds, max accuracy), each a row
+  per window and a column per method."""
+  result = []
+  for title, methods, members in _comparisons(table):
+    for field, lower in WINDOW_FIELDS:
+      cells = {(name.split('_')[1], method): cell for method, row_cells in zip(methods, members)
+               for name, cell in row_cells.items() if name.endswith(f'_{field}')}
+      windows = sorted({window for window, _ in cells}, key=int)
+      if windows:
+        result.append(DomainTable(f'{title}: {field}', methods, windows, cells, 'window', lower))
   return result
 
 

@@ -137,8 +137,13 @@ class ReportTest(absltest.TestCase):
         content = f.read()
       self.assertTrue(content.startswith(_PNG), name)
       self.assertGreater(len(content), 10_000, name)
-    # The metrics; per-domain accuracy per value of p, a row per domain; per window.
-    self.assertEqual(page.count('<table>'), 4)
+    # The metrics; per-domain accuracy per value of p, a row per domain; per value of p the windows' drop and max
+    # (no window recovered), a row per window.
+    self.assertEqual(page.count('<table>'), 1 + 2 + 2 * 2)
+    with open(os.path.join(self.output, 'per_window.md')) as f:
+      windows = f.read()
+    self.assertIn('shift_p=4.0: drop\n\n| window | fedtkm | vanilla |\n|---|---|---|\n| 1 | 0.200 +- 0.058 |  |',
+                  windows)
     self.assertIn('<h3>shift_p=4.0</h3>\n<table>\n<tr><th>domain</th><th>fedtkm</th><th>vanilla</th></tr>', page)
     self.assertIn('13 runs', page)
 
