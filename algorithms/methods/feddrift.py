@@ -198,8 +198,7 @@ def allocate(state: dict, reports: dict, window: tf.Tensor, config: Config) -> t
     granted = drifted & (rank < num_available)
     for r in range(k):
       client = tf.argmax(tf.cast(granted & tf.equal(rank, r), tf.int32), output_type=tf.int32)
-      state = _open_slot(state, order[r], best[client], r < num_available, tf.reduce_any(granted & tf.equal(rank, r)),
-                         window)
+      state = _open_slot(state, order[r], best[client], tf.reduce_any(granted & tf.equal(rank, r)), window)
     new_slot = tf.gather(order, tf.clip_by_value(rank, 0, k - 1))
   else:
     open_slot = tf.maximum(state['window_slot'], 0)
@@ -207,7 +206,7 @@ def allocate(state: dict, reports: dict, window: tf.Tensor, config: Config) -> t
                & (state['active'][open_slot] > 0))
     need = tf.reduce_any(drifted) & ~current & (num_available > 0)
     first = tf.argmax(tf.cast(drifted, tf.int32), output_type=tf.int32)
-    state = _open_slot(state, order[0], best[first], True, need, window)
+    state = _open_slot(state, order[0], best[first], need, window)
     state['window_slot'] = tf.where(need, order[0], state['window_slot'])
     granted = drifted & (current | need)
     new_slot = tf.fill(tf.shape(best), tf.maximum(state['window_slot'], 0))
@@ -215,11 +214,10 @@ def allocate(state: dict, reports: dict, window: tf.Tensor, config: Config) -> t
   return state, tf.where(granted, tf.gather(state['slot_id'], new_slot), stays)
 
 
-def _open_slot(state: dict, slot: tf.Tensor, source: tf.Tensor, possible, use: tf.Tensor, window: tf.Tensor) -> dict:
-  """With `use` (and `possible`): slot becomes a new model, a copy of slot `source` (mixing row), created in
+def _open_slot(state: dict, slot: tf.Tensor, source: tf.Tensor, use: tf.Tensor, window: tf.Tensor) -> dict:
+  """With `use`: slot becomes a new model, a copy of slot `source` (mixing row), created in
   `window`, under a fresh id (the ids of the model it held, if any, map to no slot: its clients choose again)."""
   k = int(state['active'].shape[0])
-  use = tf.logical_and(possible, use)
   at = tf.equal(tf.range(k), slot) & use
   # The next id no live model holds (ids wrap after MAX_MODEL_IDS models; a client still holding a reused id of
   # an old model is sent to the new one until its next window's choice).
