@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import facility_location
 from algorithms.core import network_pool
 from algorithms.methods import shiftex
 from models import multi_branch
@@ -99,6 +100,24 @@ class AssignClustersTest(tf.test.TestCase):
     many = _state(config, pending_profiles=np.random.default_rng(3).normal(size=(8, 2)).astype(np.float32),
                   pending_count=np.int32(8), profile_gamma=np.float32(0.1), pending_sizes=np.ones(8, np.float32))
     self.assertEqual(float(shiftex.assign_clusters(many, config)['solved_exactly']), 0.0)
+
+  def test_a_cluster_reusing_an_expert_spawned_for_another_is_scored_as_that_new_expert(self):
+    # Two clusters far from expert 1's memory and within epsilon of each other: the first spawns, the second reuses
+    # the new expert. Scored on a slot closed before the assignment, Eq. 2 was inf (a stopped grid run, measured).
+    config = shiftex.Config(num_branches=4, clients_per_round=4, detection_rounds=2, min_cluster_size=2,
+                            epsilon=0.5, imbalance_weight=0.0, new_expert_cost=0.1)
+    profiles = np.zeros((8, 2), np.float32)
+    profiles[:8] = [[10, 0], [10, 0.05], [10.05, 0], [10, -0.05], [11, 0], [11, 0.05], [11.05, 0], [11, -0.05]]
+    state = _state(config, pending_profiles=profiles, pending_count=np.int32(8), profile_gamma=np.float32(0.1),
+                   pending_sizes=np.ones(8, np.float32))
+    result = shiftex.assign_clusters(state, config)
+    self.assertEqual(int(result['num_centroids']), 2)
+    self.assertEqual((float(result['spawned']), float(result['reused'])), (1.0, 1.0))
+    self.assertAllEqual(result['centroid_id'][:2], [1, 1])  # Both clusters on the new expert (id 1).
+    self.assertTrue(np.isfinite(float(result['objective'])))
+    self.assertAllClose(result['objective'], facility_location.objective(
+        tf.fill([1, 8], 4), tf.constant(profiles), state['pending_histograms'], tf.ones([8]), state['memory'],
+        state['active'] > 0, gamma_k=0.1, new_expert_cost=0.1, imbalance_weight=0.0)[0], rtol=1e-5)
 
   def test_a_full_pool_reuses_the_nearest_expert(self):
     config = shiftex.Config(num_branches=2, clients_per_round=4, detection_rounds=1)  # One expert slot.

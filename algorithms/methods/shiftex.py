@@ -349,6 +349,7 @@ def assign_clusters(state: dict, config: Config) -> dict:
   spawned = reused = match_total = tf.constant(0.0)
   slots = tf.range(config.num_branches)
   choices = []  # Per cluster, its expert in Eq. 2's numbering: a slot, K + b for the b-th new expert, -1 local.
+  new_expert = tf.fill([config.num_branches], -1)  # b of the slots spawned in this assignment.
   for j in range(config.max_clusters):
     size = tf.reduce_sum(tf.cast(tf.equal(clustering.labels, j), tf.int32))
     exists = (j < clustering.num_clusters) & (size > 0)
@@ -372,7 +373,11 @@ def assign_clusters(state: dict, config: Config) -> dict:
     centroid_id = tf.where(tf.equal(tf.range(config.max_clusters), j), chosen, centroid_id)
     next_id += tf.cast(spawn, tf.int32)
     spawned += tf.cast(spawn, tf.float32)
-    choices.append(tf.where(spawn, config.num_branches + tf.cast(spawned, tf.int32) - 1, tf.where(reuse, best, -1)))
+    new_expert = tf.where(tf.equal(slots, new_slot) & spawn, tf.cast(spawned, tf.int32) - 1, new_expert)
+    # A cluster that reuses an expert spawned for an earlier cluster of this assignment joins that new expert.
+    reused_expert = tf.where(new_expert[best] >= 0, config.num_branches + new_expert[best], best)
+    choices.append(tf.where(spawn, config.num_branches + tf.cast(spawned, tf.int32) - 1,
+                            tf.where(reuse, reused_expert, -1)))
     reused += tf.cast(reuse, tf.float32)
     match_total += tf.where(trained, distance[best], 0.0)
   choice = tf.gather(tf.stack(choices), tf.maximum(clustering.labels, 0))
