@@ -59,6 +59,9 @@ _NUM_DOMAINS = flags.DEFINE_integer('num_domains', 12, 'evolving_domains: M + 1 
 _ROTATION_STEP = flags.DEFINE_float('rotation_step', 15.0, 'evolving_domains: Delta, degrees between domains.')
 _TARGET_EXTRA_ROTATION = flags.DEFINE_float('target_extra_rotation', 0.0, 'evolving_domains: degrees the target '
                                             'turns beyond M * Delta (the seed\'s unexpected target evolution).')
+_ROTATION_PLANES = flags.DEFINE_integer('rotation_planes', 1, 'evolving_domains on vector inputs: orthogonal planes '
+                                        'each rotation turns (1: one plane; half the input dimension: every '
+                                        'direction, the synthetic rotated-digits stand-in).')
 _DRIFT_TYPE = flags.DEFINE_string('drift_type', 'sudden', 'concept_drift: sudden, incremental or recurring.')
 _NUM_CONCEPTS = flags.DEFINE_integer('num_concepts', 2, 'concept_drift: concepts (label permutations; 0 = identity).')
 _DRIFT_START = flags.DEFINE_float('drift_start', 0.25, 'concept_drift: earliest change point, fraction of the run.')
@@ -205,7 +208,7 @@ def _scenario_config(values: dict) -> scenarios.Config:
       total_rounds=values['total_rounds'], mixture_schedule=_MIXTURE_SCHEDULE.value, num_cycles=_NUM_CYCLES.value,
       mixture_test=_MIXTURE_TEST.value, num_domains=_NUM_DOMAINS.value, rotation_step=_ROTATION_STEP.value,
       target_extra_rotation=_TARGET_EXTRA_ROTATION.value, evolving_base=_EVOLVING_BASE.value,
-      dirichlet_alpha=_DIRICHLET_ALPHA.value,
+      dirichlet_alpha=_DIRICHLET_ALPHA.value, rotation_planes=_ROTATION_PLANES.value,
       drift_type=_DRIFT_TYPE.value, num_concepts=_NUM_CONCEPTS.value, drift_start=_DRIFT_START.value,
       drift_end=_DRIFT_END.value, drift_length=_DRIFT_LENGTH.value, concept_period=_CONCEPT_PERIOD.value,
       window_rounds=_WINDOW_ROUNDS.value, windowing=_WINDOWING.value, window_overlap=_WINDOW_OVERLAP.value,
@@ -365,7 +368,8 @@ def main(argv):
 
 _FLAG_NAMES = frozenset(flag.name for flag in (
     _TASK, _ALGORITHM, _SCENARIO, _MIXTURE_SCHEDULE, _NUM_CYCLES, _MIXTURE_TEST, _NUM_CLIENTS, _NUM_DOMAINS,
-    _ROTATION_STEP, _TARGET_EXTRA_ROTATION, _EVOLVING_BASE, _DIRICHLET_ALPHA, _DRIFT_TYPE, _NUM_CONCEPTS,
+    _ROTATION_STEP, _TARGET_EXTRA_ROTATION, _ROTATION_PLANES, _EVOLVING_BASE, _DIRICHLET_ALPHA, _DRIFT_TYPE,
+    _NUM_CONCEPTS,
     _DRIFT_START, _DRIFT_END, _DRIFT_LENGTH, _CONCEPT_PERIOD, _WINDOW_ROUNDS, _WINDOWING, _WINDOW_OVERLAP,
     _CORRUPTIONS, _LABEL_SKEW_ALPHA, _SWITCH_FRACTION, _DIRICHLET_COMPONENTS, _COMPONENT_ALPHA, _UNSEEN_FRACTION,
     _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS, _CLIENT_BATCH_SIZE,

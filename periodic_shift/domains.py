@@ -10,7 +10,13 @@ evaluation (TensorFlow ops, traced once), after the task's `batch_fn`:
 
 - rotate: images [B, H, W, C] are rotated counter-clockwise by theta_d about their centre (bilinear, the area
   outside filled with the task's background value); vectors [B, D] (the synthetic task) are rotated by theta_d in
-  a fixed random plane of R^D (seeded by `plane_seed`), the vector analogue that keeps norms and distances.
+  a fixed random plane of R^D (seeded by `plane_seed`), the vector analogue that keeps norms and distances. A
+  domain with `rotation_planes` = k > 1 turns k mutually orthogonal planes by theta_d at once, the planes spanned
+  by consecutive column pairs of one seeded random orthonormal basis Q of R^D:
+      x' = x + sum_{p<k} [(cos theta - 1) a_p - sin theta b_p] u_p + [sin theta a_p + (cos theta - 1) b_p] v_p,
+  a_p = x . u_p, b_p = x . v_p, (u_p, v_p) = (Q[:, 2p], Q[:, 2p + 1]). One plane of a 64-d input moves an example
+  little (a rotation by theta moves x by 2 sin(theta / 2) times its component in the plane); with k = D / 2 every
+  direction turns, as every pixel of a rotated image moves, and theta = 180 degrees maps x to -x.
 - flip: images are mirrored left-right; vectors are reflected across the plane's first axis.
 - invert: x' = lo + hi - x for inputs in [lo, hi] (`input_range`; EMNIST [0, 1]); for standardized inputs (CIFAR,
   synthetic: `input_range=None`) x' = -x.
@@ -74,8 +80,11 @@ class Domain:
   corruption: Optional[str] = None
   severity: int = 0
   stage: int = 0
+  rotation_planes: int = 1
 
   def __post_init__(self):
+    if self.rotation_planes < 1:
+      raise ValueError(f'rotation_planes must be >= 1; got {self.rotation_planes}.')
     if self.corruption is not None and (self.corruption not in CORRUPTIONS or not 1 <= self.severity <= 5):
       raise ValueError(f'corruption must be one of {", ".join(CORRUPTIONS)} with severity 1-5; got '
                        f'{self.corruption!r}, {self.severity}.')
@@ -100,6 +109,14 @@ def _plane(dimension: int, seed: int) -> np.ndarray:
   """Two orthonormal vectors [2, D] spanning a random plane of R^D."""
   basis, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(dimension, 2)))
   return basis.T.astype(np.float32)
+
+
+def _planes(dimension: int, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+  """u, v [count, D]: the first `count` column pairs of a random orthonormal basis of R^D, orthogonal planes."""
+  if 2 * count > dimension:
+    raise ValueError(f'rotation_planes must be at most half the input dimension ({dimension // 2}); got {count}.')
+  basis, _ = np.linalg.qr(np.random.default_rng([seed, 17]).normal(size=(dimension, dimension)))
+  return basis[:, 0:2 * count:2].T.astype(np.float32), basis[:, 1:2 * count:2].T.astype(np.float32)
 
 
 def rotation_transforms(angles: tf.Tensor, height: int, width: int) -> tf.Tensor:
@@ -131,6 +148,7 @@ class DomainTransform:
                       for family in CORRUPTIONS if family != 'rotation' and any(d.corruption == family
                                                                                 for d in domains)}
     self._flips = np.array([d.flip for d in domains])
+    self._rotation_planes = np.array([d.rotation_planes for d in domains], np.int32)
     self._inverts = np.array([d.invert for d in domains])
     permutations = [list(d.label_permutation or range(num_classes)) for d in domains]
     for domain, permutation in zip(domains, permutations):
@@ -159,7 +177,7 @@ class DomainTransform:
     if x.shape.rank == 4:
       x = self._transform_images(x, angles, flips)
     else:
-      x = self._transform_vectors(x, angles, flips)
+      x = self._transform_vectors(x, angles, flips, domain_ids)
     inverts = tf.reshape(tf.gather(self._inverts, domain_ids), [-1] + [1] * (x.shape.rank - 1))
     reflected = (self._input_range[0] + self._input_range[1] - x) if self._input_range else -x
     result['x'] = tf.where(inverts, reflected, x)
@@ -219,13 +237,30 @@ class DomainTransform:
         fill_value=fill, interpolation='BILINEAR', fill_mode='CONSTANT')
     return tf.where(tf.reshape(flips, [-1, 1, 1, 1]), tf.reverse(rotated, axis=[2]), rotated)
 
-  def _transform_vectors(self, x: tf.Tensor, angles: tf.Tensor, flips: tf.Tensor) -> tf.Tensor:
+  def _transform_vectors(self, x: tf.Tensor, angles: tf.Tensor, flips: tf.Tensor,
+                         domain_ids: tf.Tensor) -> tf.Tensor:
+    if self._rotation_planes.max() > 1:
+      return self._turn_planes(x, angles, flips, domain_ids)
     u, v = _plane(int(x.shape[-1]), self._plane_seed)
     a, b = tf.linalg.matvec(x, u), tf.linalg.matvec(x, v)  # Coordinates in the plane, [B].
     rest = x - a[:, None] * u - b[:, None] * v
     a = tf.where(flips, -a, a)
     cos, sin = tf.cos(angles), tf.sin(angles)
     return rest + (cos * a - sin * b)[:, None] * u + (sin * a + cos * b)[:, None] * v
+
+  def _turn_planes(self, x: tf.Tensor, angles: tf.Tensor, flips: tf.Tensor, domain_ids: tf.Tensor) -> tf.Tensor:
+    """x [B, D] with each example's first `rotation_planes` planes of the basis turned by its angle (module
+    docstring); a flip reflects the first plane's first axis before the turn."""
+    count = int(self._rotation_planes.max())
+    u, v = _planes(int(x.shape[-1]), count, self._plane_seed)
+    a, b = tf.linalg.matmul(x, u, transpose_b=True), tf.linalg.matmul(x, v, transpose_b=True)  # [B, count] each.
+    a_first = tf.where(flips, -a[:, 0], a[:, 0])
+    a_flipped = tf.concat([a_first[:, None], a[:, 1:]], axis=1)
+    turned = tf.sequence_mask(tf.gather(self._rotation_planes, domain_ids), count)  # [B, count]
+    cos, sin = tf.cos(angles)[:, None], tf.sin(angles)[:, None]
+    a_new = tf.where(turned, cos * a_flipped - sin * b, a_flipped)
+    b_new = tf.where(turned, sin * a_flipped + cos * b, b)
+    return x + tf.linalg.matmul(a_new - a, u) + tf.linalg.matmul(b_new - b, v)
 
 
 def _gaussian_blur(x: tf.Tensor, sigmas: tf.Tensor) -> tf.Tensor:

@@ -41,7 +41,7 @@ class Config:
   periodic:       shift_fn, shift_p, period (q(t) of Eq. 3, seed 002);
   mixture_drift:  mixture_schedule, num_cycles (cycles over total_rounds), mixture_test, num_clients (seed 000);
   evolving_domains: num_domains (M + 1), rotation_step (Delta), target_extra_rotation, num_clients, evolving_base,
-                  dirichlet_alpha (inf: no label skew) (seed 001);
+                  dirichlet_alpha (inf: no label skew), rotation_planes (vector inputs) (seed 001);
   concept_drift:  drift_type, num_concepts, drift_start / drift_end (fractions of total_rounds between which the
                   clients' change points fall), drift_length (incremental), concept_period (recurring);
   windowed:       window_rounds, windowing (tumbling or sliding), window_overlap (sliding), corruptions (the
@@ -62,6 +62,7 @@ class Config:
   target_extra_rotation: float = 0.0
   evolving_base: int = 0
   dirichlet_alpha: float = float('inf')
+  rotation_planes: int = 1
   drift_type: str = 'sudden'
   num_concepts: int = 2
   drift_start: float = 0.25
@@ -100,6 +101,8 @@ class Config:
         raise ValueError(f'num_domains must be >= 2 (sources and the target); got {self.num_domains}.')
       if not self.dirichlet_alpha > 0:
         raise ValueError(f'dirichlet_alpha must be > 0 (inf: no label skew); got {self.dirichlet_alpha:g}.')
+      if self.rotation_planes < 1:
+        raise ValueError(f'rotation_planes must be >= 1; got {self.rotation_planes}.')
       return
     if self.name == 'windowed':
       if self.window_rounds < 1 or self.windowing not in windowed.WINDOWINGS:
@@ -169,7 +172,8 @@ def build(config: Config, base_client_ids: Sequence[Sequence[str]], base_client_
   if config.name == 'evolving_domains':
     return evolving_domains.EvolvingDomainsScenario(base_client_ids, config.evolving_base, config.num_domains,
                                    config.rotation_step, config.target_extra_rotation, config.num_clients,
-                                   clients_per_round, seed, shift_free, config.dirichlet_alpha, num_classes)
+                                   clients_per_round, seed, shift_free, config.dirichlet_alpha, num_classes,
+                                   config.rotation_planes)
   schedule = 'none' if shift_free else config.mixture_schedule
   return mixture_drift.MixtureDriftScenario(base_client_ids, base_client_sizes, config.num_clients, clients_per_round,
                               config.total_rounds / config.num_cycles, schedule, config.mixture_test, seed)

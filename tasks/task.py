@@ -110,12 +110,16 @@ class Task:
   def with_domains(self, domains: Sequence[domains_lib.Domain]) -> 'Task':
     """This task with examples labelled by `domains` and transformed by them in `model_batches`."""
     image_only = {d.corruption for d in domains} & domains_lib.IMAGE_ONLY_CORRUPTIONS
-    if image_only:
+    planes = max(d.rotation_planes for d in domains)
+    if image_only or planes > 1:
       with tf.Graph().as_default():
-        rank = len(self.model_fn(1).input_shape)
-      if rank != 4:
+        input_shape = self.model_fn(1).input_shape
+      if image_only and len(input_shape) != 4:
         raise ValueError(f'the {", ".join(sorted(image_only))} corruption is defined for images; {self.name} has '
                          'vector inputs.')
+      if planes > 1 and (len(input_shape) != 2 or 2 * planes > input_shape[-1]):
+        raise ValueError(f'rotation_planes turns planes of vector inputs, at most half their dimension; {self.name} '
+                         f'has inputs of shape {tuple(input_shape[1:])} and rotation_planes is {planes}.')
     transform = domains_lib.DomainTransform(domains, self.num_classes, self.input_range)
     batch_fn = self.batch_fn if transform.is_identity else DomainBatchFn(self.batch_fn, transform)
     return dataclasses.replace(self, domains=tuple(domains), batch_fn=batch_fn)

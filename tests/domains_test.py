@@ -3,6 +3,7 @@
 import collections
 
 import numpy as np
+from scipy import linalg
 from scipy import ndimage
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -65,6 +66,40 @@ class DomainTransformTest(tf.test.TestCase):
     moved, _ = _apply(domain_list, many, np.zeros(50, np.int32), np.full(50, 1), input_range=None)
     self.assertEqual(np.linalg.matrix_rank(moved - many, tol=1e-4), 2)
 
+  def test_vectors_turn_several_orthogonal_planes_as_the_exponential_of_their_generator(self):
+    rng = np.random.default_rng(3)
+    dimension, planes = 12, 6
+    x = rng.normal(size=(40, dimension)).astype(np.float32)
+    angles = (0.0, 25.0, 180.0)
+    domain_list = [domains.Domain(f'r{a}', 0, rotation_degrees=a, rotation_planes=planes) for a in angles]
+    ids = np.arange(40) % 3
+    turned, _ = _apply(domain_list, x, np.zeros(40, np.int32), ids, input_range=None)
+    self.assertAllClose(turned[ids == 0], x[ids == 0])
+    self.assertAllClose(turned[ids == 2], -x[ids == 2], atol=1e-5)  # 180 degrees in every plane: x -> -x.
+    # The rotation is exp(theta G), G = sum_p v_p u_p^T - u_p v_p^T, over orthonormal planes (u_p, v_p) that the
+    # transform moves: recover them from the 90-degree map M (M u = v, M v = -u), then compare exp(theta G) x.
+    quarter, _ = _apply([domains.Domain('q', 0, rotation_degrees=90.0, rotation_planes=planes)],
+                        np.eye(dimension, dtype=np.float32), np.zeros(dimension, np.int32), np.zeros(dimension),
+                        input_range=None)
+    generator = quarter.T  # Column j is the image of e_j: G = M for a quarter turn in every plane.
+    self.assertAllClose(generator, -generator.T, atol=1e-5)
+    self.assertAllClose(generator @ generator, -np.eye(dimension), atol=1e-5)
+    expected = x[ids == 1] @ linalg.expm(np.radians(25.0) * generator).T
+    self.assertAllClose(turned[ids == 1], expected, atol=1e-4)
+
+  def test_fewer_planes_leave_the_rest_of_the_space_alone(self):
+    rng = np.random.default_rng(4)
+    many = rng.normal(size=(60, 16)).astype(np.float32)
+    domain_list = [domains.Domain('three', 0, rotation_degrees=50.0, rotation_planes=3),
+                   domains.Domain('all', 0, rotation_degrees=50.0, rotation_planes=8)]
+    for domain_id, rank in ((0, 6), (1, 16)):
+      moved, _ = _apply(domain_list, many, np.zeros(60, np.int32), np.full(60, domain_id), input_range=None)
+      self.assertAllClose(np.linalg.norm(moved, axis=1), np.linalg.norm(many, axis=1), rtol=1e-5)
+      self.assertEqual(np.linalg.matrix_rank(moved - many, tol=1e-3), rank)
+    with self.assertRaisesRegex(ValueError, 'at most half'):
+      _apply([domains.Domain('too_many', 0, rotation_degrees=5.0, rotation_planes=9)], many, np.zeros(60, np.int32),
+             np.zeros(60), input_range=None)
+
   def test_plain_domains_are_the_identity_and_bad_permutations_fail(self):
     transform = domains.DomainTransform(domains.plain_domains(('day', 'night')), 3)
     self.assertTrue(transform.is_identity)
@@ -121,7 +156,7 @@ class CorruptionTest(tf.test.TestCase):
                                         cval=0.0)
     self.assertAllClose(zoomed, expected, atol=1e-5)
 
-  def test_image_only_families_are_refused_on_vector_tasks(self):
+  def test_image_only_families_and_too_many_planes_are_refused(self):
     with self.assertRaisesRegex(ValueError, 'corruption must be one of'):
       domains.Domain('bad', 0, corruption='snow', severity=1)
     data = tff.simulation.datasets.TestClientData({'c0': collections.OrderedDict(
@@ -131,6 +166,9 @@ class CorruptionTest(tf.test.TestCase):
                          batch_fn=lambda b: b, model_fn=model_fn, num_classes=2, mode_names=('a',))
     with self.assertRaisesRegex(ValueError, 'the blur corruption is defined for images; vectors has'):
       task.with_domains([domains.Domain('a', 0), domains.Domain('b', 0, corruption='blur', severity=1)])
+    with self.assertRaisesRegex(ValueError, r'at most half their dimension; vectors has inputs of shape \(4,\) and '
+                                'rotation_planes is 3'):
+      task.with_domains([domains.Domain('a', 0, rotation_degrees=10.0, rotation_planes=3)])
 
 
 class TaskDomainsTest(tf.test.TestCase):
