@@ -164,31 +164,35 @@ class EndToEndTest(parameterized.TestCase):
     self.assertGreater(float(rows[-1]['routing_accuracy']), 0.9)
     self.assertNotEqual(float(rows[-1]['alpha_2']), 1.0)  # Eq. 13 moved the distance scalar.
 
+  # Rounds per run: the interruption after round 5 must land well before the run would end by itself, also when the
+  # machine is loaded and this process waits seconds for the CPU. Vanilla's rounds take 0.1 s (40 of them, 3.5 s
+  # after the fifth, once were not enough), so it runs 80; the other methods' rounds take 0.2-0.7 s (measured), and
+  # 40 leave them 7 s or more.
   @parameterized.named_parameters(
-      ('vanilla', []),
+      ('vanilla', 80, []),
       # FedEM keeping every client's mixture weights in the client-state store, which the checkpoints hold.
-      ('fedem_with_client_state', ['--algorithm=fedem', '--fedem_client_state']),
+      ('fedem_with_client_state', 40, ['--algorithm=fedem', '--fedem_client_state']),
       # CFL's clusters (server state) and every client's cluster (client state); splits from round 3 on.
-      ('cfl', ['--algorithm=cfl', '--cfl_eps1=10', '--cfl_eps2=0', '--cfl_warmup_rounds=2']),
-      ('pfedem_with_client_pi', ['--algorithm=pfedem', '--pfedem_client_pi']),
+      ('cfl', 40, ['--algorithm=cfl', '--cfl_eps1=10', '--cfl_eps2=0', '--cfl_warmup_rounds=2']),
+      ('pfedem_with_client_pi', 40, ['--algorithm=pfedem', '--pfedem_client_pi']),
       # FedGMM's GMM (server state) and every client's pi_c (client state).
-      ('fedgmm', ['--algorithm=fedgmm', '--fedgmm_gaussians=2', '--fedgmm_learners=2']),
+      ('fedgmm', 40, ['--algorithm=fedgmm', '--fedgmm_gaussians=2', '--fedgmm_learners=2']),
       # FedRep's representation (server state) and every client's head (client state).
-      ('fedrep', ['--algorithm=fedrep', '--fedrep_head_epochs=2']),
+      ('fedrep', 40, ['--algorithm=fedrep', '--fedrep_head_epochs=2']),
       # ShiftEx's expert pool, thresholds and assignment (server state), every party's expert and previous window
       # (client state); windows of 4 rounds, so the interruption lands inside one, with spawns and merges (measured:
-      # 13 and 12 in 80 rounds); evaluated twice, as its 40 domains' test sets take most of a round's time.
-      ('shiftex', ['--algorithm=shiftex', '--scenario=windowed', '--window_rounds=4', '--num_branches=4',
-                   '--shiftex_detection_rounds=2', '--rounds_per_eval=40']),
+      # 3 and 2 in 40 rounds); evaluated twice, as its 40 domains' test sets take most of a round's time.
+      ('shiftex', 40, ['--algorithm=shiftex', '--scenario=windowed', '--window_rounds=4', '--num_branches=4',
+                       '--shiftex_detection_rounds=2', '--rounds_per_eval=20']),
       # FedDrift's models, ids and window scores (server state), every client's model and reference (client state);
-      # windows of 4 rounds under recurring concept drift, so models are created, evicted and merged.
-      ('feddrift', ['--algorithm=feddrift', '--scenario=concept_drift', '--drift_type=recurring', '--window_rounds=4',
-                    '--num_branches=4', '--feddrift_delta=0.02']))
-  def test_interrupted_run_resumes_to_the_same_metrics(self, method_args):
+      # windows of 4 rounds under recurring concept drift, so models are created, evicted and merged (80 rounds: in
+      # 40 none is merged).
+      ('feddrift', 80, ['--algorithm=feddrift', '--scenario=concept_drift', '--drift_type=recurring',
+                        '--window_rounds=4', '--num_branches=4', '--feddrift_delta=0.02']))
+  def test_interrupted_run_resumes_to_the_same_metrics(self, total_rounds, method_args):
     root = self.create_tempdir().full_path
-    # 80 rounds: the interruption after round 5 must land well before the run would end by itself, also when the
-    # machine is loaded and this process waits seconds for the CPU (40 rounds of 0.1 s once were not enough).
-    args = _SMALL_RUN + method_args + ['--total_rounds=80', '--rounds_per_checkpoint=3', f'--root_output_dir={root}']
+    args = _SMALL_RUN + method_args + [f'--total_rounds={total_rounds}', '--rounds_per_checkpoint=3',
+                                       f'--root_output_dir={root}']
     uninterrupted = _run(args + ['--experiment_name=straight'])
     self.assertEqual(uninterrupted.returncode, 0, uninterrupted.stderr)
 
@@ -207,13 +211,13 @@ class EndToEndTest(parameterized.TestCase):
     status = child.wait(timeout=60)
     stderr.seek(0)
     self.assertEqual(status, 128 + signal.SIGTERM, stderr.read()[-3000:])
-    self.assertLess(len(_rows(interrupted_dir)), 80)
+    self.assertLess(len(_rows(interrupted_dir)), total_rounds)
 
     resumed = _run(args + ['--experiment_name=resumed'])
     self.assertEqual(resumed.returncode, 0, resumed.stderr)
     self.assertIn('Resuming after round', resumed.stdout)
     expected, actual = _rows(os.path.join(root, 'straight')), _rows(interrupted_dir)
-    self.assertEqual(len(actual), 80)
+    self.assertEqual(len(actual), total_rounds)
     for expected_row, actual_row in zip(expected, actual):
       for column, value in expected_row.items():
         if column != 'round_seconds':
