@@ -32,11 +32,19 @@ SHIFTS = (('q', 'q(t), probability of the day mode'), ('scheduled_share_0', 'sha
           ('concept_share_1', 'share of concept 1'), ('window', 'window'))
 _FIGURE_SIZE = (7.0, 4.2)
 _MAX_BARS = 8
+_MAX_LEGEND_INSIDE = 8  # More entries than this go right of the axes: inside, 21 methods covered the curves.
+
+
+def _legend(axes) -> None:
+  if len(axes.get_legend_handles_labels()[0]) > _MAX_LEGEND_INSIDE:
+    axes.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+  else:
+    axes.legend(fontsize=8)
 
 
 def _save(figure, path: str) -> None:
   figure.tight_layout()
-  figure.savefig(path, dpi=110)
+  figure.savefig(path, dpi=110, bbox_inches='tight')  # 'tight' keeps a legend placed outside the axes.
   plt.close(figure)
 
 
@@ -102,7 +110,7 @@ def curves(methods: dict[str, list[run_results.RunResult]], metric: str, title: 
   top.set_ylabel(metric)
   top.set_title(title, fontsize=10)
   top.grid(alpha=0.3)
-  top.legend(fontsize=8)
+  _legend(top)
   if shift_column is not None:
     column, label = shift_column
     reference = next(run for run in runs if any(column in row for row in run.rows))
@@ -153,7 +161,7 @@ def learned_shift(methods: dict[str, list[run_results.RunResult]], title: str, p
   axes.set_ylabel('learned prior or share (mean over seeds)')
   axes.set_title(title, fontsize=10)
   axes.grid(alpha=0.3)
-  axes.legend(fontsize=8)
+  _legend(axes)
   _save(figure, path)
   return True
 
@@ -183,7 +191,7 @@ def domain_bars(methods: dict[str, list[run_results.RunResult]], title: str, pat
                        ha='right' if len(domains) > 4 else 'center', fontsize=8)
   axes.set_ylabel('test accuracy (last evaluation)')
   axes.set_title(title, fontsize=10)
-  axes.legend(fontsize=8)
+  _legend(axes)
   axes.grid(alpha=0.3, axis='y')
   _save(figure, path)
   return True
@@ -212,6 +220,6 @@ def swept(runs: list[run_results.RunResult], keys: list[str], flag: str, metric:
   axes.set_xlabel(flag)
   axes.set_ylabel(f'{metric} (last evaluation)')
   axes.grid(alpha=0.3)
-  axes.legend(fontsize=8)
+  _legend(axes)
   _save(figure, path)
   return True

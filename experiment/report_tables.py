@@ -232,6 +232,21 @@ def _comparisons(table: Table) -> list[tuple[str, list[str], list[dict[str, Cell
   return result
 
 
+def comparison_tables(table: Table) -> list[tuple[str, Table]]:
+  """`table` split by comparison for reading, (title, table) each, a row per method and only the columns some of
+  its methods have (a grid over scenarios has a few columns per scenario and dozens in all)."""
+  if run_results.METHOD not in table.keys:
+    return [('all runs', table)]
+  method_index = table.keys.index(run_results.METHOD)
+  others = [key for key in table.keys if key != run_results.METHOD]
+  groups: dict[tuple, list] = {}
+  for values, seeds, cells in table.rows:
+    groups.setdefault(run_results.comparison_key(values, table.keys), []).append(
+        ((values[method_index],), seeds, cells))
+  return [(', '.join(f'{key}={value}' for key, value in zip(others, comparison)) or 'all runs',
+           Table([run_results.METHOD], rows, table.columns)) for comparison, rows in groups.items()]
+
+
 def domain_tables(table: Table) -> list[DomainTable]:
   """The per-domain `table` split by comparison, each turned a row per domain."""
   result = []

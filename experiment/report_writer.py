@@ -106,8 +106,11 @@ def write(root: str, output: str, only: Optional[str] = None, columns: Optional[
       parts = (report_tables.domain_tables if per_domain else report_tables.window_tables)(table)
       markdown = '\n\n'.join(f'{part.title}\n\n{part.markdown()}' for part in parts)
       page_html = ''.join(f'<h3>{html.escape(part.title)}</h3>\n{part.html()}' for part in parts)
-    else:
-      markdown, page_html = table.markdown(), table.html()
+    else:  # The page shows a table per comparison when there are several; the files keep one.
+      markdown = table.markdown()
+      parts = report_tables.comparison_tables(table)
+      page_html = (table.html() if len(parts) == 1 else
+                   ''.join(f'<h3>{html.escape(title)}</h3>\n{part.html()}' for title, part in parts))
     for extension, text in (('md', markdown), ('csv', table.csv())):
       with open(os.path.join(output, f'{name}.{extension}'), 'w') as f:
         f.write(text + ('\n' if extension == 'md' else ''))

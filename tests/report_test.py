@@ -137,15 +137,33 @@ class ReportTest(absltest.TestCase):
         content = f.read()
       self.assertTrue(content.startswith(_PNG), name)
       self.assertGreater(len(content), 10_000, name)
-    # The metrics; per-domain accuracy per value of p, a row per domain; per value of p the windows' drop and max
-    # (no window recovered), a row per window.
-    self.assertEqual(page.count('<table>'), 1 + 2 + 2 * 2)
+    # The metrics per value of p, a row per method; per-domain accuracy per value of p, a row per domain; per value of
+    # p the windows' drop and max (no window recovered), a row per window.
+    self.assertEqual(page.count('<table>'), 2 + 2 + 2 * 2)
+    self.assertIn('<h2>Metrics</h2>\n<h3>shift_p=1.0</h3>\n<table>\n<tr><th>algorithm</th><th>seeds</th>'
+                  '<th>test_accuracy</th>', page)
     with open(os.path.join(self.output, 'per_window.md')) as f:
       windows = f.read()
     self.assertIn('shift_p=4.0: drop\n\n| window | fedtkm | vanilla |\n|---|---|---|\n| 1 | 0.200 +- 0.058 |  |',
                   windows)
     self.assertIn('<h3>shift_p=4.0</h3>\n<table>\n<tr><th>domain</th><th>fedtkm</th><th>vanilla</th></tr>', page)
     self.assertIn('13 runs', page)
+
+  def test_the_page_splits_the_metrics_by_comparison_with_only_their_columns(self):
+    cells = lambda **means: {name: report_tables.Cell([mean]) for name, mean in means.items()}
+    table = report_tables.Table(['algorithm', 'scenario'], [
+        (('a', 'windowed'), 1, cells(test_accuracy=0.5, window_drop=0.1)),
+        (('b', 'windowed'), 1, cells(test_accuracy=0.6, window_drop=0.3)),
+        (('a', 'mixture'), 1, cells(test_accuracy=0.7, share_correlation=0.9)),
+        (('b', 'mixture'), 1, cells(test_accuracy=0.4))],
+        [('test_accuracy', False), ('window_drop', True), ('share_correlation', False)])
+    parts = report_tables.comparison_tables(table)
+    self.assertEqual([title for title, _ in parts], ['scenario=windowed', 'scenario=mixture'])
+    windowed, mixture = (part for _, part in parts)
+    self.assertEqual([name for name, _ in windowed.columns], ['test_accuracy', 'window_drop'])
+    self.assertEqual([name for name, _ in mixture.columns], ['test_accuracy', 'share_correlation'])
+    self.assertEqual(windowed.best, {(1, 'test_accuracy'), (0, 'window_drop')})  # A lower drop is better.
+    self.assertEqual(mixture.best, {(0, 'test_accuracy')})  # One method has a correlation: nothing to compare.
 
   def test_one_run_also_while_it_runs(self):
     # plot_run's report: the running run has no summary, so no table, but its curve so far.
