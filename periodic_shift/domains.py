@@ -16,7 +16,8 @@ evaluation (TensorFlow ops, traced once), after the task's `batch_fn`:
       x' = x + sum_{p<k} [(cos theta - 1) a_p - sin theta b_p] u_p + [sin theta a_p + (cos theta - 1) b_p] v_p,
   a_p = x . u_p, b_p = x . v_p, (u_p, v_p) = (Q[:, 2p], Q[:, 2p + 1]). One plane of a 64-d input moves an example
   little (a rotation by theta moves x by 2 sin(theta / 2) times its component in the plane); with k = D / 2 every
-  direction turns, as every pixel of a rotated image moves, and theta = 180 degrees maps x to -x.
+  direction turns, as every pixel of a rotated image moves, and theta = 180 degrees maps x to -x. (Scenarios give
+  all their domains the same k; were k = 1 mixed with k > 1, the one-plane domains would turn Q's first plane.)
 - flip: images are mirrored left-right; vectors are reflected across the plane's first axis.
 - invert: x' = lo + hi - x for inputs in [lo, hi] (`input_range`; EMNIST [0, 1]); for standardized inputs (CIFAR,
   synthetic: `input_range=None`) x' = -x.
