@@ -217,19 +217,21 @@ class DomainTable:
     return '\n'.join(lines + ['</table>'])
 
 
+def _comparison_rows(table: Table) -> list[tuple[str, list[tuple[tuple, int, dict[str, Cell]]]]]:
+  """The rows of `table` grouped by comparison: (title, its rows)."""
+  groups: dict[tuple, list] = {}
+  for row in table.rows:
+    groups.setdefault(run_results.comparison_key(row[0], table.keys), []).append(row)
+  others = [key for key in table.keys if key != run_results.METHOD]
+  return [(', '.join(f'{key}={value}' for key, value in zip(others, comparison)) or 'all runs', rows)
+          for comparison, rows in groups.items()]
+
+
 def _comparisons(table: Table) -> list[tuple[str, list[str], list[dict[str, Cell]]]]:
   """The rows of `table` grouped by comparison: (title, methods, each method's cells)."""
   method_index = table.keys.index(run_results.METHOD) if run_results.METHOD in table.keys else None
-  groups: dict[tuple, list] = {}
-  for values, _, cells in table.rows:
-    groups.setdefault(run_results.comparison_key(values, table.keys), []).append((values, cells))
-  others = [key for key in table.keys if key != run_results.METHOD]
-  result = []
-  for comparison, members in groups.items():
-    methods = [str(values[method_index]) if method_index is not None else 'all' for values, _ in members]
-    title = ', '.join(f'{key}={value}' for key, value in zip(others, comparison)) or 'all runs'
-    result.append((title, methods, [cells for _, cells in members]))
-  return result
+  return [(title, [str(values[method_index]) if method_index is not None else 'all' for values, _, _ in rows],
+           [cells for _, _, cells in rows]) for title, rows in _comparison_rows(table)]
 
 
 def comparison_tables(table: Table) -> list[tuple[str, Table]]:
@@ -238,13 +240,9 @@ def comparison_tables(table: Table) -> list[tuple[str, Table]]:
   if run_results.METHOD not in table.keys:
     return [('all runs', table)]
   method_index = table.keys.index(run_results.METHOD)
-  others = [key for key in table.keys if key != run_results.METHOD]
-  groups: dict[tuple, list] = {}
-  for values, seeds, cells in table.rows:
-    groups.setdefault(run_results.comparison_key(values, table.keys), []).append(
-        ((values[method_index],), seeds, cells))
-  return [(', '.join(f'{key}={value}' for key, value in zip(others, comparison)) or 'all runs',
-           Table([run_results.METHOD], rows, table.columns)) for comparison, rows in groups.items()]
+  return [(title, Table([run_results.METHOD], [((values[method_index],), seeds, cells)
+                                               for values, seeds, cells in rows], table.columns))
+          for title, rows in _comparison_rows(table)]
 
 
 def domain_tables(table: Table) -> list[DomainTable]:
