@@ -125,6 +125,9 @@ _TFDS_DATA_DIR = flags.DEFINE_string(
 _LABEL_SMOOTH_W = flags.DEFINE_float('label_smooth_w', 0.1, 'lambda of Eq. 4 (weight of the other branches).')
 _LABEL_SMOOTH_EPS = flags.DEFINE_float('label_smooth_eps', 0.5, 'epsilon of Eq. 4 (label smoothing).')
 _EVAL_ROUTING = flags.DEFINE_string('eval_routing', 'batch', 'Test-time branch choice: per batch or per sample.')
+_MIXED_TEST_Q = flags.DEFINE_list(
+    'mixed_test_q', [], 'Shares q in [0, 1]: also test on batches holding both modes of a two-mode task, a share q of '
+    'mode 1 (day) in every batch (metrics mixed_q<q>_accuracy); empty: per-mode test sets only.')
 
 
 def _define_method_flags() -> dict:
@@ -196,10 +199,25 @@ def _hyperparameters() -> dict:
     raise ValueError(f'--max_elements_per_client must be >= 1 when set; got {values["max_elements_per_client"]}.')
   if _EVAL_ROUTING.value not in certainty.ROUTINGS:
     raise ValueError(f'eval_routing must be one of {", ".join(certainty.ROUTINGS)}; got {_EVAL_ROUTING.value!r}.')
+  _mixed_test_shares()
   method_config = _method_config(_ALGORITHM.value, _shared_hyperparameters(values))
   if method_config is not None:
     method_config.validate()
   return values
+
+
+def _mixed_test_shares() -> list[float]:
+  """The shares of `--mixed_test_q`; raises ValueError for one that is not a number in [0, 1]."""
+  shares = []
+  for text in _MIXED_TEST_Q.value:
+    try:
+      share = float(text)
+    except ValueError:
+      share = float('nan')
+    if not 0.0 <= share <= 1.0:
+      raise ValueError(f'--mixed_test_q takes shares in [0, 1]; got {text!r}.')
+    shares.append(share)
+  return shares
 
 
 def _scenario_config(values: dict) -> scenarios.Config:
@@ -320,8 +338,13 @@ def main(argv):
                    for mode, name in enumerate(task.domain_names)}
   held_out = {name: _held_out_data(task, clients, values['client_batch_size'])
               for name, clients in scenario.evaluation_plans().items()}
+  if _MIXED_TEST_Q.value and len(task.domain_names) != 2:
+    _fail(f'--mixed_test_q mixes the two modes of a two-mode task; this scenario gives '
+          f'{len(task.domain_names)} domains.')
+  mixed_datasets = {evaluation.mixed_name(share): task.mixed_test_dataset(share, _EVAL_BATCH_SIZE.value, _SEED.value)
+                    for share in _mixed_test_shares()}
   evaluator = evaluation.Evaluator(model_fn(), test_datasets, held_out,
-                                  task.novelty_dataset(_EVAL_BATCH_SIZE.value))
+                                  task.novelty_dataset(_EVAL_BATCH_SIZE.value), mixed_datasets)
   try:
     algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator,
                                  _method_config(_ALGORITHM.value, _shared_hyperparameters(values)))
@@ -375,7 +398,7 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS, _CLIENT_BATCH_SIZE,
     _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
     _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _TFDS_DATA_DIR, _LABEL_SMOOTH_W,
-    _LABEL_SMOOTH_EPS, _EVAL_ROUTING)) | frozenset(_METHOD_FLAGS)
+    _LABEL_SMOOTH_EPS, _EVAL_ROUTING, _MIXED_TEST_Q)) | frozenset(_METHOD_FLAGS)
 # Flags that cannot change a run's results: output cadence and locations. A run may be resumed with other values.
 _CADENCE_FLAGS = frozenset(flag.name for flag in (
     _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR))

@@ -8,6 +8,8 @@
   against domain 0's imposed share (seed 000's Figure 4);
 - per-domain accuracy of the last evaluation, one bar per method and domain (a line per method over the domains in
   their order when there are more than `_MAX_BARS` domains, e.g. seed 001's 30 rotations);
+- accuracy on test batches that mix the two modes against the day share q of every batch, for runs evaluated on
+  them (`--mixed_test_q`);
 and, when a numeric flag is swept, the final accuracy against its values, one line per method (the paper's
 accuracy against p). Running runs are drawn with what they have so far.
 """
@@ -21,6 +23,7 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 
+from algorithms.core import metric_names
 from experiment import run_results
 from experiment import shift_metrics
 
@@ -159,6 +162,37 @@ def learned_shift(methods: dict[str, list[run_results.RunResult]], title: str, p
     return False
   axes.set_xlabel('round')
   axes.set_ylabel('learned prior or share (mean over seeds)')
+  axes.set_title(title, fontsize=10)
+  axes.grid(alpha=0.3)
+  _legend(axes)
+  _save(figure, path)
+  return True
+
+
+def mixed_batches(methods: dict[str, list[run_results.RunResult]], title: str, path: str) -> bool:
+  """Accuracy on test batches mixing the modes against the share q of mode 1 in every batch (mean over the last
+  period of evaluations, `mixed_q<q>_accuracy_last_period_mean`; mean and standard error over seeds), a line per
+  method; False without mixed batches."""
+  pattern = re.compile(re.escape(metric_names.MIXED_PREFIX) + r'(.+)_accuracy_last_period_mean')
+  lines = {}
+  for method, group in methods.items():
+    points: dict[float, list[float]] = {}
+    for run in group:
+      for key, value in (run.summary or {}).get('final_metrics', {}).items():
+        match = pattern.fullmatch(key)
+        if match:
+          points.setdefault(float(match.group(1)), []).append(value)
+    if points:
+      lines[method] = points
+  if not lines:
+    return False
+  figure, axes = plt.subplots(figsize=_FIGURE_SIZE)
+  for method, points in lines.items():
+    x = sorted(points)
+    error = [np.std(points[q], ddof=1) / np.sqrt(len(points[q])) if len(points[q]) > 1 else 0.0 for q in x]
+    axes.errorbar(x, [np.mean(points[q]) for q in x], yerr=error, marker='o', capsize=3, label=method)
+  axes.set_xlabel('share q of mode 1 (day) in every test batch')
+  axes.set_ylabel('test accuracy (last period mean)')
   axes.set_title(title, fontsize=10)
   axes.grid(alpha=0.3)
   _legend(axes)

@@ -33,7 +33,8 @@ MAIN_COLUMNS = (
     ('personalized_accuracy', False), ('personalized_server_accuracy', False), ('unseen_accuracy', False),
     ('target_accuracy', False), ('target_server_accuracy', False), ('routing_accuracy', False),
     ('test_mixture_accuracy_mean', False), ('test_mixture_accuracy_std_last_cycles', True),
-    ('balanced_mix_accuracy', False), ('share_correlation', False), ('routing_ari', False), ('novelty_auroc', False),
+    ('balanced_mix_accuracy', False), ('share_correlation', False), ('routing_ari', False),
+    ('train_routing_accuracy_run_matched', False), ('novelty_auroc', False),
     ('novelty_average_precision', False), ('novelty_max_f1', False), ('window_drop', True), ('window_recovery_rounds', True),
     ('window_max_accuracy', False), ('forgetting', True))
 _HELD_OUT = ('personalized', 'unseen', 'target')
@@ -125,7 +126,8 @@ class Table:
     self.best = self._best()
 
   def _best(self) -> set[tuple[int, str]]:
-    """(row index, column) of every best cell within its comparison."""
+    """(row index, column) of every best cell within its comparison; means equal up to float rounding (1e-9
+    relative, e.g. 2/3 reached as (1/3 + 1) / 2 and as 2/3) tie."""
     best = set()
     comparisons: dict[tuple, list[int]] = {}
     for index, (values, _, _) in enumerate(self.rows):
@@ -138,7 +140,7 @@ class Table:
         if len(means) < 2:
           continue
         target = (min if lower else max)(means.values())
-        best |= {(i, name) for i, mean in means.items() if mean == target}
+        best |= {(i, name) for i, mean in means.items() if np.isclose(mean, target, rtol=1e-9, atol=0.0)}
     return best
 
   def markdown(self) -> str:

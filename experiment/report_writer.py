@@ -27,7 +27,8 @@ _STYLE = ('body{font-family:sans-serif;margin:2em;max-width:1400px} table{border
 
 # Every file name a report writes.
 _WRITTEN = ('tables.md', 'tables.csv', 'per_domain.md', 'per_domain.csv', 'per_window.md', 'per_window.csv',
-            'accuracy_*.png', 'routing_*.png', 'domains_*.png', 'swept_*.png', 'index.html')
+            'accuracy_*.png', 'routing_*.png', 'learned_*.png', 'domains_*.png', 'mixed_*.png', 'swept_*.png',
+            'index.html')
 
 
 class ReportError(ValueError):
@@ -54,7 +55,9 @@ def _plots(runs: list[run_results.RunResult], output: str) -> list[tuple[str, st
                   (f'learned_{index}.png', f'learned prior or share against the true one — {title}',
                    lambda path, t: report_plots.learned_shift(methods, t, path)),
                   (f'domains_{index}.png', f'per-domain accuracy — {title}',
-                   lambda path, t: report_plots.domain_bars(methods, t, path))]
+                   lambda path, t: report_plots.domain_bars(methods, t, path)),
+                  (f'mixed_{index}.png', f'accuracy on test batches mixing the modes against their day share — '
+                   f'{title}', lambda path, t: report_plots.mixed_batches(methods, t, path))]
     for name, plot_title, draw in candidates:
       if draw(os.path.join(output, name), plot_title):
         written.append((plot_title, name))

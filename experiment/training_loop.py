@@ -36,7 +36,9 @@ import tree
 
 from algorithms import registry as algorithms
 from algorithms.core import client_state
+from algorithms.core import metric_names
 from experiment import client_states
+from experiment import routing_summary
 from experiment import run_directory
 from periodic_shift import client_sampler
 from periodic_shift import scenario as scenario_lib
@@ -135,8 +137,10 @@ def final_metrics(rows: list[dict[str, float]], window_rounds: int) -> dict[str,
   last = evaluated[-1]
   window = [row for row in evaluated if row['round'] > last['round'] - window_rounds]
   result = dict(last)
-  for key in (k for k in last if k.startswith('test_') or k == 'routing_accuracy'):
+  for key in (k for k in last
+              if k.startswith(('test_', metric_names.MIXED_PREFIX)) or k in ('routing_accuracy', 'routing_ari')):
     result[f'{key}_last_period_mean'] = sum(row[key] for row in window) / len(window)
+  result.update(routing_summary.run_matched_accuracy(rows, window_rounds))
   return result
 
 

@@ -43,6 +43,7 @@ BatchFn = Callable[[collections.OrderedDict], collections.OrderedDict]
 ModelFn = Callable[[int], tf.keras.Model]
 
 _SHUFFLE_BUFFER = 1000
+_TEST_SHUFFLE_BUFFER = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,6 +231,25 @@ class Task:
   def test_dataset(self, mode: Optional[int], batch_size: int) -> tf.data.Dataset:
     """Test batches `OrderedDict(x, y, mode)` of one domain (its base's test data, transformed)."""
     dataset = _with_mode(self.test_data[self.domain_list[mode].base], mode).batch(batch_size)
+    return model_batches(dataset, self.batch_fn).prefetch(tf.data.AUTOTUNE)
+
+  def mixed_test_dataset(self, share: float, batch_size: int, seed: int) -> tf.data.Dataset:
+    """Test batches of both domains of a two-domain task: each holds round(share B) examples of domain 0 and the
+    rest of domain 1 (the test clients of a round with q(t) = share, seen by a method that routes whole batches).
+    Each domain's test data is shuffled once by `seed` (10,000-example buffer) so that a part of it is not one
+    writer's; batches are full, so the batches stop where the domain that fills them faster runs out."""
+    if len(self.domain_list) != 2:
+      raise ValueError(f'mixed test batches need a task with 2 domains; this one has {len(self.domain_list)}.')
+    day_count = int(round(share * batch_size))
+    sizes = [(mode, count) for mode, count in ((0, day_count), (1, batch_size - day_count)) if count > 0]
+    parts = [_with_mode(self.test_data[self.domain_list[mode].base], mode)
+             .shuffle(_TEST_SHUFFLE_BUFFER, seed=seed + mode, reshuffle_each_iteration=False)
+             .batch(count, drop_remainder=len(sizes) > 1) for mode, count in sizes]
+    if len(parts) == 1:
+      dataset = parts[0]
+    else:
+      dataset = tf.data.Dataset.zip(tuple(parts)).map(
+          lambda first, second: tf.nest.map_structure(lambda a, b: tf.concat([a, b], axis=0), first, second))
     return model_batches(dataset, self.batch_fn).prefetch(tf.data.AUTOTUNE)
 
 

@@ -50,13 +50,16 @@ class EvaluatorTest(tf.test.TestCase):
     evaluator = evaluation.Evaluator(
         gaussian_mixture.create_model(dim=3, num_branches=2),
         {'a': _batches(*data[0], 0, 8), 'b': _batches(*data[1], 1, 8)},
-        {'personalized': evaluation.HeldOutData(held_out, held_out, 3)})
+        {'personalized': evaluation.HeldOutData(held_out, held_out, 3)},
+        mixed_datasets={evaluation.mixed_name(0.25): _batches(data[1][0][:20], data[1][1][:20], 0, 8)})
     metrics = evaluator.evaluate(tff.learning.models.ModelWeights.from_model(model),
                                  objectives.averaged_branches)
     correct = [np.sum(predictions(x) == y) for x, y in data]
     self.assertAllClose(metrics['test_a_accuracy'], correct[0] / 37)
     self.assertAllClose(metrics['test_b_accuracy'], correct[1] / 50)
     self.assertAllClose(metrics['test_accuracy'], sum(correct) / 87)  # The union, not the mean of the two.
+    x, y = data[1]  # Mixed batches are scored apart, never pooled into the union above.
+    self.assertAllClose(metrics['mixed_q0.25_accuracy'], np.mean(predictions(x[:20]) == y[:20]))
     client_correct = sum(np.sum(predictions(x) == y) for x, y in clients)
     self.assertAllClose(metrics['personalized_accuracy'], client_correct / 18)  # Example-weighted over clients.
 

@@ -69,6 +69,8 @@ class FedTkmTest(tf.test.TestCase):
     for q_bar in (0.2, 0.7, 0.95):
       updated = fedtkm.updated_scales(scales, tf.constant(prior), tf.constant(q_bar), tf.constant(eta)).numpy()
       self.assertAllClose(updated, [1.0, 1.5 * np.exp(eta * (prior - q_bar))])
+    leaky = fedtkm.updated_scales(scales, tf.constant(prior), tf.constant(0.2), tf.constant(eta), leak=0.25).numpy()
+    self.assertAllClose(leaky, [1.0, np.exp(0.75 * np.log(1.5) + eta * (prior - 0.2))])
     # Too few clients in cluster 1: alpha_2 grows, so distances to c_2 grow and cluster 1 gains clients.
     grown = fedtkm.updated_scales(scales, tf.constant(0.8), tf.constant(0.3), tf.constant(eta)).numpy()
     self.assertGreater(grown[1], 1.5)

@@ -7,6 +7,7 @@ the synthetic task, one test (and one shard) per scenario. The runs call run_exp
 """
 
 import csv
+import itertools
 import json
 import os
 
@@ -59,7 +60,7 @@ def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
   last = evaluated[-1]
   final = dict(last)
   window = [row for row in evaluated if row['round'] > last['round'] - period]
-  for key in (k for k in last if k.startswith('test_') or k == 'routing_accuracy'):
+  for key in (k for k in last if k.startswith('test_') or k in ('routing_accuracy', 'routing_ari')):
     final[f'{key}_last_period_mean'] = sum(row[key] for row in window) / len(window)
   if 'scheduled_share_0' in rows[0]:  # Seed 000's measures; one cycle over 4 rounds, so every evaluation counts.
     mixture = [row['test_mixture_accuracy'] for row in evaluated]
@@ -71,6 +72,16 @@ def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
       final['share_correlation'] = max(stats.pearsonr([row[key] for row in rows],
                                                       [row['scheduled_share_0'] for row in rows])[0]
                                        for key in learned)
+  counts = {tuple(int(i) for i in key.split('_')[-2:]): key
+            for key in rows[0] if key.startswith('train_routing_count_')}
+  total = lambda pairs: sum(row[counts[pair]] for row in rows for pair in pairs)
+  if counts and total(counts):  # One matching of modes to branches for the whole run: the injection with the most
+    # clients (a run whose routing counted no client, T-shot k-means collecting its centers, has no score).
+    modes, branches = max(m for m, _ in counts) + 1, max(b for _, b in counts) + 1
+    injections = ([tuple(zip(range(modes), p)) for p in itertools.permutations(range(branches), modes)]
+                  if modes <= branches else
+                  [tuple(zip(p, range(branches))) for p in itertools.permutations(range(modes), branches)])
+    final['train_routing_accuracy_run_matched'] = total(max(injections, key=total)) / total(counts)
   if 'test_accuracy' in final:  # A global model that does not personalize is its own server view.
     for name in ('personalized', 'unseen', 'target'):
       if f'{name}_accuracy' in final and f'{name}_server_accuracy' not in final:

@@ -28,7 +28,8 @@ def _write_run(root: str, name: str, config: dict, rows: list[dict], windows=Non
     writer.writeheader()
     writer.writerows(rows)
   evaluated = [row for row in rows if 'test_accuracy' in row]
-  final = dict(evaluated[-1], test_accuracy_last_period_mean=np.mean([r['test_accuracy'] for r in evaluated[-2:]]))
+  final = dict(evaluated[-1], **{f'{key}_last_period_mean': np.mean([r[key] for r in evaluated[-2:]])
+                                 for key in evaluated[-1] if key in ('test_accuracy',) or key.startswith('mixed_q')})
   summary = {'final_metrics': final}
   if windows is not None:
     summary['window_metrics'] = windows
@@ -45,7 +46,8 @@ def _rows(rng, rounds: int, level: float, routing: bool) -> list[dict]:
       row['prior'] = row['q'] + 0.1 * rng.uniform()
     if r % 2 == 0:
       row.update(test_accuracy=level + 0.05 * rng.uniform(), test_day_accuracy=level + 0.1 * rng.uniform(),
-                 test_night_accuracy=level - 0.1 * rng.uniform())
+                 test_night_accuracy=level - 0.1 * rng.uniform(),
+                 **{f'mixed_q{q:g}_accuracy': level - 0.1 * q * (1 - q) * rng.uniform() for q in (0, 0.5, 1)})
       if routing:
         row['routing_accuracy'] = rng.uniform(0.5, 1.0)
     rows.append(row)
@@ -127,9 +129,9 @@ class ReportTest(absltest.TestCase):
     with open(os.path.join(self.output, 'index.html')) as f:
       page = f.read()
     plots = [name for name in self.files if name.endswith('.png')]
-    # Per value of p: accuracy, routing, learned prior and per-domain plots; and accuracy against p.
-    self.assertCountEqual(plots, ['accuracy_0.png', 'routing_0.png', 'learned_0.png', 'domains_0.png',
-                                  'accuracy_1.png', 'routing_1.png', 'learned_1.png', 'domains_1.png',
+    # Per value of p: accuracy, routing, learned prior, per-domain and mixed-batch plots; and accuracy against p.
+    self.assertCountEqual(plots, ['accuracy_0.png', 'routing_0.png', 'learned_0.png', 'domains_0.png', 'mixed_0.png',
+                                  'accuracy_1.png', 'routing_1.png', 'learned_1.png', 'domains_1.png', 'mixed_1.png',
                                   'swept_shift_p.png'])
     for name in plots:
       self.assertIn(f'<img src="{name}"', page)

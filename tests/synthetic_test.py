@@ -84,6 +84,22 @@ class SyntheticTaskTest(tf.test.TestCase):
     self.assertAllEqual(batch['mode'], np.ones(64))
     self.assertTrue(np.all((batch['y'].numpy() >= 10) & (batch['y'].numpy() < 20)))
 
+  def test_mixed_test_batches_hold_both_modes_in_the_given_share(self):
+    day_x = np.concatenate([b['x'].numpy() for b in self.task.test_dataset(0, batch_size=500)])
+    for share, day_per_batch in ((0.25, 16), (0.5, 32), (0.8, 51)):
+      batches = list(self.task.mixed_test_dataset(share, batch_size=64, seed=1))
+      self.assertLen(batches, min(2000 // day_per_batch, 2000 // (64 - day_per_batch)))  # 2,000 per mode.
+      for batch in batches:
+        self.assertAllEqual(batch['mode'], [0] * day_per_batch + [1] * (64 - day_per_batch))
+        labels = batch['y'].numpy()
+        self.assertTrue(np.all(labels[:day_per_batch] < 10) and np.all(labels[day_per_batch:] >= 10))
+      mixed_day = np.concatenate([b['x'].numpy()[:day_per_batch] for b in batches])
+      self.assertLen(np.unique(mixed_day, axis=0), len(mixed_day))  # Drawn without replacement ...
+      self.assertEqual(len(np.unique(np.concatenate([day_x, mixed_day]), axis=0)), len(day_x))  # ... from day's.
+    one_mode = list(self.task.mixed_test_dataset(1.0, batch_size=64, seed=1))
+    self.assertEqual(sum(len(b['y']) for b in one_mode), 2000)  # q = 1: the whole day test set.
+    self.assertTrue(all(np.all(b['mode'].numpy() == 0) for b in one_mode))
+
 
 if __name__ == '__main__':
   tf.test.main()

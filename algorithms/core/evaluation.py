@@ -10,6 +10,11 @@ test split of every client) add `HeldOutData`: test batches that each hold one c
 index, `client` [B]) and the same clients' personalization data; their metrics (`<name>_accuracy`, `<name>_loss`,
 e.g. `personalized_accuracy`) are example-weighted over all clients and are not pooled into the union test set.
 
+Mixed test batches (`mixed_datasets`, `tasks.task.Task.mixed_test_dataset`) hold both modes of a two-mode task in a
+given proportion q in every batch, the test clients of a round with q(t) = q as a method that routes whole batches
+sees them; their metrics `mixed_q<q>_{accuracy,loss}` (`mixed_name`) are reported beside the per-mode ones and are
+not pooled into the union test set or its routing counts.
+
 Methods with client mixture weights (FedGMM, FedEM) personalize before those tests (`Personalization`): with every
 shared parameter frozen, each client's weights pi_c over the method's M mixture entries are fitted by EM on its
 personalization data (`fit_client_log_weights`), and the objective receives the table log pi [clients, M] to
@@ -24,12 +29,19 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms.core import client_training
+from algorithms.core import metric_names
 from algorithms.core import novelty
 from algorithms.core import objectives
 from algorithms.core import routing
 from models import multi_branch
 
 Objective = Callable[[dict, dict], objectives.BatchResult]
+
+
+
+def mixed_name(share: float) -> str:
+  """The metric prefix of mixed test batches with share q of domain 0: `mixed_q0.25`."""
+  return f'{metric_names.MIXED_PREFIX}{share:g}'
 
 
 class HeldOutData(NamedTuple):
@@ -89,11 +101,14 @@ class Evaluator:
 
   def __init__(self, model: tf.keras.Model, test_datasets: dict[str, tf.data.Dataset],
                held_out: Optional[dict[str, HeldOutData]] = None,
-               novelty_dataset: Optional[tf.data.Dataset] = None):
+               novelty_dataset: Optional[tf.data.Dataset] = None,
+               mixed_datasets: Optional[dict[str, tf.data.Dataset]] = None):
     """`test_datasets`: mode name -> batched test dataset (`tasks.task.Task.test_dataset`); `held_out`: name ->
     clients' own held-out data; `novelty_dataset`: batches of novel examples (`tasks.task.Task.novelty_dataset`),
-    scored against the test datasets' (`algorithms.core.novelty`)."""
+    scored against the test datasets' (`algorithms.core.novelty`); `mixed_datasets`: `mixed_name(q)` -> batches
+    mixing the modes (`tasks.task.Task.mixed_test_dataset`)."""
     self._model = model
+    self._mixed = mixed_datasets or {}
     self._weights = tff.learning.models.ModelWeights.from_model(model)
     self._test_datasets = test_datasets
     self._held_out = held_out or {}
@@ -104,7 +119,7 @@ class Evaluator:
 
   def with_model(self, model: tf.keras.Model) -> 'Evaluator':
     """An evaluator of the same test data for another network (a method whose model is not the task's)."""
-    return Evaluator(model, self._test_datasets, self._held_out, self._novelty)
+    return Evaluator(model, self._test_datasets, self._held_out, self._novelty, self._mixed)
 
   def held_out_only(self) -> 'Evaluator':
     """An evaluator of the held-out clients alone (no centralized test sets, no novelty data): a method without a
@@ -186,7 +201,8 @@ class Evaluator:
                novelty_score: Optional[Callable] = None, local_tuning: Optional[LocalTuning] = None,
                client_args: Optional[dict[str, tuple]] = None,
                client_weights: Optional[ClientWeights] = None) -> dict:
-    """Returns test_loss, test_accuracy and test_<mode>_{loss,accuracy} for every mode.
+    """Returns test_loss, test_accuracy and test_<mode>_{loss,accuracy} for every mode (and for every mixed
+    dataset).
 
     `objective(outputs, batch, *objective_args)` gives each batch's metrics; passing state such as a clustering
     model as `objective_args` (tensors) rather than in a closure lets the traced evaluation be reused. With
@@ -208,6 +224,9 @@ class Evaluator:
       total = sums if total is None else {key: total[key] + sums[key] for key in sums}
     if total is not None:
       metrics.update(_finalize(total, prefix='test_'))
+    for name, dataset in self._mixed.items():
+      sums = self._evaluate_sums(dataset, objective, routing_shape, tuple(objective_args))
+      metrics.update(_finalize({key: np.asarray(value) for key, value in sums.items()}, prefix=f'{name}_'))
     for name, data in self._held_out.items():
       args = tuple(objective_args) + tuple((client_args or {}).get(name, ()))
       if personalization is not None:

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from algorithms.core import client_training
 from algorithms.core import objectives
+from algorithms.core import metric_names
 from models import multi_branch
 
 
@@ -95,10 +96,21 @@ def batch_branches(batch: dict, branch: tf.Tensor) -> tf.Tensor:
 
 
 def train_metrics(sums: dict) -> collections.OrderedDict:
-  """Train loss/accuracy plus `train_routing_accuracy` (best matching) from summed metrics with `routing`."""
+  """Train loss/accuracy plus the routing metrics (`train_routing_metrics`, best matching) from summed metrics
+  with `routing`."""
   return collections.OrderedDict(client_training.finalize_train_metrics(sums),
-                                 train_routing_accuracy=routing_accuracy(sums['routing'], best_matching=True),
-                                 train_routing_ari=adjusted_rand_index(sums['routing']))
+                                 **train_routing_metrics(sums['routing'], best_matching=True))
+
+
+def train_routing_metrics(confusion: tf.Tensor, best_matching: bool) -> collections.OrderedDict:
+  """A round's routing metrics from its clients' counts [modes, branches]: `train_routing_accuracy` (under this
+  round's best matching when `best_matching`), `train_routing_ari`, and every count as
+  `train_routing_count_<mode>_<branch>`, from which `experiment.routing_summary` scores the whole run under one
+  matching (a per-round matching lets branches that swap meaning between rounds score high)."""
+  counts = {f'{metric_names.ROUTING_COUNT_PREFIX}{m}_{b}': confusion[m, b]
+            for m in range(int(confusion.shape[0])) for b in range(int(confusion.shape[1]))}
+  return collections.OrderedDict(train_routing_accuracy=routing_accuracy(confusion, best_matching=best_matching),
+                                 train_routing_ari=adjusted_rand_index(confusion), **counts)
 
 
 def routing_accuracy(confusion: tf.Tensor, best_matching: bool) -> tf.Tensor:

@@ -222,8 +222,7 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer: tf
     new_state, clusters, split_metrics = split_clusters(state, reports, config, num_networks)
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums), **split_metrics,
-        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
-        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+        **routing.train_routing_metrics(sums['routing'], best_matching=True),
         **{client_state.CLIENT_STATES: collections.OrderedDict(
             position=reports['position'], cluster=tf.cast(clusters, tf.float32))})
     return new_state, metrics

@@ -351,8 +351,7 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
             for key in initial_client_state()])
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
-        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
-        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+        **routing.train_routing_metrics(sums['routing'], best_matching=True),
         **{key: sums[key] for key in ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms')},
         **{key: new_state[key] for key in ('created', 'evicted', 'exhausted', 'merged')},
         **{client_state.CLIENT_STATES: client_states})

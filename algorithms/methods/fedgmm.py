@@ -286,8 +286,7 @@ def build_client_work(model_fn, features_fn: Features, batch_fn: task_lib.BatchF
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
         train_log_likelihood=sums['log_likelihood'] / tf.maximum(totals['count'], 1.0),
-        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
-        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+        **routing.train_routing_metrics(sums['routing'], best_matching=True),
         **{f'global_pi_{a}_{b}': new_mixture['weights'][a, b]
            for a in range(config.gaussians) for b in range(config.learners)})
     return new_mixture, metrics

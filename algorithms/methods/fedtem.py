@@ -345,8 +345,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
                      config.pi_momentum, config.variance_floor, config.statistics_decay, config.weight_floor)
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
-        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=not use_prior),
-        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+        **routing.train_routing_metrics(sums['routing'], best_matching=not use_prior),
         prior=prior if use_prior else tf.constant(np.nan, tf.float32),
         assigned_mode_one_share=totals['count'][0] / tf.maximum(tf.reduce_sum(totals['count']), 1.0),
         assignment_accuracy=routing.routing_accuracy(totals['assignment'], best_matching=not use_prior))

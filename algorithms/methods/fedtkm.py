@@ -39,6 +39,19 @@ Choices where the paper is ambiguous (flags where a user may want the other read
   clusters swapped at round ~105 (q ~ 0) and stayed swapped (routing accuracy 0.0 from then on; alpha_2 alone did
   not swap them back). With b > 0 each center keeps a decayed mass and moves by the online k-means update
   (`online_average`).
+- `alpha_leak` lambda (default 0: Eq. 13 exactly), a departure for a prior that does not match the true shift:
+  log alpha_2 <- (1 - lambda) log alpha_2 + eta_t (q~(t) - q-bar(t)). Eq. 13 integrates the gap between the prior
+  and the observed share without forgetting, the quantile estimator of Andrew et al. it follows. When the true
+  q(t) = |2 (t mod T) / T - 1|^p has p != 1 and the prior is linear, the gap has a sign on average (p = 0.25: the
+  prior averages 0.5 over a period, the truth about 0.8), so log alpha_2 winds up until a whole mode crosses the
+  threshold, and Eq. 12 then moves the other cluster's center onto that mode: both centers sit on one mode and the
+  separation is lost, found again later with either labelling. Measured on the synthetic task (linear shift, T = 32,
+  p = 0.25, seed 0; `log_distance_ratio_<m>` and `center_distance` traces): the modes were separated at round 145
+  (log(d_1 / d_2) of day clients -0.33, of night clients +0.49, ||c_1 - c_2|| 7.8) while log alpha_2 fell to -0.31;
+  by round 169 day clients had crossed into cluster 2 and both modes sat at about 0 with ||c_1 - c_2|| 1.2; at round
+  209 the modes were apart again with labels swapped (+0.33 / -0.37), and the test routing ended at 0.125 (adjusted
+  Rand index 1.0: separated, swapped). With a leak the wind-up is bounded, about eta-bar * gap / lambda; the README's
+  seed 002 synthetic section gives the runs with lambda = 0.2.
 - Initialization: c_k ~ N(0, 0.1^2) per coordinate from the run's seed (the public code draws the same, unseeded);
   alpha = 1.
 - Test-time routing (Section 3.2: "at test time, we use a minibatch to estimate d_ik"): the branch of each test
@@ -48,8 +61,10 @@ Choices where the paper is ambiguous (flags where a user may want the other read
 
 Simulation-only metrics (they use the true mode carried in the batches, which no decision uses):
 `train_routing_accuracy`, `assignment_accuracy` (clients whose post-training cluster is their mode) and the test
-`routing_accuracy`; for prior `none`, under the best matching of modes to branches. `alpha_2`, `q_bar` and `prior`
-are reported every round.
+`routing_accuracy`; for prior `none`, under the best matching of modes to branches; `log_distance_ratio_<m>`, the
+mean over the round's clients of mode m of log(d_i1 / d_iK) with unscaled distances before training (a client joins
+cluster 1 when log alpha_2 exceeds its value: the modes are separable by alpha_2 alone when the modes' values lie on
+either side of it). `alpha_2`, `q_bar`, `prior` and `center_distance` (||c_1 - c_K||) are reported every round.
 """
 
 import collections
@@ -94,6 +109,8 @@ class Config:
                                      'none (alpha = 1).', flag='eval_scaling')
   center_decay: float = method.setting(0.7, 'FedTKM online k-means decay of the center masses; 0 is Eq. 12 exactly '
                                        '(see algorithms/methods/fedtkm.py).', flag='center_decay')
+  alpha_leak: float = method.setting(0.0, 'FedTKM leak lambda of log alpha_2 toward 0 each round; 0 is Eq. 13 exactly '
+                                     '(see algorithms/methods/fedtkm.py).', flag='alpha_leak')
   period: int = 32
   num_branches: int = 2
   smoothing_weight: float = 0.1
@@ -112,6 +129,8 @@ class Config:
       raise ValueError(f'--eval_routing must be one of {", ".join(EVAL_ROUTINGS)}; got {self.eval_routing!r}.')
     if not 0.0 <= self.center_decay < 1.0:
       raise ValueError(f'--center_decay must be in [0, 1); got {self.center_decay}.')
+    if not 0.0 <= self.alpha_leak < 1.0:
+      raise ValueError(f'--alpha_leak must be in [0, 1); got {self.alpha_leak}.')
     if self.eta_max < 0.0:
       raise ValueError(f'--eta_max must be >= 0; got {self.eta_max}.')
 
@@ -167,10 +186,12 @@ def step_size(prior: tf.Tensor, eta_max: float, schedule: str) -> tf.Tensor:
   return 2.0 * tf.abs(0.5 - prior) * eta_max
 
 
-def updated_scales(scales: tf.Tensor, prior: tf.Tensor, observed_share: tf.Tensor, eta: tf.Tensor) -> tf.Tensor:
-  """Eq. 13: alpha_2 <- exp(eta_t (q~(t) - q-bar(t))) alpha_2; alpha_1 stays 1. `scales` [2]."""
-  factor = tf.exp(eta * (prior - observed_share))
-  return tf.concat([scales[:1], scales[1:] * factor], axis=0)
+def updated_scales(scales: tf.Tensor, prior: tf.Tensor, observed_share: tf.Tensor, eta: tf.Tensor,
+                   leak: float = 0.0) -> tf.Tensor:
+  """Eq. 13: alpha_2 <- exp(eta_t (q~(t) - q-bar(t))) alpha_2; alpha_1 stays 1. `scales` [2]. With `leak` lambda > 0
+  (a departure, module docstring): log alpha_2 <- (1 - lambda) log alpha_2 + eta_t (q~(t) - q-bar(t))."""
+  log_scale = (1.0 - leak) * tf.math.log(scales[1:]) + eta * (prior - observed_share)
+  return tf.concat([scales[:1], tf.exp(log_scale)], axis=0)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -192,6 +213,8 @@ def build_client_update(model: tf.keras.Model, client_optimizer: tff.learning.op
     client_training.assign_weights(model, weights)
     _, before = distances(examples['x'], clustering)
     branch = client_cluster(before, config.client_rule)  # Eq. 11
+    unscaled = tf.reduce_mean(before / clustering['scales'], axis=0)
+    log_ratio = tf.math.log(unscaled[0]) - tf.math.log(unscaled[-1])  # The client joins 1 iff log alpha_2 > this.
     objective = objectives.selected_branch(branch, config.smoothing_weight, config.smoothing_epsilon)
     training = client_training.local_training(model, client_optimizer, weights, batches, objective)
     features, after = distances(examples['x'], clustering)
@@ -208,7 +231,8 @@ def build_client_update(model: tf.keras.Model, client_optimizer: tff.learning.op
     sums = routing.training_sums(
         training, mode, branch, num_modes, num_branches,
         assignment=routing.client_confusion(mode, cluster, num_modes, num_branches),
-        mode_one_count=nearest_counts(after)[0], pass_count=count)
+        mode_one_count=nearest_counts(after)[0], pass_count=count,
+        mode_log_ratio=tf.one_hot(mode, num_modes) * log_ratio, mode_clients=tf.one_hot(mode, num_modes))
     result = tff.learning.templates.ClientResult(update=training.update, update_weight=training.num_examples)
     return result, statistics, sums
 
@@ -243,15 +267,16 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
       observed_ratio = sums['mode_one_count'] / tf.maximum(sums['pass_count'], 1.0)  # Eq. 25, aggregated.
       prior = temporal_prior.prior_value(config.prior, round_num, config.period, previous_prior, observed_ratio)
       scales = updated_scales(clustering['scales'], prior, q_bar,
-                              step_size(prior, config.eta_max, config.step_schedule))
+                              step_size(prior, config.eta_max, config.step_schedule), config.alpha_leak)
     else:
       prior, scales = previous_prior, clustering['scales']
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
-        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=not use_prior),
-        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+        **routing.train_routing_metrics(sums['routing'], best_matching=not use_prior),
         assignment_accuracy=routing.routing_accuracy(sums['assignment'], best_matching=not use_prior),
-        prior=prior if use_prior else tf.constant(np.nan, tf.float32), q_bar=q_bar, alpha_2=scales[1])
+        prior=prior if use_prior else tf.constant(np.nan, tf.float32), q_bar=q_bar, alpha_2=scales[1],
+        center_distance=tf.norm(centers[0] - centers[-1]),
+        **{f'log_distance_ratio_{m}': sums['mode_log_ratio'][m] / sums['mode_clients'][m] for m in range(num_modes)})
     return collections.OrderedDict(centers=centers, scales=scales, mass=mass), prior, metrics
 
   @tff.tensorflow.computation(np.int64)

@@ -288,8 +288,7 @@ def build_client_work(model_fn, features_fn_builder, batch_fn: task_lib.BatchFn,
                                     totals['weighted_variances'], config)
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
-        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
-        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+        **routing.train_routing_metrics(sums['routing'], best_matching=True),
         **{f'learned_share_{k}': new_mixture['weights'][k] for k in range(num_components)})
     return new_mixture, metrics
 

@@ -567,8 +567,7 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
     delta_cov, delta_label = thresholds(new_state, config.alpha)
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
-        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
-        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+        **routing.train_routing_metrics(sums['routing'], best_matching=True),
         **{key: sums[key] for key in ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms')},
         spawned=new_state['spawned'], reused=new_state['reused'], match_mmd=new_state['match_mmd'],
         assignment_objective=new_state['objective'], optimal_objective=new_state['optimal_objective'],

@@ -180,8 +180,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
                       lambda: state['centers'])
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
-        train_routing_accuracy=routing.routing_accuracy(sums['routing'], best_matching=True),
-        train_routing_ari=routing.adjusted_rand_index(sums['routing']),
+        **routing.train_routing_metrics(sums['routing'], best_matching=True),
         collected_centers=tf.cast(count, tf.float32))
     new_state = collections.OrderedDict(round_num=state['round_num'] + 1, centers=centers,
                                         buffer=collections.OrderedDict(points=points, weights=weights, count=count))
