@@ -38,7 +38,6 @@ from models import multi_branch
 Objective = Callable[[dict, dict], objectives.BatchResult]
 
 
-
 def mixed_name(share: float) -> str:
   """The metric prefix of mixed test batches with share q of domain 0: `mixed_q0.25`."""
   return f'{metric_names.MIXED_PREFIX}{share:g}'

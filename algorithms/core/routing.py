@@ -15,8 +15,8 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms.core import client_training
-from algorithms.core import objectives
 from algorithms.core import metric_names
+from algorithms.core import objectives
 from models import multi_branch
 
 
