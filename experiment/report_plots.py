@@ -20,6 +20,7 @@ from typing import Optional
 import matplotlib
 
 matplotlib.use('Agg')
+import cycler  # pylint: disable=g-import-not-at-top
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 
@@ -36,6 +37,10 @@ SHIFTS = (('q', 'q(t), probability of the day mode'), ('scheduled_share_0', 'sha
 _FIGURE_SIZE = (7.0, 4.2)
 _MAX_BARS = 8
 _MAX_LEGEND_INSIDE = 8  # More entries than this go right of the axes: inside, 21 methods covered the curves.
+# Ten colours, then the same colours dashed, dotted and dash-dotted: up to 40 methods stay apart (the default cycle
+# repeats after ten, and the every-method grid has 21).
+matplotlib.rcParams['axes.prop_cycle'] = (cycler.cycler(linestyle=['-', '--', ':', '-.']) *
+                                          cycler.cycler(color=plt.get_cmap('tab10').colors))
 
 
 def _legend(axes) -> None:
