@@ -66,6 +66,9 @@ class FedTkmProcessTest(tf.test.TestCase):
     for round_num, prior in ((1, 0.75), (2, 0.5)):  # q~(t) = |2 t / 8 - 1|.
       output = process.next(state, [d for _, d in self.clients])
       state = output.state
+      # The traces: log of the unscaled mean distances' ratio d_i1 / d_i2 per client, averaged per mode.
+      mean_distance = lambda f, k: np.linalg.norm(f - centers[k], axis=1).mean()
+      log_ratios = [np.log(mean_distance(f, 0) / mean_distance(f, 1)) for f in features]
       clusters, q_bar, centers, scales = _numpy_round(features, centers, scales, prior, eta_max=0.8)
       after = state.client_work['clustering']
       self.assertAllClose(after['centers'], centers, atol=1e-5, msg=f'round {round_num}')
@@ -75,6 +78,9 @@ class FedTkmProcessTest(tf.test.TestCase):
       self.assertAllClose(metrics['alpha_2'], scales[1], atol=1e-5)
       self.assertAllClose(metrics['prior'], prior)
       self.assertAllClose(metrics['assignment_accuracy'], np.mean(clusters == [0, 1, 0, 1]))
+      self.assertAllClose(metrics['log_distance_ratio_0'], np.mean(log_ratios[0::2]), atol=1e-5)  # Modes 0, 1, 0, 1.
+      self.assertAllClose(metrics['log_distance_ratio_1'], np.mean(log_ratios[1::2]), atol=1e-5)
+      self.assertAllClose(metrics['center_distance'], np.linalg.norm(centers[0] - centers[1]), atol=1e-5)
     self.assertNotAllClose(scales, [1.0, 1.0])  # Round 1 moved alpha_2 (eta_1 = 0.4), round 2 did not (eta_2 = 0).
 
   def test_no_per_client_value_reaches_the_server(self):
