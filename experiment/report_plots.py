@@ -50,6 +50,14 @@ def _legend(axes) -> None:
     axes.legend(fontsize=8)
 
 
+def _mean_lines(axes, lines: dict[str, dict[float, list[float]]]) -> None:
+  """A line per label through x -> values: the mean of the values at each x, +- their standard error (0 for one)."""
+  for label, points in lines.items():
+    x = sorted(points)
+    error = [np.std(points[v], ddof=1) / np.sqrt(len(points[v])) if len(points[v]) > 1 else 0.0 for v in x]
+    axes.errorbar(x, [np.mean(points[v]) for v in x], yerr=error, marker='o', capsize=3, label=label)
+
+
 def _save(figure, path: str) -> None:
   figure.tight_layout()
   figure.savefig(path, dpi=110, bbox_inches='tight')  # 'tight' keeps a legend placed outside the axes.
@@ -192,10 +200,7 @@ def mixed_batches(methods: dict[str, list[run_results.RunResult]], title: str, p
   if not lines:
     return False
   figure, axes = plt.subplots(figsize=_FIGURE_SIZE)
-  for method, points in lines.items():
-    x = sorted(points)
-    error = [np.std(points[q], ddof=1) / np.sqrt(len(points[q])) if len(points[q]) > 1 else 0.0 for q in x]
-    axes.errorbar(x, [np.mean(points[q]) for q in x], yerr=error, marker='o', capsize=3, label=method)
+  _mean_lines(axes, lines)
   axes.set_xlabel('share q of mode 1 (day) in every test batch')
   axes.set_ylabel('test accuracy (last period mean)')
   axes.set_title(title, fontsize=10)
@@ -251,11 +256,7 @@ def swept(runs: list[run_results.RunResult], keys: list[str], flag: str, metric:
   if not lines or max(len(points) for points in lines.values()) < 2:
     return False
   figure, axes = plt.subplots(figsize=_FIGURE_SIZE)
-  for label, points in sorted(lines.items()):
-    x = sorted(points)
-    mean = [np.mean(points[v]) for v in x]
-    error = [np.std(points[v], ddof=1) / np.sqrt(len(points[v])) if len(points[v]) > 1 else 0.0 for v in x]
-    axes.errorbar(x, mean, yerr=error, marker='o', capsize=3, label=label)
+  _mean_lines(axes, dict(sorted(lines.items())))
   axes.set_xlabel(flag)
   axes.set_ylabel(f'{metric} (last evaluation)')
   axes.grid(alpha=0.3)

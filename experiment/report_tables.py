@@ -127,7 +127,7 @@ class Table:
 
   def _best(self) -> set[tuple[int, str]]:
     """(row index, column) of every best cell within its comparison; means equal up to float rounding (1e-9
-    relative, e.g. 2/3 reached as (1/3 + 1) / 2 and as 2/3) tie."""
+    relative, e.g. (0.0 + 0.3) / 2 = 0.15 and (0.1 + 0.2) / 2 = 0.15000000000000002) tie."""
     best = set()
     comparisons: dict[tuple, list[int]] = {}
     for index, (values, _, _) in enumerate(self.rows):
