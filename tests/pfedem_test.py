@@ -73,6 +73,33 @@ class EquationsTest(tf.test.TestCase):
     self.assertAllClose(np.abs(split['means'][1] - split['means'][2]), np.sqrt(split['variances'][2]))
     self.assertAllClose(split['variances'][1], split['variances'][2])
 
+  def test_gmm_step_pools_the_round_with_the_accumulated_gaussians(self):
+    rng = np.random.default_rng(3)
+    beta = 0.25
+    previous = pfedem.initial_mixture(2, 3, seed=0)
+    previous.update(means=rng.normal(size=(2, 3)).astype(np.float32), mass=np.array([40.0, 10.0], np.float32),
+                    variances=rng.uniform(0.5, 1.5, size=(2, 3)).astype(np.float32))
+    counts = np.array([12.0, 0.0], np.float32)  # Component 1 empty this round.
+    round_means = rng.normal(size=(2, 3)).astype(np.float32)
+    round_variances = rng.uniform(0.5, 1.5, size=(2, 3)).astype(np.float32)
+    after = pfedem.aggregate_mixture(previous, counts, counts[:, None] * round_means,
+                                     counts[:, None] * round_variances, pfedem.Config(gmm_step=beta))
+    # Reference: raw moments of the pooled sample, the old one weighted (1 - beta) and the round's beta.
+    old, new = (1 - beta) * previous['mass'][:, None], beta * counts[:, None]
+    mass = old + new
+    first = (old * previous['means'] + new * round_means) / mass
+    second = (old * (previous['variances'] + previous['means']**2) + new * (round_variances + round_means**2)) / mass
+    self.assertAllClose(after['mass'], mass[:, 0])
+    self.assertAllClose(after['means'], first, atol=1e-5)
+    self.assertAllClose(after['variances'], second - first**2, atol=1e-5)
+    self.assertAllClose(after['means'][1], previous['means'][1])  # Empty: unchanged, mass decays.
+    self.assertAllClose(after['weights'], [1.0, 0.0])  # Eq. 14 is the round's.
+    literal = pfedem.aggregate_mixture(previous, counts, counts[:, None] * round_means,
+                                       counts[:, None] * round_variances, pfedem.Config())
+    # beta = 1: Eq. 12-13 exactly (float32 division of the sums, as the server does).
+    self.assertAllEqual(literal['means'][0], (counts[:, None] * round_means)[0] / counts[0])
+    self.assertAllEqual(literal['variances'][0], (counts[:, None] * round_variances)[0] / counts[0])
+
   def test_prediction_is_the_pi_weighted_mixture_of_probabilities(self):
     rng = np.random.default_rng(2)
     logits = rng.normal(size=(6, 3, 4)).astype(np.float32)
