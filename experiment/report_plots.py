@@ -58,6 +58,17 @@ def _mean_lines(axes, lines: dict[str, dict[float, list[float]]]) -> None:
     axes.errorbar(x, [np.mean(points[v]) for v in x], yerr=error, marker='o', capsize=3, label=label)
 
 
+def _finish(figure, axes, xlabel: str, ylabel: str, title: str, path: str) -> None:
+  """Labels, grid and legend of a line plot, then `_save`."""
+  axes.set_xlabel(xlabel)
+  axes.set_ylabel(ylabel)
+  if title:
+    axes.set_title(title, fontsize=10)
+  axes.grid(alpha=0.3)
+  _legend(axes)
+  _save(figure, path)
+
+
 def _save(figure, path: str) -> None:
   figure.tight_layout()
   figure.savefig(path, dpi=110, bbox_inches='tight')  # 'tight' keeps a legend placed outside the axes.
@@ -173,12 +184,7 @@ def learned_shift(methods: dict[str, list[run_results.RunResult]], title: str, p
   if true_label is None:
     plt.close(figure)
     return False
-  axes.set_xlabel('round')
-  axes.set_ylabel('learned prior or share (mean over seeds)')
-  axes.set_title(title, fontsize=10)
-  axes.grid(alpha=0.3)
-  _legend(axes)
-  _save(figure, path)
+  _finish(figure, axes, 'round', 'learned prior or share (mean over seeds)', title, path)
   return True
 
 
@@ -201,12 +207,8 @@ def mixed_batches(methods: dict[str, list[run_results.RunResult]], title: str, p
     return False
   figure, axes = plt.subplots(figsize=_FIGURE_SIZE)
   _mean_lines(axes, lines)
-  axes.set_xlabel('share q of mode 1 (day) in every test batch')
-  axes.set_ylabel('test accuracy (last period mean)')
-  axes.set_title(title, fontsize=10)
-  axes.grid(alpha=0.3)
-  _legend(axes)
-  _save(figure, path)
+  _finish(figure, axes, 'share q of mode 1 (day) in every test batch', 'test accuracy (last period mean)', title,
+          path)
   return True
 
 
@@ -257,9 +259,5 @@ def swept(runs: list[run_results.RunResult], keys: list[str], flag: str, metric:
     return False
   figure, axes = plt.subplots(figsize=_FIGURE_SIZE)
   _mean_lines(axes, dict(sorted(lines.items())))
-  axes.set_xlabel(flag)
-  axes.set_ylabel(f'{metric} (last evaluation)')
-  axes.grid(alpha=0.3)
-  _legend(axes)
-  _save(figure, path)
+  _finish(figure, axes, flag, f'{metric} (last evaluation)', '', path)
   return True
