@@ -30,7 +30,8 @@ _COUNT = re.compile(re.escape(metric_names.ROUTING_COUNT_PREFIX) + r'(\d+)_(\d+)
 
 def routing_counts(rows: list[dict]) -> Optional[np.ndarray]:
   """The per-round counts [rounds, modes, branches] of `rows` (metrics.csv rows), None without count columns."""
-  cells = [(int(m.group(1)), int(m.group(2)), key) for key in rows[0] for m in [_COUNT.fullmatch(key)] if m] if rows else []
+  matches = [(_COUNT.fullmatch(key), key) for key in (rows[0] if rows else ())]
+  cells = [(int(match.group(1)), int(match.group(2)), key) for match, key in matches if match]
   if not cells:
     return None
   counts = np.zeros([len(rows), max(c[0] for c in cells) + 1, max(c[1] for c in cells) + 1])

@@ -41,7 +41,8 @@ Choices (digest section 5; the literal reading is the default, each other readin
   by n_ik, a shared extractor by N_i; `algorithms.core.per_tensor_mean`).
 - `variance_floor`: sigma^2 >= floor after the client M step and the server aggregation (the paper has none;
   1e-6 only keeps log-densities finite).
-- `collapse_guard` (item A5): a component no example was assigned to in the round (sum_i n_ik = 0) keeps its mean
+- `collapse_guard` (item A5): a component with no mass (no example assigned to it in the round, sum_i n_ik = 0;
+  with `gmm_step` < 1, none in any round so far, the accumulated mass being 0) keeps its mean
   and variance and gets pi_k = 0 by Eq. 14 (`keep`; it can then never win an example again), or (`split`) is
   re-seeded at the largest component's mean shifted by one standard deviation along a fixed random sign pattern,
   with that component's variance, halving that component's pi between the two.
@@ -55,9 +56,10 @@ Choices (digest section 5; the literal reading is the default, each other readin
   first cycle and is 0.00 over the last third of the run, learned pi correlating 0.15-0.21 with the imposed share.
   With beta < 1 the server pools the round's Gaussians with the accumulated ones (the moments of the pooled sample,
   `aggregate_mixture`; stochastic-approximation EM over rounds), so a component that wins few examples moves
-  little: with beta = 0.1 the ARI over the last third is 0.76-0.89 and pi correlates 0.80-0.97. In the full process on the synthetic task it does not suffice (seed 0: 0.26
-  linear, 0.08 cosine, against 0.15 / 0.06 for Eq. 12-13 over 3 seeds), because there the features move with the
-  network every round: the accumulated Gaussians describe last rounds' feature space. Eq. 14's pi is the round's in
+  little: with beta = 0.1 the ARI over the last third is 0.76-0.89 and pi correlates 0.80-0.97. In the full
+  process on the synthetic task it does not suffice (seed 0: 0.26 linear, 0.08 cosine, against 0.15 / 0.06 for
+  Eq. 12-13 over 3 seeds), because there the features move with the network every round: the accumulated Gaussians
+  describe last rounds' feature space. Eq. 14's pi is the round's in
   both readings.
 - Initialization: mu_k ~ N(0, 0.1^2), sigma_k^2 = 1, pi_k = 1 / K, as FedTEM's GMM (the paper gives none).
 - Server update: the suite's FedAdam finalizer applies Eq. 5's mean delta, as for every method of the suite (the
