@@ -5,6 +5,7 @@ from typing import Callable, NamedTuple, Optional
 from periodic_shift import scenarios
 from tasks import cifar
 from tasks import circle
+from tasks import digits
 from tasks import emnist
 from tasks import emnist_fashion
 from tasks import gaussian_mixture
@@ -36,6 +37,7 @@ _TASKS = {
                             stackoverflow.DEFAULTS,
                             {name: _TEXT_ONLY for name in scenarios.SCENARIOS if name != 'periodic'}),
     'emnist_fashion': _Entry(emnist_fashion.create_task, emnist_fashion.DEFAULTS, {'periodic': _THREE_BASES}),
+    'digits': _Entry(lambda cache_dir, tfds_data_dir, seed: digits.create_task(seed=seed), digits.DEFAULTS),
     'mnist': _Entry(lambda cache_dir, tfds_data_dir, seed: mnist.create_task(tfds_data_dir, seed), mnist.DEFAULTS),
     'gaussian_mixture': _Entry(lambda cache_dir, tfds_data_dir, seed: gaussian_mixture.create_task(seed=seed),
                                gaussian_mixture.DEFAULTS, {'periodic': _NOT_DAY_NIGHT}),

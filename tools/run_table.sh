@@ -6,6 +6,7 @@
 #   seed_001            FedAvg, FedAvg+FT, FedRep, FedEvp, FedEvolve, evolving domains
 #   seed_001_rotation   FedAvg, FedEvp, FedEvolve against the rotation step and an unexpected target rotation
 #   seed_002_synthetic  every seed 002 method, linear shift, p in {0.25, 1, 4}
+#   seed_002_digits     seed 002 methods on real handwriting (scikit-learn digits, night mirrored), p = 1
 #   seed_003            ShiftEx, FedDrift, FedAvg, FedProx under windowed shift
 #   seed_004            FedGMM and its baselines under dirichlet_mixture
 # Matrix flags narrow or change the grid: --sweep=seed=0, --set=total_rounds=20, --jobs=1.
@@ -13,7 +14,7 @@
 #   bash tools/run_table.sh NAME [OUTPUT_ROOT] [matrix flags...]      (default root: /tmp/<NAME>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-names=(seed_000 seed_001 seed_001_rotation seed_002_synthetic seed_003 seed_004)
+names=(seed_000 seed_001 seed_001_rotation seed_002_synthetic seed_002_digits seed_003 seed_004)
 name="${1:-}"
 if [[ ! " ${names[*]} " =~ " $name " ]]; then
   echo "usage: bash tools/run_table.sh {${names[*]}} [OUTPUT_ROOT] [matrix flags...]" >&2
