@@ -35,7 +35,7 @@ class DigitsTaskTest(tf.test.TestCase):
   def test_populations(self):
     summary = self.task.population_summary()
     for mode in ('day', 'night'):
-      self.assertEqual(summary[mode]['clients'], 31)  # 629 or 630 training examples in clients of 20.
+      self.assertEqual(summary[mode]['clients'], 31)  # 629 training examples per mode in clients of 20.
       self.assertEqual(summary[mode]['train_examples'], 620)
       self.assertBetween(summary[mode]['test_examples'], 269, 270)
 
