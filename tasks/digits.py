@@ -34,6 +34,7 @@ from sklearn import datasets
 
 from models import multi_branch
 from tasks import partition
+from tasks import synthetic
 from tasks import task as task_lib
 
 CLASSES_PER_MODE = 10
@@ -42,15 +43,7 @@ IMAGE_SIZE = 8
 MAX_INTENSITY = 16.0
 FEATURE_DIM = 64
 
-DEFAULTS = {
-    'server_learning_rate': 0.01,
-    'server_adam_epsilon': 1e-4,
-    'client_learning_rate': 0.05,
-    'clients_per_round': 10,
-    'client_batch_size': 10,
-    'total_rounds': 256,
-    'period': 32,
-}
+DEFAULTS = dict(synthetic.DEFAULTS, client_batch_size=10)
 
 
 @dataclasses.dataclass(frozen=True)

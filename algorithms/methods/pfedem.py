@@ -59,8 +59,7 @@ Choices (digest section 5; the literal reading is the default, each other readin
   little: with beta = 0.1 the ARI over the last third is 0.76-0.89 and pi correlates 0.80-0.97. In the full
   process on the synthetic task it does not suffice (seed 0: 0.26 linear, 0.08 cosine, against 0.15 / 0.06 for
   Eq. 12-13 over 3 seeds), because there the features move with the network every round: the accumulated Gaussians
-  describe last rounds' feature space. Eq. 14's pi is the round's in
-  both readings.
+  describe last rounds' feature space. Eq. 14's pi is the round's in both readings.
 - Initialization: mu_k ~ N(0, 0.1^2), sigma_k^2 = 1, pi_k = 1 / K, as FedTEM's GMM (the paper gives none).
 - Server update: the suite's FedAdam finalizer applies Eq. 5's mean delta, as for every method of the suite (the
   paper applies it with step 1); local iterations J: the suite's schedule (`--client_epochs`,
