@@ -42,6 +42,7 @@ from periodic_shift import day_probability
 from periodic_shift import scenarios
 from tasks import registry as tasks
 from utils import execution_context
+from utils import remote_workers
 
 _TASK = flags.DEFINE_string('task', 'synthetic', f'One of {", ".join(tasks.TASKS)}.')
 _ALGORITHM = flags.DEFINE_string('algorithm', 'vanilla', f'One of {", ".join(algorithms.ALGORITHMS)}.')
@@ -117,6 +118,12 @@ _OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Delete the outputs of an ear
                                 'and start afresh (otherwise a different configuration there stops the run).')
 _CACHE_DIR = flags.DEFINE_string('cache_dir', None, 'Directory holding the dataset files of emnist, cifar and '
                                  'stackoverflow (TFF\'s cache layout, see tasks/); default ~/.tff.')
+_WORKERS = flags.DEFINE_list('workers', [], 'TFF workers (host:port, tools/start_worker.sh) that run each round\'s '
+                             'clients in subrounds; empty: this process\'s own worker.')
+_SUBROUNDS = flags.DEFINE_integer('subrounds', None, 'With --workers: subrounds per round (default: one per worker; '
+                                  'more run in turn).')
+_WORKER_TIMEOUT = flags.DEFINE_float('worker_timeout', 60.0, 'With --workers: seconds to wait for a worker that does '
+                                     'not answer, at start-up and during the run, before stopping.')
 _TFDS_DATA_DIR = flags.DEFINE_string(
     'tfds_data_dir', None, 'Directory of datasets prepared by tensorflow-datasets (task mnist; task cifar reads '
     'CIFAR-10 from it when set), see tasks/tfds_files.py. Recorded with the run: CIFAR-10 read from it is split '
@@ -237,6 +244,16 @@ def _scenario_config(values: dict) -> scenarios.Config:
       num_clients=_NUM_CLIENTS.value or {'evolving_domains': 20, 'dirichlet_mixture': None}.get(_SCENARIO.value, 80))
 
 
+def _workers() -> list[str]:
+  """The --workers addresses, checked with --subrounds; ValueError (one line) for bad values."""
+  workers = remote_workers.parse(','.join(_WORKERS.value))
+  if _SUBROUNDS.value is not None and (not workers or _SUBROUNDS.value < 1):
+    raise ValueError(f'--subrounds needs --workers and must be >= 1; got {_SUBROUNDS.value}.')
+  if _WORKER_TIMEOUT.value <= 0:
+    raise ValueError(f'--worker_timeout must be > 0; got {_WORKER_TIMEOUT.value:g}.')
+  return workers
+
+
 def _output_dir(values: dict) -> str:
   """<root_output_dir>/<experiment_name>; raises RunDirectoryError for a name that would leave the root."""
   name = _EXPERIMENT_NAME.value
@@ -277,6 +294,7 @@ def _shift_summary(scenario, domain_names, rows: list[dict]) -> dict:
 
 
 NUMERIC_FAULT_STATUS = 3
+WORKER_LOST_STATUS = 4
 
 
 def _fail(message: str, status: int = 2) -> None:
@@ -303,9 +321,15 @@ def main(argv):
     config = _run_config(values)
     if not _OVERWRITE.value:
       run_directory.check_compatible(output_dir, config, {name: flags.FLAGS[name].default for name in config})
+    workers = _workers()
   except ValueError as error:
     _fail(str(error))
   execution_context.install()
+  if workers:
+    try:
+      remote_workers.wait_until_ready(workers, _WORKER_TIMEOUT.value)
+    except remote_workers.WorkerUnavailableError as error:
+      _fail(str(error))
   logging.set_verbosity(logging.WARNING)  # TFF's program managers log every file they write at INFO.
   tf.get_logger().setLevel('ERROR')
   try:
@@ -348,6 +372,8 @@ def main(argv):
   try:
     algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator,
                                  _method_config(_ALGORITHM.value, _shared_hyperparameters(values)))
+    if workers:
+      remote_workers.check_splittable(algorithm.process.next, f'--algorithm={_ALGORITHM.value}')
     run_directory.prepare(output_dir, config, _OVERWRITE.value)
   except ValueError as error:
     _fail(str(error))
@@ -361,14 +387,20 @@ def main(argv):
   loop_config = training_loop.LoopConfig(
       total_rounds=values['total_rounds'], rounds_per_eval=_ROUNDS_PER_EVAL.value, client_spec=client_spec,
       seed=_SEED.value, rounds_per_checkpoint=_ROUNDS_PER_CHECKPOINT.value)
+  round_context = None
+  if workers:
+    round_context = remote_workers.round_context(workers, _SUBROUNDS.value, _WORKER_TIMEOUT.value)
   started = time.monotonic()
   try:
     training_loop.run(algorithm, task, scenario, learning_process.initial_weights(model_fn, _SEED.value),
-                      loop_config, output_dir)
+                      loop_config, output_dir, round_context)
   except run_directory.RunDirectoryError as error:
     _fail(str(error))
   except training_loop.NumericFault as fault:
     _fail(str(fault), NUMERIC_FAULT_STATUS)
+  except remote_workers.WorkerUnavailableError as error:
+    _fail(f'{error} The run stopped; its checkpoints are kept in {output_dir}: rerun the command to resume (with '
+          'the worker back, or without it in --workers).', WORKER_LOST_STATUS)
   rows = training_loop.read_metrics(output_dir)
   final = training_loop.final_metrics(rows, window_rounds=values['period'])
   summary = {
@@ -398,10 +430,12 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS, _CLIENT_BATCH_SIZE,
     _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
     _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _TFDS_DATA_DIR, _LABEL_SMOOTH_W,
-    _LABEL_SMOOTH_EPS, _EVAL_ROUTING, _MIXED_TEST_Q)) | frozenset(_METHOD_FLAGS)
-# Flags that cannot change a run's results: output cadence and locations. A run may be resumed with other values.
+    _LABEL_SMOOTH_EPS, _EVAL_ROUTING, _MIXED_TEST_Q, _WORKERS, _SUBROUNDS, _WORKER_TIMEOUT)) | frozenset(_METHOD_FLAGS)
+# Flags that cannot change a run's results: output cadence, locations and where rounds run (several workers give the
+# local results, floats to the order of summation). A run may be resumed with other values.
 _CADENCE_FLAGS = frozenset(flag.name for flag in (
-    _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR))
+    _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _WORKERS, _SUBROUNDS,
+    _WORKER_TIMEOUT))
 
 if __name__ == '__main__':
   app.run(main)

@@ -156,12 +156,25 @@ def mixture_accuracy(metrics: dict, domain_names, weights: np.ndarray) -> float:
   return float(sum(w * metrics[f'test_{name}_accuracy'] for w, name in zip(weights, domain_names)))
 
 
+def _next_round(process: tff.learning.templates.LearningProcess, state, datasets, round_context):
+  """`process.next(state, datasets)`, in `round_context` when one is given (several workers)."""
+  if round_context is None:
+    return process.next(state, datasets)
+  with tff.framework.get_context_stack().install(round_context):
+    return process.next(state, datasets)
+
+
 def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario_lib.Scenario,
-        initial_weights: tff.learning.models.ModelWeights, config: LoopConfig, output_dir: str) -> None:
+        initial_weights: tff.learning.models.ModelWeights, config: LoopConfig, output_dir: str,
+        round_context: Optional[tff.framework.SyncContext] = None) -> None:
   """Trains rounds 1..total_rounds, resuming after the last checkpoint.
 
-  Raises `NumericFault` (after checkpointing the last good state) and `run_directory.RunDirectoryError` (a
-  checkpoint that does not load).
+  Each round's `next` runs in `round_context` when given (`utils.remote_workers.round_context`: its clients on
+  several TFF workers), else in the default context.
+
+  Raises `NumericFault` (after checkpointing the last good state), `run_directory.RunDirectoryError` (a
+  checkpoint that does not load) and `remote_workers.WorkerUnavailableError` (a worker stopped answering; the
+  checkpoints written so far are kept).
   """
   checkpoints = run_directory.Checkpoints(output_dir)
   state = algorithm.process.set_model_weights(algorithm.process.initialize(), initial_weights)
@@ -189,7 +202,7 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
     if store is not None:
       datasets = [collections.OrderedDict(dataset=dataset, client_state=state_dataset)
                   for dataset, state_dataset in zip(datasets, store.datasets(client_ids))]
-    output = algorithm.process.next(state, datasets)
+    output = _next_round(algorithm.process, state, datasets, round_context)
     fault = numeric_fault(algorithm.process, output, len(datasets))
     if fault is not None:
       if saved_round < round_num - 1:

@@ -1,0 +1,160 @@
+"""Several TFF workers: every method's rounds on two workers equal its local rounds; the start-up checks and the
+argument-order guard; a worker lost during a call stops it within the timeout.
+
+Two `worker_binary` processes are started on 127.0.0.1 by the test and killed at its end.
+"""
+
+import os
+import subprocess
+import tempfile
+import time
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+import portpicker
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import registry
+from tests import in_process_run
+from utils import remote_workers
+
+# Methods that need a scenario of time-stage domains, and the flags that make one small.
+_EVOLVING = ('local', 'fedevolve')
+_EVOLVING_FLAGS = ('--scenario=evolving_domains', '--num_domains=4', '--num_clients=8', '--clients_per_round=4')
+_SPLITTABLE = tuple(name for name in registry.ALGORITHMS if name != 'fedtem')
+
+
+def _start_workers(count: int) -> tuple[list[subprocess.Popen], list[str]]:
+  ports = [portpicker.pick_unused_port() for _ in range(count)]
+  workers = [remote_workers.start_local_worker(port, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for port in ports]
+  addresses = [f'127.0.0.1:{port}' for port in ports]
+  remote_workers.wait_until_ready(addresses, timeout_seconds=30)
+  return workers, addresses
+
+
+def _stop(workers) -> None:
+  for worker in workers:
+    worker.kill()
+    worker.wait()
+
+
+def _split_sums(addresses):
+  """federated_sum of 1..4 with the clients' values as the last argument and as the first."""
+  clients = tff.FederatedType(np.int32, tff.CLIENTS)
+  server = tff.FederatedType(np.int32, tff.SERVER)
+
+  @tff.federated_computation(server, clients)
+  def clients_last(offset, values):
+    del offset  # Unused.
+    return tff.federated_sum(values)
+
+  @tff.federated_computation(clients, server)
+  def clients_first(values, offset):
+    del offset  # Unused.
+    return tff.federated_sum(values)
+
+  with tff.framework.get_context_stack().install(remote_workers.round_context(addresses)):
+    return clients_last(0, [1, 2, 3, 4]), clients_first([1, 2, 3, 4], 0)
+
+
+class RemoteWorkersTest(parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    in_process_run.start_worker()
+    cls._workers, cls._addresses = _start_workers(2)
+
+  @classmethod
+  def tearDownClass(cls):
+    _stop(cls._workers)
+    super().tearDownClass()
+
+  @parameterized.parameters(*_SPLITTABLE)
+  def test_two_workers_give_the_local_rounds(self, algorithm):
+    scenario_flags = _EVOLVING_FLAGS if algorithm in _EVOLVING else ()
+    root = tempfile.mkdtemp()
+    rows = {}
+    for name, worker_flags in (('local', ()), ('two', (f'--workers={",".join(self._addresses)}',))):
+      status, stderr = in_process_run.run([f'--algorithm={algorithm}', '--total_rounds=2', '--rounds_per_eval=2',
+                                           f'--root_output_dir={root}', f'--experiment_name={name}',
+                                           *scenario_flags, *worker_flags])
+      self.assertEqual(status, 0, stderr)
+      rows[name] = in_process_run.metrics_rows(os.path.join(root, name))
+    self.assertLen(rows['two'], 2)
+    for local, two in zip(rows['local'], rows['two']):
+      self.assertEqual(set(local), set(two))
+      for key in sorted(set(local) - {'round_seconds'}):
+        if local[key] == '' or key.endswith('accuracy') or float(local[key]).is_integer():
+          self.assertEqual(local[key], two[key], f'{algorithm} round {local["round"]}: {key}')
+        else:
+          np.testing.assert_allclose(float(two[key]), float(local[key]), rtol=1e-6, atol=1e-6,
+                                     err_msg=f'{algorithm} round {local["round"]}: {key}')
+
+  def test_a_method_with_dependent_aggregations_is_refused_before_any_round(self):
+    root = tempfile.mkdtemp()
+    status, stderr = in_process_run.run(['--algorithm=fedtem', f'--root_output_dir={root}',
+                                         f'--workers={",".join(self._addresses)}'])
+    self.assertEqual(status, 2)
+    self.assertIn('--algorithm=fedtem cannot run on several workers: one of its aggregations depends on another',
+                  stderr)
+    self.assertLen(stderr.strip().splitlines(), 1)
+    self.assertEmpty(os.listdir(root))
+
+  def test_tff_splits_clients_by_the_last_argument_and_the_guard_refuses_the_other_order(self):
+    # The pitfall itself (the control): with the clients' values first, both subrounds get the first half.
+    self.assertEqual(_split_sums(self._addresses), (10, 6))
+    clients = tff.FederatedType(np.int32, tff.CLIENTS)
+
+    @tff.federated_computation(clients, tff.FederatedType(np.int32, tff.SERVER))
+    def clients_first(values, offset):
+      return tff.federated_sum(values), offset
+
+    with self.assertRaisesRegex(ValueError, 'cannot run on several workers: TFF splits the clients by the last '
+                                            'argument, which is not a value per client'):
+      remote_workers.check_splittable(clients_first, 'clients_first')
+
+  def test_a_worker_that_does_not_answer_fails_start_up_in_one_line(self):
+    silent = f'127.0.0.1:{portpicker.pick_unused_port()}'
+    root = tempfile.mkdtemp()
+    started = time.monotonic()
+    status, stderr = in_process_run.run([f'--root_output_dir={root}', f'--workers={self._addresses[0]},{silent}',
+                                         '--worker_timeout=2'])
+    self.assertLess(time.monotonic() - started, 20)
+    self.assertEqual(status, 2)
+    self.assertEqual(stderr.strip(), f'run_experiment: error: TFF worker {silent} did not answer within 2 s (start '
+                                     'one with tools/start_worker.sh --port=P).')
+
+  def test_bad_worker_flags_are_one_line(self):
+    for flags_, message in ((['--workers=localhost'], "host:port addresses separated by commas; got 'localhost'"),
+                            (['--workers=a:1,a:1'], 'lists an address twice'),
+                            (['--subrounds=2'], '--subrounds needs --workers')):
+      status, stderr = in_process_run.run([f'--root_output_dir={tempfile.mkdtemp()}', *flags_])
+      self.assertEqual(status, 2)
+      self.assertIn(message, stderr)
+      self.assertLen(stderr.strip().splitlines(), 1)
+
+  def test_a_worker_lost_during_a_call_stops_it_within_the_timeout(self):
+    workers, addresses = _start_workers(2)
+    context = remote_workers.round_context(addresses, timeout_seconds=2)
+
+    @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+    def total(values):
+      return tff.federated_sum(values)
+
+    with tff.framework.get_context_stack().install(context):
+      self.assertEqual(total([1.0, 2.0, 3.0]), 6.0)
+      _stop(workers[1:])
+      started = time.monotonic()
+      with self.assertRaisesRegex(remote_workers.WorkerUnavailableError,
+                                  f'TFF worker {addresses[1]} stopped answering'):
+        total([1.0, 2.0, 3.0])
+    self.assertLess(time.monotonic() - started, 30)
+    _stop(workers[:1])
+
+
+if __name__ == '__main__':
+  tf.test.main()
