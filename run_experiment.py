@@ -18,6 +18,7 @@ import dataclasses
 import os
 import sys
 import time
+from typing import Optional
 
 # TensorFlow's C++ INFO and WARNING logs (here and in TFF's worker process, which inherits the environment) drown
 # the progress lines; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
@@ -244,6 +245,11 @@ def _scenario_config(values: dict) -> scenarios.Config:
       num_clients=_NUM_CLIENTS.value or {'evolving_domains': 20, 'dirichlet_mixture': None}.get(_SCENARIO.value, 80))
 
 
+def _absolute(path: Optional[str]) -> Optional[str]:
+  """`path` as the run reads it (relative paths from the working directory), or None."""
+  return os.path.abspath(path) if path else None
+
+
 def _workers() -> list[str]:
   """The --workers addresses, checked with --subrounds; ValueError (one line) for bad values."""
   workers = remote_workers.parse(','.join(_WORKERS.value))
@@ -328,7 +334,9 @@ def main(argv):
   if workers:
     try:
       remote_workers.wait_until_ready(workers, _WORKER_TIMEOUT.value)
-    except remote_workers.WorkerUnavailableError as error:
+      remote_workers.check_paths(workers, [_absolute(_CACHE_DIR.value), _absolute(_TFDS_DATA_DIR.value)],
+                                 _WORKER_TIMEOUT.value)
+    except (remote_workers.WorkerUnavailableError, FileNotFoundError) as error:
       _fail(str(error))
   logging.set_verbosity(logging.WARNING)  # TFF's program managers log every file they write at INFO.
   tf.get_logger().setLevel('ERROR')

@@ -128,6 +128,17 @@ class RemoteWorkersTest(parameterized.TestCase):
     self.assertEqual(stderr.strip(), f'run_experiment: error: TFF worker {silent} did not answer within 2 s (start '
                                      'one with tools/start_worker.sh --port=P).')
 
+  def test_a_worker_without_the_runs_data_directory_fails_start_up_in_one_line(self):
+    present, absent = tempfile.mkdtemp(), os.path.join(tempfile.mkdtemp(), 'absent')
+    remote_workers.check_paths(self._addresses, [present, None])
+    root = tempfile.mkdtemp()
+    status, stderr = in_process_run.run([f'--root_output_dir={root}', f'--workers={self._addresses[0]}',
+                                         f'--cache_dir={present}', f'--tfds_data_dir={absent}'])
+    self.assertEqual(status, 2)
+    self.assertEqual(stderr.strip(), 'run_experiment: error: every worker needs the run\'s data at the same path: '
+                                     f'{self._addresses[0]} lacks {absent}.')
+    self.assertEmpty(os.listdir(root))
+
   def test_bad_worker_flags_are_one_line(self):
     for flags_, message in ((['--workers=localhost'], "host:port addresses separated by commas; got 'localhost'"),
                             (['--workers=a:1,a:1'], 'lists an address twice'),

@@ -19,6 +19,9 @@ Choices and guards:
   positions from the *last* element of the argument; if that element is not CLIENTS-placed, every subround gets the
   first slice and sums come out wrong without an error. `check_splittable` refuses such a computation, and one
   whose aggregations depend on each other (which TFF cannot split), each with one line, before any round.
+- Data: a file-backed client dataset reaches a worker as a graph holding the absolute paths of the task's files, so
+  every worker host needs them at the same path; `check_paths` asks each worker whether it sees the run's data
+  directories (`--cache_dir`, `--tfds_data_dir`) before any round.
 - A worker that does not answer: `wait_until_ready` (start-up) waits at most `timeout_seconds` for every address.
   During a run TFF retries a failed call forever; here each retry first waits for the worker at most
   `timeout_seconds`, then the call fails with `WorkerUnavailableError` (one line naming the worker), so a run keeps
@@ -33,6 +36,7 @@ import time
 from typing import Optional, Sequence
 
 import grpc
+import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.core.impl.types import computation_types
 from tensorflow_federated.python.core.impl.types import placements
@@ -121,6 +125,29 @@ def round_context(addresses: Sequence[str], num_subrounds: Optional[int] = None,
       transform_args=tff.tensorflow.transform_args,
       transform_result=tff.tensorflow.transform_result) for address in addresses]
   return tff.backends.native.create_mergeable_comp_execution_context(contexts, num_subrounds)
+
+
+def check_paths(addresses: Sequence[str], paths: Sequence[str], timeout_seconds: float = 60.0) -> None:
+  """FileNotFoundError (one line) naming, per worker, the `paths` (the run's data directories) it does not see: a
+  client dataset reaches a worker as a graph that reads the task's files by absolute path."""
+  paths = [path for path in paths if path]
+  if not paths:
+    return
+
+  @tff.tensorflow.computation
+  def seen():
+    return tf.stack([tf.size(tf.io.matching_files(path)) > 0 for path in paths])
+
+  missing = []
+  for address in addresses:
+    context = tff.framework.SyncExecutionContext(
+        executor_fn=_executor_factory(address, timeout_seconds),
+        compiler_fn=tff.backends.native.desugar_and_transform_to_native)
+    with tff.framework.get_context_stack().install(context):
+      found = seen()
+    missing += [f'{address} lacks {path}' for path, here in zip(paths, found) if not here]
+  if missing:
+    raise FileNotFoundError(f'every worker needs the run\'s data at the same path: {"; ".join(missing)}.')
 
 
 def check_splittable(computation: tff.Computation, name: str) -> None:
