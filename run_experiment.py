@@ -381,7 +381,8 @@ def main(argv):
     algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator,
                                  _method_config(_ALGORITHM.value, _shared_hyperparameters(values)))
     if workers:
-      remote_workers.check_splittable(algorithm.process.next, f'--algorithm={_ALGORITHM.value}')
+      for computation in (algorithm.split_round or [algorithm.process.next]):
+        remote_workers.check_splittable(computation, f'--algorithm={_ALGORITHM.value}')
     run_directory.prepare(output_dir, config, _OVERWRITE.value)
   except ValueError as error:
     _fail(str(error))

@@ -156,12 +156,13 @@ def mixture_accuracy(metrics: dict, domain_names, weights: np.ndarray) -> float:
   return float(sum(w * metrics[f'test_{name}_accuracy'] for w, name in zip(weights, domain_names)))
 
 
-def _next_round(process: tff.learning.templates.LearningProcess, state, datasets, round_context):
-  """`process.next(state, datasets)`, in `round_context` when one is given (several workers)."""
+def _next_round(algorithm: algorithms.Algorithm, state, datasets, round_context):
+  """`process.next(state, datasets)`; in `round_context` when one is given (several workers), as the method's split
+  round when it has one (`algorithm.split_round`, the same round in two computations TFF can split)."""
   if round_context is None:
-    return process.next(state, datasets)
+    return algorithm.process.next(state, datasets)
   with tff.framework.get_context_stack().install(round_context):
-    return process.next(state, datasets)
+    return (algorithm.split_round or algorithm.process.next)(state, datasets)
 
 
 def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario_lib.Scenario,
@@ -202,7 +203,7 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
     if store is not None:
       datasets = [collections.OrderedDict(dataset=dataset, client_state=state_dataset)
                   for dataset, state_dataset in zip(datasets, store.datasets(client_ids))]
-    output = _next_round(algorithm.process, state, datasets, round_context)
+    output = _next_round(algorithm, state, datasets, round_context)
     fault = numeric_fault(algorithm.process, output, len(datasets))
     if fault is not None:
       if saved_round < round_num - 1:

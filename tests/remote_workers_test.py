@@ -1,5 +1,5 @@
-"""Several TFF workers: every method's rounds on two workers equal its local rounds; the start-up checks and the
-argument-order guard; a worker lost during a call stops it within the timeout.
+"""Several TFF workers: every method's rounds on two workers equal its local rounds (FedTEM's as its split round);
+the start-up checks and the argument-order guard; a worker lost during a call stops it within the timeout.
 
 Two `worker_binary` processes are started on 127.0.0.1 by the test and killed at its end.
 """
@@ -23,7 +23,6 @@ from utils import remote_workers
 # Methods that need a scenario of time-stage domains, and the flags that make one small.
 _EVOLVING = ('local', 'fedevolve')
 _EVOLVING_FLAGS = ('--scenario=evolving_domains', '--num_domains=4', '--num_clients=8', '--clients_per_round=4')
-_SPLITTABLE = tuple(name for name in registry.ALGORITHMS if name != 'fedtem')
 
 
 def _start_workers(count: int) -> tuple[list[subprocess.Popen], list[str]]:
@@ -73,7 +72,7 @@ class RemoteWorkersTest(parameterized.TestCase):
     _stop(cls._workers)
     super().tearDownClass()
 
-  @parameterized.parameters(*_SPLITTABLE)
+  @parameterized.parameters(*registry.ALGORITHMS)
   def test_two_workers_give_the_local_rounds(self, algorithm):
     scenario_flags = _EVOLVING_FLAGS if algorithm in _EVOLVING else ()
     root = tempfile.mkdtemp()
@@ -94,15 +93,19 @@ class RemoteWorkersTest(parameterized.TestCase):
           np.testing.assert_allclose(float(two[key]), float(local[key]), rtol=1e-6, atol=1e-6,
                                      err_msg=f'{algorithm} round {local["round"]}: {key}')
 
-  def test_a_method_with_dependent_aggregations_is_refused_before_any_round(self):
-    root = tempfile.mkdtemp()
-    status, stderr = in_process_run.run(['--algorithm=fedtem', f'--root_output_dir={root}',
-                                         f'--workers={",".join(self._addresses)}'])
-    self.assertEqual(status, 2)
-    self.assertIn('--algorithm=fedtem cannot run on several workers: one of its aggregations depends on another',
-                  stderr)
-    self.assertLen(stderr.strip().splitlines(), 1)
-    self.assertEmpty(os.listdir(root))
+  def test_a_round_with_dependent_aggregations_is_refused(self):
+    clients = tff.FederatedType(np.float32, tff.CLIENTS)
+
+    @tff.federated_computation(clients)
+    def above_mean(values):  # The mean decides the second sum, as FedTEM's threshold does in `process.next`.
+      mean = tff.federated_mean(values)
+      above = tff.federated_map(tff.tensorflow.computation(lambda x, m: tf.cast(x > m, tf.float32)),
+                                (values, tff.federated_broadcast(mean)))
+      return tff.federated_sum(above)
+
+    with self.assertRaisesRegex(ValueError, '^above_mean cannot run on several workers: one of its aggregations '
+                                            'depends on another.$'):
+      remote_workers.check_splittable(above_mean, 'above_mean')
 
   def test_tff_splits_clients_by_the_last_argument_and_the_guard_refuses_the_other_order(self):
     # The pitfall itself (the control): with the clients' values first, both subrounds get the first half.

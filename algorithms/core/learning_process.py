@@ -9,9 +9,14 @@ Every method in the suite is a `tff.learning.templates.LearningProcess` made of 
   aggregator   `tff.aggregators.MeanFactory`, the example-weighted mean of the clients' model updates;
   finalizer    `tff.learning.templates.build_apply_optimizer_finalizer` with `tff.learning.optimizers.build_adam`
                (FedAdam, Reddi et al., 2021).
+
+A method whose round has an aggregation that depends on another (FedTEM: its threshold comes from the collected
+ranking keys and decides a second sum) also offers the same round as two computations (`compose_split_round`), so
+that TFF can run its clients on several workers.
 """
 
-from typing import Callable, Optional
+import collections
+from typing import Callable, NamedTuple, Optional
 
 
 import tensorflow as tf
@@ -113,18 +118,88 @@ def compose(model_fn: ModelFn, client_work: tff.learning.templates.ClientWorkPro
   The initial weights of the returned process come from `model_fn`'s initializers in TF graph mode; callers that
   need a seeded initialization replace them with `process.set_model_weights(state, initial_weights(...))`.
   """
-  weights_type = model_weights_type(model_fn)
 
   @tff.tensorflow.computation
   def initial_model_weights_fn():
     return tff.learning.models.ModelWeights.from_model(model_fn())
 
   client_result_type = client_work.next.type_signature.result.result.member
+  distributor, aggregator, finalizer = _server_pieces(model_fn, client_result_type, server_learning_rate,
+                                                      server_adam_epsilon, aggregator_factory)
+  return tff.learning.templates.compose_learning_process(initial_model_weights_fn, distributor, client_work,
+                                                         aggregator, finalizer)
+
+
+def _server_pieces(model_fn: ModelFn, client_result_type, server_learning_rate: float, server_adam_epsilon: float,
+                   aggregator_factory: Optional[tff.aggregators.WeightedAggregationFactory] = None) -> tuple:
+  """(broadcast, aggregator, finalizer) of `compose` for client results of `client_result_type`."""
+  weights_type = model_weights_type(model_fn)
   aggregator = (aggregator_factory or tff.aggregators.MeanFactory()).create(client_result_type.update,
                                                                             client_result_type.update_weight)
-  return tff.learning.templates.compose_learning_process(
-      initial_model_weights_fn,
-      tff.learning.templates.build_broadcast_process(weights_type),
-      client_work,
-      aggregator,
-      build_fedadam_finalizer(server_learning_rate, server_adam_epsilon, weights_type))
+  return (tff.learning.templates.build_broadcast_process(weights_type), aggregator,
+          build_fedadam_finalizer(server_learning_rate, server_adam_epsilon, weights_type))
+
+
+class SplitRound(NamedTuple):
+  """One round of a composed process as two computations, for a method whose round has an aggregation that depends
+  on another (TFF cannot split such a computation over workers, `utils.remote_workers`).
+
+  first(state, client_data) -> (carry at SERVER, per-client values at CLIENTS);
+  second(carry, per_client) -> the `LearningProcessOutput` of `process.next(state, client_data)`.
+  Each has one level of aggregation and its clients' values as last argument. The per-client values stay
+  CLIENTS-placed: between the calls the simulation holds them, as a deployment's clients would keep them; no
+  server computation reads them.
+  """
+  first: tff.Computation
+  second: tff.Computation
+
+  def __call__(self, state, client_data):
+    carry, per_client = self.first(state, client_data)
+    return self.second(carry, per_client)
+
+
+def compose_split_round(model_fn: ModelFn, process: tff.learning.templates.LearningProcess,
+                        first_client_work: tff.Computation, second_client_work: tff.Computation,
+                        server_learning_rate: float, server_adam_epsilon: float,
+                        aggregator_factory: Optional[tff.aggregators.WeightedAggregationFactory] = None) -> SplitRound:
+  """`process.next` as a `SplitRound`, where `process` is `compose` of a client work whose `next` is
+  `second_client_work` after `first_client_work` (the same arguments otherwise):
+
+    first_client_work   (client-work state, weights at CLIENTS, data at CLIENTS)
+                          -> (ClientResult at CLIENTS, client-work carry at SERVER, per-client values at CLIENTS);
+    second_client_work  (client-work carry, per-client values) -> (client-work state, measurements), at SERVER.
+
+  Broadcast, the model update's aggregation and FedAdam run in the first computation (they do not wait for the
+  second's aggregate).
+  """
+  client_result_type = first_client_work.type_signature.result[0].member
+  distributor, aggregator, finalizer = _server_pieces(model_fn, client_result_type, server_learning_rate,
+                                                      server_adam_epsilon, aggregator_factory)
+  state_type, data_type = process.next.type_signature.parameter
+
+  @tff.federated_computation(state_type, data_type)
+  def first(state, client_data):
+    distributed = distributor.next(state.distributor, state.global_model_weights)
+    client_output = first_client_work(state.client_work, distributed.result, client_data)
+    result = client_output[0]
+    aggregated = aggregator.next(state.aggregator, result.update, result.update_weight)
+    finalized = finalizer.next(state.finalizer, state.global_model_weights, aggregated.result)
+    carry = tff.federated_zip(collections.OrderedDict(
+        global_model_weights=finalized.result, distributor=distributed.state, client_work=client_output[1],
+        aggregator=aggregated.state, finalizer=finalized.state, distributor_measurements=distributed.measurements,
+        aggregator_measurements=aggregated.measurements, finalizer_measurements=finalized.measurements))
+    return carry, client_output[2]
+
+  carry_type, per_client_type = first.type_signature.result
+
+  @tff.federated_computation(carry_type, per_client_type)
+  def second(carry, per_client):
+    client_work_output = second_client_work(carry.client_work, per_client)
+    new_state = tff.federated_zip(tff.learning.templates.LearningAlgorithmState(
+        carry.global_model_weights, carry.distributor, client_work_output[0], carry.aggregator, carry.finalizer))
+    metrics = tff.federated_zip(collections.OrderedDict(
+        distributor=carry.distributor_measurements, client_work=client_work_output[1],
+        aggregator=carry.aggregator_measurements, finalizer=carry.finalizer_measurements))
+    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+
+  return SplitRound(first, second)

@@ -53,6 +53,9 @@ class Algorithm(NamedTuple):
   initial_client_state: Optional[dict] = None
   model_fn: Optional[Callable[[], tf.keras.Model]] = None
   evaluates_client_states: bool = False
+  # The round as two computations (`learning_process.SplitRound`) when `process.next` has an aggregation that
+  # depends on another, which TFF cannot split over several workers; None when `process.next` splits as it is.
+  split_round: Optional[Callable] = None
 
 
 def window_of(round_num, window_rounds: int):

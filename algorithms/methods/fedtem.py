@@ -27,6 +27,12 @@ One round, as TFF computations (all in the client work; broadcast, mean and FedA
                       sum_j M_j (the running average of Appendix A.4, beta = 0.99); optionally an online-EM decay of
                       mu and sigma (`statistics_decay`, below).
 
+Several workers: the threshold (an aggregate) decides the second sum, so TFF cannot split `next` over workers
+(`utils.remote_workers`). `build_client_work` therefore also gives the round as two computations, `first` (up to
+the threshold) and `second` (from the assignment on), whose composition is `next`; with the model's broadcast,
+mean and FedAdam in `first` they form `learning_process.compose_split_round`, which the training loop runs on
+several workers. The clients' phase-2 statistics pass from `first` to `second` as CLIENTS-placed values.
+
 Choices where the paper is ambiguous (documented here, flags where a user may want the other reading):
 - The ranking uses the log-odds of pi~*_i1 computed in log space, not pi~*_i1 itself: the order is the same, but
   it does not saturate at 1.0 in float32 for well-separated clients, which would make the top-k a tie.
@@ -67,6 +73,7 @@ matching of modes to branches.
 
 import collections
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -294,10 +301,19 @@ def build_client_phase_one(model: tf.keras.Model, client_optimizer: tff.learning
   return run
 
 
+class RoundParts(NamedTuple):
+  """FedTEM's client work and its round in two computations (`learning_process.compose_split_round`): `first`
+  ends with the threshold of Eq. 10, `second` begins with the assignment it decides."""
+  client_work: tff.learning.templates.ClientWorkProcess
+  first: tff.Computation
+  second: tff.Computation
+
+
 def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
                       client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_branches: int,
-                      num_modes: int, config: Config) -> tff.learning.templates.ClientWorkProcess:
-  """FedTEM's client work; its server state is (round_num, GMM, previous prior value)."""
+                      num_modes: int, config: Config) -> RoundParts:
+  """FedTEM's client work (its server state is (round_num, GMM, previous prior value)), and its round split at
+  the threshold."""
   config = dataclasses.replace(config, num_branches=num_branches)
   config.validate()
   use_prior = config.prior != 'none'
@@ -364,7 +380,8 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
   @tff.federated_computation(state_type, tff.FederatedType(weights_type, tff.CLIENTS),
                              tff.FederatedType(data_type, tff.CLIENTS))
-  def next_fn(state, weights, client_data):
+  def first(state, weights, client_data):
+    """Phase 1 and the threshold: (ClientResult, carry at SERVER, statistics at CLIENTS)."""
     round_num = tff.federated_map(increment, state.round_num)
     result, statistics, sums = tff.federated_map(client_phase_one, (
         weights, tff.federated_broadcast(state.mixture), tff.federated_broadcast(round_num), client_data))
@@ -372,21 +389,48 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
     keys = tff.federated_aggregate(ranking, zero(), accumulate, merge, report)
     summed = tff.federated_sum(sums)
     threshold, prior = tff.federated_map(server_prior, (round_num, state.prior_value, keys, summed))
+    carry = tff.federated_zip(collections.OrderedDict(round_num=round_num, mixture=state.mixture, summed=summed,
+                                                      threshold=threshold, prior=prior))
+    return result, carry, statistics
+
+  @tff.federated_computation(first.type_signature.result[1], first.type_signature.result[2])
+  def second(carry, statistics):
+    """Phase 2 and the M step: (state, measurements)."""
     totals = tff.federated_sum(tff.federated_map(client_phase_two, (
-        statistics, tff.federated_broadcast(threshold))))
-    mixture, measurements = tff.federated_map(server_update, (state.mixture, totals, summed, prior))
-    new_state = tff.federated_zip(collections.OrderedDict(round_num=round_num, mixture=mixture, prior_value=prior))
+        statistics, tff.federated_broadcast(carry.threshold))))
+    mixture, measurements = tff.federated_map(server_update, (carry.mixture, totals, carry.summed, carry.prior))
+    new_state = tff.federated_zip(collections.OrderedDict(round_num=carry.round_num, mixture=mixture,
+                                                          prior_value=carry.prior))
+    return new_state, measurements
+
+  @tff.federated_computation(state_type, tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, client_data):
+    result, carry, statistics = first(state, weights, client_data)
+    new_state, measurements = second(carry, statistics)
     return tff.templates.MeasuredProcessOutput(new_state, result, measurements)
 
-  return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
+  return RoundParts(tff.learning.templates.ClientWorkProcess(initialize, next_fn), first, second)
 
 
 def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn, element_spec,
                   client_learning_rate: float, server_learning_rate: float, server_adam_epsilon: float,
                   num_branches: int, num_modes: int, config: Config) -> tff.learning.templates.LearningProcess:
-  client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
-                                  element_spec, num_branches, num_modes, config)
-  return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)
+  return build_process_and_split_round(model_fn, batch_fn, element_spec, client_learning_rate,
+                                       server_learning_rate, server_adam_epsilon, num_branches, num_modes,
+                                       config)[0]
+
+
+def build_process_and_split_round(
+    model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn, element_spec, client_learning_rate: float,
+    server_learning_rate: float, server_adam_epsilon: float, num_branches: int, num_modes: int, config: Config
+) -> tuple[tff.learning.templates.LearningProcess, learning_process.SplitRound]:
+  """FedTEM's learning process, and its round as two computations (for several workers)."""
+  parts = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
+                            element_spec, num_branches, num_modes, config)
+  process = learning_process.compose(model_fn, parts.client_work, server_learning_rate, server_adam_epsilon)
+  return process, learning_process.compose_split_round(model_fn, process, parts.first, parts.second,
+                                                       server_learning_rate, server_adam_epsilon)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -414,10 +458,10 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                     evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
   """FedTEM on the task's K-branch network, evaluated with the MLE routing of Section 4 (`evaluation_objective`)."""
   config = method.with_shared(config, dataclasses.asdict(hparams))
-  process = build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
-                          config)
+  process, split_round = build_process_and_split_round(*method.process_args(task, element_spec, hparams),
+                                                       hparams.num_branches, task.num_modes, config)
   objective = evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing)
   evaluate = evaluation.routed_evaluation(
       process, evaluator, objective, lambda state: (state['mixture']['means'], state['mixture']['variances']),
       [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
-  return method.Algorithm(process, evaluate, shift_free=False)
+  return method.Algorithm(process, evaluate, shift_free=False, split_round=split_round)
