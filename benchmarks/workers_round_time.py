@@ -1,0 +1,108 @@
+"""Seconds and bytes per round of each method on this process's own TFF worker and on 1, 2 and 4 local workers.
+
+On the synthetic task (10 clients per round, its defaults). Each cell is a run of `run_experiment` in this process (`--total_rounds=R`, one evaluation at the end), on workers
+started here on 127.0.0.1 (`utils.remote_workers.start_local_worker`):
+  seconds  the median `round_seconds` of metrics.csv over the rounds after the first 3 (warm-up: tracing and the
+           workers' first compilation);
+  sent     bytes of the requests this process sends to TFF workers (its own or remote: every gRPC request of
+           `RemoteExecutorGrpcStub`, serialized), per round, over the whole run (initialization included);
+  received bytes of the workers' answers to `Compute`, per round.
+Local workers share this machine's cores, so more workers cannot be faster here; the table shows what splitting a
+round costs, and the bytes give the time a network adds: `--bandwidth_gbit` projects seconds per round as
+measured seconds + (sent + received) / bandwidth for each worker count (each worker's share travels in parallel,
+so this is a pessimistic bound).
+
+    bazel run //benchmarks:workers_round_time -- --methods=vanilla,fedtem --rounds=10
+"""
+
+import collections
+import os
+import statistics
+import subprocess
+import tempfile
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app
+from absl import flags
+import portpicker
+from tensorflow_federated.python.core.impl.executors import remote_executor_grpc_stub
+
+from tests import in_process_run
+from utils import remote_workers
+
+_METHODS = flags.DEFINE_list('methods', ['vanilla', 'fedtem', 'fedtkm', 'fedem', 'pfedem', 'fedgmm'],
+                             'Methods to time (any of run_experiment\'s --algorithm values).')
+_WORKER_COUNTS = flags.DEFINE_list('worker_counts', ['0', '1', '2', '4'], 'Worker counts; 0 = this process\'s own.')
+_ROUNDS = flags.DEFINE_integer('rounds', 10, 'Rounds per run (the first 3 are not timed).')
+_BANDWIDTH = flags.DEFINE_float('bandwidth_gbit', 1.0, 'Network bandwidth for the projection, Gbit/s.')
+
+_WARMUP_ROUNDS = 3
+_REQUESTS = ('create_value', 'create_struct', 'create_call', 'create_selection', 'compute')
+
+
+class _ByteCounter:
+  """Counts the bytes of the requests sent through every `RemoteExecutorGrpcStub` and of `Compute` answers."""
+
+  def __init__(self):
+    self.sent = self.received = 0
+    for name in _REQUESTS:
+      original = getattr(remote_executor_grpc_stub.RemoteExecutorGrpcStub, name)
+      setattr(remote_executor_grpc_stub.RemoteExecutorGrpcStub, name, self._counting(original, name == 'compute'))
+
+  def _counting(self, original, is_compute):
+    def request(stub, message):
+      self.sent += message.ByteSize()
+      response = original(stub, message)
+      if is_compute:
+        self.received += response.ByteSize()
+      return response
+    return request
+
+
+def _cell(method: str, count: int, counter: _ByteCounter) -> dict:
+  workers = []
+  try:
+    ports = [portpicker.pick_unused_port() for _ in range(count)]
+    workers = [remote_workers.start_local_worker(port, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for port in ports]
+    addresses = [f'127.0.0.1:{port}' for port in ports]
+    if addresses:
+      remote_workers.wait_until_ready(addresses, timeout_seconds=60)
+    root = tempfile.mkdtemp()
+    counter.sent = counter.received = 0
+    status, stderr = in_process_run.run([f'--algorithm={method}', f'--total_rounds={_ROUNDS.value}',
+                                         f'--rounds_per_eval={_ROUNDS.value}', f'--root_output_dir={root}',
+                                         '--experiment_name=run',
+                                         *([f'--workers={",".join(addresses)}'] if addresses else [])])
+    if status != 0:
+      raise RuntimeError(f'{method} on {count} workers: {stderr.strip()}')
+    rows = in_process_run.metrics_rows(os.path.join(root, 'run'))
+    seconds = statistics.median(float(row['round_seconds']) for row in rows[_WARMUP_ROUNDS:])
+    return dict(seconds=seconds, sent=counter.sent / _ROUNDS.value, received=counter.received / _ROUNDS.value)
+  finally:
+    for worker in workers:
+      worker.kill()
+      worker.wait()
+
+
+def main(argv):
+  del argv  # Unused.
+  in_process_run.start_worker()
+  counter = _ByteCounter()
+  counts = [int(count) for count in _WORKER_COUNTS.value]
+  bytes_per_second = _BANDWIDTH.value * 1e9 / 8
+  print(f'synthetic task, {_ROUNDS.value} rounds per run; seconds per round (ratio to the same method on this '
+        f'process\'s worker), MB sent / received per round, projected seconds at {_BANDWIDTH.value:g} Gbit/s')
+  for method in _METHODS.value:
+    cells = collections.OrderedDict((count, _cell(method, count, counter)) for count in counts)
+    base = cells[counts[0]]['seconds']
+    print(method + ''.join(
+        f'  | {count or "own"} worker{"s" if count > 1 else ""}: {cell["seconds"]:.3f} s '
+        f'({cell["seconds"] / base:.2f}x) {cell["sent"] / 1e6:.2f}/{cell["received"] / 1e6:.2f} MB '
+        f'-> {cell["seconds"] + (cell["sent"] + cell["received"]) / bytes_per_second:.3f} s'
+        for count, cell in cells.items()), flush=True)
+
+
+if __name__ == '__main__':
+  app.run(main)
