@@ -7,6 +7,7 @@ Two `worker_binary` processes are started on 127.0.0.1 by the test and killed at
 import os
 import subprocess
 import tempfile
+import threading
 import time
 
 from absl.testing import absltest
@@ -150,6 +151,39 @@ class RemoteWorkersTest(parameterized.TestCase):
       self.assertEqual(status, 2)
       self.assertIn(message, stderr)
       self.assertLen(stderr.strip().splitlines(), 1)
+
+  def test_a_run_that_loses_a_worker_stops_in_one_line_and_resumes_on_the_others(self):
+    workers, addresses = _start_workers(2)
+    root = tempfile.mkdtemp()
+    run_flags = [f'--root_output_dir={root}', '--total_rounds=6', '--rounds_per_eval=6', '--rounds_per_checkpoint=1']
+    metrics = os.path.join(root, 'lost', 'metrics.csv')
+
+    def kill_after_two_rounds():
+      while not (os.path.exists(metrics) and len(in_process_run.metrics_rows(os.path.dirname(metrics))) >= 2):
+        time.sleep(0.05)
+      _stop(workers[1:])
+
+    killer = threading.Thread(target=kill_after_two_rounds, daemon=True)
+    killer.start()
+    status, stderr = in_process_run.run([*run_flags, '--experiment_name=lost', f'--workers={",".join(addresses)}',
+                                         '--worker_timeout=2'])
+    killer.join()
+    self.assertEqual(status, 4, stderr)
+    self.assertRegex(stderr.strip().splitlines()[-1], f'^run_experiment: error: TFF worker {addresses[1]} stopped answering '
+                                     r'\(waited 2 s\)\. The run stopped; its checkpoints are kept in .*: rerun')
+    stopped_at = len(in_process_run.metrics_rows(os.path.join(root, 'lost')))
+    self.assertLess(stopped_at, 6)
+    status, stderr = in_process_run.run([*run_flags, '--experiment_name=lost', f'--workers={addresses[0]}'])
+    self.assertEqual(status, 0, stderr)
+    status, stderr = in_process_run.run([*run_flags, '--experiment_name=local'])
+    self.assertEqual(status, 0, stderr)
+    _stop(workers[:1])
+    resumed, local = (in_process_run.metrics_rows(os.path.join(root, name)) for name in ('lost', 'local'))
+    self.assertLen(resumed, 6)
+    for row, expected in zip(resumed, local):
+      for key in ('train_accuracy', 'train_examples', 'test_accuracy'):
+        self.assertEqual(row.get(key), expected.get(key), f'round {row["round"]}: {key}')
+      np.testing.assert_allclose(float(row['train_loss']), float(expected['train_loss']), rtol=1e-6)
 
   def test_a_worker_lost_during_a_call_stops_it_within_the_timeout(self):
     workers, addresses = _start_workers(2)
