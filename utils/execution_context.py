@@ -160,6 +160,12 @@ class _WorkerPopen(subprocess.Popen):
     super().__init__(args, **kwargs)
 
 
+def start_worker_process(args, **popen_kwargs) -> subprocess.Popen:
+  """A `worker_binary` process with `args` that ends with this process's starting thread and runs with two malloc
+  arenas, as TFF's own worker does here (for the remote workers that tests and benchmarks start on this host)."""
+  return _WorkerPopen(args, **popen_kwargs)
+
+
 _received_signal: Optional[int] = None
 
 

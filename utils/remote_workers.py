@@ -41,6 +41,8 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.core.impl.types import computation_types
 from tensorflow_federated.python.core.impl.types import placements
 
+from utils import execution_context
+
 # TFF's own options for its local worker's channel: messages of any size (a model's weights are sent whole).
 _CHANNEL_OPTIONS = (('grpc.max_message_length', -1), ('grpc.max_receive_message_length', -1),
                     ('grpc.max_send_message_length', -1))
@@ -52,12 +54,10 @@ def worker_binary_path() -> str:
 
 
 def start_local_worker(port: int, **popen_kwargs) -> subprocess.Popen:
-  """A worker on this host serving `port` (for tests and benchmarks; hosts use tools/start_worker.sh), with two
-  malloc arenas as `utils.execution_context` gives TFF's own worker."""
-  env = dict(os.environ)
-  env.setdefault('MALLOC_ARENA_MAX', '2')
-  return subprocess.Popen([worker_binary_path(), f'--port={port}', '--max_concurrent_computation_calls=-1'],
-                          env=env, **popen_kwargs)
+  """A worker on this host serving `port` (for tests and benchmarks; hosts use tools/start_worker.sh), started as
+  `utils.execution_context` starts TFF's own worker (it ends with this process)."""
+  return execution_context.start_worker_process(
+      [worker_binary_path(), f'--port={port}', '--max_concurrent_computation_calls=-1'], **popen_kwargs)
 
 
 class WorkerUnavailableError(RuntimeError):
