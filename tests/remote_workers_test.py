@@ -1,11 +1,13 @@
 """Several TFF workers: every method's rounds on two workers equal its local rounds (FedTEM's as its split round);
-the start-up checks and the argument-order guard; a worker lost during a call stops it within the timeout.
+the start-up checks and the argument-order guard; a worker lost during a call stops it within the timeout; the
+device a worker runs client work on.
 
 Two `worker_binary` processes are started on 127.0.0.1 by the test and killed at its end.
 """
 
 import os
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -21,9 +23,13 @@ from algorithms import registry
 from tests import in_process_run
 from utils import remote_workers
 
-# Methods that need a scenario of time-stage domains, and the flags that make one small.
+_WORKER_DEVICES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'experiment',
+                               'worker_devices.py')
+
+# Small runs: 4 clients a round (2 on each worker); methods that need a scenario of time-stage domains get one.
+_SMALL_RUN = ('--clients_per_round=4', '--total_rounds=2', '--rounds_per_eval=2', '--eval_batch_size=500')
 _EVOLVING = ('local', 'fedevolve')
-_EVOLVING_FLAGS = ('--scenario=evolving_domains', '--num_domains=4', '--num_clients=8', '--clients_per_round=4')
+_EVOLVING_FLAGS = ('--scenario=evolving_domains', '--num_domains=4', '--num_clients=8')
 
 
 def _start_workers(count: int) -> tuple[list[subprocess.Popen], list[str]]:
@@ -79,9 +85,8 @@ class RemoteWorkersTest(parameterized.TestCase):
     root = tempfile.mkdtemp()
     rows = {}
     for name, worker_flags in (('local', ()), ('two', (f'--workers={",".join(self._addresses)}',))):
-      status, stderr = in_process_run.run([f'--algorithm={algorithm}', '--total_rounds=2', '--rounds_per_eval=2',
-                                           f'--root_output_dir={root}', f'--experiment_name={name}',
-                                           *scenario_flags, *worker_flags])
+      status, stderr = in_process_run.run([f'--algorithm={algorithm}', *_SMALL_RUN, f'--root_output_dir={root}',
+                                           f'--experiment_name={name}', *scenario_flags, *worker_flags])
       self.assertEqual(status, 0, stderr)
       rows[name] = in_process_run.metrics_rows(os.path.join(root, name))
     self.assertLen(rows['two'], 2)
@@ -142,6 +147,22 @@ class RemoteWorkersTest(parameterized.TestCase):
     self.assertEqual(stderr.strip(), 'run_experiment: error: every worker needs the run\'s data at the same path: '
                                      f'{self._addresses[0]} lacks {absent}.')
     self.assertEmpty(os.listdir(root))
+
+  def test_worker_devices_prints_where_client_work_runs(self):
+    # The wheel's worker_binary is TensorFlow without CUDA (README, "Several machines"): CPU on any host.
+    self.assertEqual(remote_workers.device_types(self._addresses), dict.fromkeys(self._addresses, 'CPU'))
+    result = subprocess.run([sys.executable, _WORKER_DEVICES, f'--workers={",".join(self._addresses)}'],
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), capture_output=True,
+                            text=True, timeout=120)
+    self.assertEqual((result.returncode, result.stdout.splitlines()),
+                     (0, [f'{address}: client work runs on CPU' for address in self._addresses]), result.stderr)
+    silent = f'127.0.0.1:{portpicker.pick_unused_port()}'
+    result = subprocess.run([sys.executable, _WORKER_DEVICES, f'--workers={silent}', '--worker_timeout=1'],
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), capture_output=True,
+                            text=True, timeout=120)
+    self.assertEqual((result.returncode, result.stderr.strip().splitlines()[-1]),
+                     (2, f'worker_devices: TFF worker {silent} did not answer within 1 s (start one with '
+                         'tools/start_worker.sh --port=P).'))
 
   def test_bad_worker_flags_are_one_line(self):
     for flags_, message in ((['--workers=localhost'], "host:port addresses separated by commas; got 'localhost'"),

@@ -150,6 +150,29 @@ def check_paths(addresses: Sequence[str], paths: Sequence[str], timeout_seconds:
     raise FileNotFoundError(f'every worker needs the run\'s data at the same path: {"; ".join(missing)}.')
 
 
+_DEVICE_TYPES = ('CPU', 'GPU', 'TPU')
+
+
+def device_types(addresses: Sequence[str], timeout_seconds: float = 60.0) -> dict[str, str]:
+  """Per worker, the device type its TensorFlow places a computation's ops on when they are not pinned (as the
+  suite's client work is not): a computation there runs `tf.raw_ops.DeviceIndex`, which returns the index of the
+  device it runs on among `_DEVICE_TYPES` ('unknown' when none of them)."""
+
+  @tff.tensorflow.computation
+  def device_index():
+    return tf.raw_ops.DeviceIndex(device_names=list(_DEVICE_TYPES))
+
+  found = {}
+  for address in addresses:
+    context = tff.framework.SyncExecutionContext(
+        executor_fn=_executor_factory(address, timeout_seconds),
+        compiler_fn=tff.backends.native.desugar_and_transform_to_native)
+    with tff.framework.get_context_stack().install(context):
+      index = int(device_index())
+    found[address] = _DEVICE_TYPES[index] if index < len(_DEVICE_TYPES) else 'unknown'
+  return found
+
+
 def check_splittable(computation: tff.Computation, name: str) -> None:
   """ValueError (one line) when TFF cannot split `computation` (`name` in the message) into subrounds correctly:
   its aggregations depend on each other, or its last argument is not the clients' data (see the module docstring)."""
