@@ -26,6 +26,12 @@ def start_worker() -> None:
 
 def run(args) -> tuple[int, str]:
   """run_experiment's main with `args` (other flags at their defaults): (exit status, stderr)."""
+  status, _, stderr = run_with_stdout(args)
+  return status, stderr
+
+
+def run_with_stdout(args) -> tuple[int, str, str]:
+  """As `run`: (exit status, stdout, stderr)."""
   for flag in flags.FLAGS.flags_by_module_dict().get(run_experiment.__name__, []):
     flag.unparse()
   flags.FLAGS(['run_experiment', *args])
@@ -36,7 +42,7 @@ def run(args) -> tuple[int, str]:
       status = 0
     except SystemExit as exit_:
       status = exit_.code
-  return status, stderr.getvalue()
+  return status, stdout.getvalue(), stderr.getvalue()
 
 
 def metrics_rows(output_dir: str) -> list[dict]:

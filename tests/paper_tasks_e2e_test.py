@@ -1,5 +1,6 @@
 """Two rounds of run_experiment.py on each paper task, and of every baseline on EMNIST, from small files in TFF's
-cache layout and tensorflow-datasets' prepared layout, offline."""
+cache layout and tensorflow-datasets' prepared layout, offline. The runs call run_experiment's `main` in this process
+(`tests.in_process_run`); the missing-file case runs the binary."""
 
 import csv
 import json
@@ -13,6 +14,7 @@ from absl.testing import parameterized
 
 from tasks import fake_tff_files
 from tasks import fake_tfds_files
+from tests import in_process_run
 
 _BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
 _OVERHEADS = {'emnist': '0.7', 'cifar': '0.5', 'stackoverflow': '1.6'}
@@ -28,6 +30,7 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
+    in_process_run.start_worker()
     cls.cache_dir = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
     cls.expected_populations = fake_tff_files.write_small_cache(cls.cache_dir)
     cls.tfds_data_dir = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
@@ -42,12 +45,13 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
                             ('emnist', 'vanilla_single'), ('emnist', 'nds_single'))
   def test_two_rounds(self, task, algorithm):
     root = self.create_tempdir().full_path
-    result = _run([f'--task={task}', f'--algorithm={algorithm}', f'--cache_dir={self.cache_dir}',
-                   '--total_rounds=2', '--clients_per_round=2', '--max_elements_per_client=20',
-                   '--rounds_per_eval=1', f'--root_output_dir={root}', '--experiment_name=run'])
-    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    status, stdout, stderr = in_process_run.run_with_stdout([
+        f'--task={task}', f'--algorithm={algorithm}', f'--cache_dir={self.cache_dir}', '--total_rounds=2',
+        '--clients_per_round=2', '--max_elements_per_client=20', '--rounds_per_eval=1', f'--root_output_dir={root}',
+        '--experiment_name=run'])
+    self.assertEqual(status, 0, stderr[-3000:])
     if not algorithm.endswith('_single'):
-      self.assertIn(f'({_OVERHEADS[task]}% of the single-branch network)', result.stdout)
+      self.assertIn(f'({_OVERHEADS[task]}% of the single-branch network)', stdout)
     with open(os.path.join(root, 'run', 'summary.json')) as f:
       summary = json.load(f)
     self.assertEqual(summary['population'], self.expected_populations[task])
@@ -73,10 +77,11 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
     root = self.create_tempdir().full_path
     if task in ('mnist', 'emnist_fashion'):
       settings = [*settings, f'--tfds_data_dir={self.tfds_data_dir}']
-    result = _run([f'--task={task}', f'--scenario={scenario}', f'--cache_dir={self.cache_dir}', '--total_rounds=2',
-                   '--clients_per_round=1' if task == 'mnist' else '--clients_per_round=2', '--max_elements_per_client=20', '--rounds_per_eval=2',
-                   f'--root_output_dir={root}', '--experiment_name=run', *settings])
-    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    status, stderr = in_process_run.run([
+        f'--task={task}', f'--scenario={scenario}', f'--cache_dir={self.cache_dir}', '--total_rounds=2',
+        f'--clients_per_round={1 if task == "mnist" else 2}', '--max_elements_per_client=20', '--rounds_per_eval=2',
+        f'--root_output_dir={root}', '--experiment_name=run', *settings])
+    self.assertEqual(status, 0, stderr[-3000:])
     with open(os.path.join(root, 'run', 'metrics.csv')) as f:
       rows = list(csv.DictReader(f))
     self.assertLen(rows, 2)

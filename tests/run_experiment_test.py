@@ -12,6 +12,8 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
+from tests import in_process_run
+
 _BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
 _SMALL_RUN = ['--task=synthetic', '--clients_per_round=5', '--period=8', '--rounds_per_eval=4',
               '--eval_batch_size=500']
@@ -68,13 +70,24 @@ class BadInputTest(parameterized.TestCase):
       ('missing_dataset', ['--task=cifar', '--cache_dir=/nonexistent'], '/nonexistent/cifar100.sqlite'),
   )
   def test_one_line_and_exit_status_2(self, args, message):
+    # run_experiment's main in this process: the checks run before any data or TFF computation, and sparing each
+    # case a Python and TensorFlow start-up keeps the whole list cheap; test_as_a_process checks the binary itself.
     output_dir = self.create_tempdir().full_path
-    result = _run(args + [f'--root_output_dir={output_dir}', '--experiment_name=bad'])
-    self.assertEqual(result.returncode, 2, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    self.assertLen(lines, 1, result.stderr)
+    status, stderr = in_process_run.run(args + [f'--root_output_dir={output_dir}', '--experiment_name=bad'])
+    self.assertEqual(status, 2, stderr)
+    lines = stderr.strip().splitlines()
+    self.assertLen(lines, 1, stderr)
     self.assertStartsWith(lines[0], 'run_experiment: error: ')
     self.assertRegex(lines[0], message)
+    self.assertFalse(os.path.exists(os.path.join(output_dir, 'bad')))
+
+  def test_as_a_process(self):
+    """The binary's stderr holds the one line and nothing else (no TensorFlow or absl logging), exit status 2."""
+    output_dir = self.create_tempdir().full_path
+    result = _run(['--task=cifar', '--cache_dir=/nonexistent', f'--root_output_dir={output_dir}',
+                   '--experiment_name=bad'])
+    self.assertEqual(result.returncode, 2, result.stderr)
+    self.assertRegex(result.stderr, r'^run_experiment: error: [^\n]*/nonexistent/cifar100.sqlite[^\n]*\n$')
     self.assertFalse(os.path.exists(os.path.join(output_dir, 'bad')))
 
 
