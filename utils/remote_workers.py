@@ -127,6 +127,15 @@ def round_context(addresses: Sequence[str], num_subrounds: Optional[int] = None,
   return tff.backends.native.create_mergeable_comp_execution_context(contexts, num_subrounds)
 
 
+def _call_on_worker(computation: tff.Computation, address: str, timeout_seconds: float):
+  """The result of calling the argument-less `computation` on the worker at `address`."""
+  context = tff.framework.SyncExecutionContext(
+      executor_fn=_executor_factory(address, timeout_seconds),
+      compiler_fn=tff.backends.native.desugar_and_transform_to_native)
+  with tff.framework.get_context_stack().install(context):
+    return computation()
+
+
 def check_paths(addresses: Sequence[str], paths: Sequence[str], timeout_seconds: float = 60.0) -> None:
   """FileNotFoundError (one line) naming, per worker, the `paths` (the run's data directories) it does not see: a
   client dataset reaches a worker as a graph that reads the task's files by absolute path."""
@@ -140,11 +149,7 @@ def check_paths(addresses: Sequence[str], paths: Sequence[str], timeout_seconds:
 
   missing = []
   for address in addresses:
-    context = tff.framework.SyncExecutionContext(
-        executor_fn=_executor_factory(address, timeout_seconds),
-        compiler_fn=tff.backends.native.desugar_and_transform_to_native)
-    with tff.framework.get_context_stack().install(context):
-      found = seen()
+    found = _call_on_worker(seen, address, timeout_seconds)
     missing += [f'{address} lacks {path}' for path, here in zip(paths, found) if not here]
   if missing:
     raise FileNotFoundError(f'every worker needs the run\'s data at the same path: {"; ".join(missing)}.')
@@ -162,15 +167,9 @@ def device_types(addresses: Sequence[str], timeout_seconds: float = 60.0) -> dic
   def device_index():
     return tf.raw_ops.DeviceIndex(device_names=list(_DEVICE_TYPES))
 
-  found = {}
-  for address in addresses:
-    context = tff.framework.SyncExecutionContext(
-        executor_fn=_executor_factory(address, timeout_seconds),
-        compiler_fn=tff.backends.native.desugar_and_transform_to_native)
-    with tff.framework.get_context_stack().install(context):
-      index = int(device_index())
-    found[address] = _DEVICE_TYPES[index] if index < len(_DEVICE_TYPES) else 'unknown'
-  return found
+  indices = {address: int(_call_on_worker(device_index, address, timeout_seconds)) for address in addresses}
+  return {address: _DEVICE_TYPES[index] if index < len(_DEVICE_TYPES) else 'unknown'
+          for address, index in indices.items()}
 
 
 def check_splittable(computation: tff.Computation, name: str) -> None:
