@@ -1,8 +1,9 @@
 """Seconds and bytes per round of each method on this process's own TFF worker and on 1, 2 and 4 local workers.
 
-On the synthetic task (10 clients per round, its defaults) or, with `--benchmark_task`, a paper task at its defaults (Table 2)
-on files of the real layouts and shapes (`benchmarks.task_files`). Each cell is a run of `run_experiment` in this process (`--total_rounds=R`, one evaluation at the end), on workers
-started here on 127.0.0.1 (`utils.remote_workers.start_local_worker`):
+On the synthetic task (10 clients per round, its defaults) or, with `--benchmark_task`, a paper task at its defaults
+(Table 2) on files of the real layouts and shapes (`benchmarks.task_files`). Each cell is a run of `run_experiment`
+in this process (`--total_rounds=R`, one evaluation at the end), on workers started here on 127.0.0.1
+(`utils.remote_workers.start_local_worker`):
   seconds  the median `round_seconds` of metrics.csv over the rounds after the first 3 (warm-up: tracing and the
            workers' first compilation);
   sent     bytes of the requests this process sends to TFF workers (its own or remote: every gRPC request of
@@ -14,7 +15,7 @@ measured seconds + (sent + received) / bandwidth for each worker count (each wor
 so this is a pessimistic bound).
 
     bazel run //benchmarks:workers_round_time -- --methods=vanilla,fedtem --rounds=10
-    bazel run //benchmarks:workers_round_time -- --benchmark_task=cifar --methods=vanilla --worker_counts=0,1,2 --rounds=6
+    bazel run //benchmarks:workers_round_time -- --benchmark_task=cifar --methods=vanilla --rounds=6
 """
 
 import collections
