@@ -41,6 +41,11 @@ def _start_workers(count: int) -> tuple[list[subprocess.Popen], list[str]]:
   return workers, addresses
 
 
+def _worker_devices(*args) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, _WORKER_DEVICES, *args], capture_output=True, text=True, timeout=120,
+                        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+
+
 def _stop(workers) -> None:
   for worker in workers:
     worker.kill()
@@ -151,15 +156,11 @@ class RemoteWorkersTest(parameterized.TestCase):
   def test_worker_devices_prints_where_client_work_runs(self):
     # The wheel's worker_binary is TensorFlow without CUDA (README, "Several machines"): CPU on any host.
     self.assertEqual(remote_workers.device_types(self._addresses), dict.fromkeys(self._addresses, 'CPU'))
-    result = subprocess.run([sys.executable, _WORKER_DEVICES, f'--workers={",".join(self._addresses)}'],
-                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), capture_output=True,
-                            text=True, timeout=120)
+    result = _worker_devices(f'--workers={",".join(self._addresses)}')
     self.assertEqual((result.returncode, result.stdout.splitlines()),
                      (0, [f'{address}: client work runs on CPU' for address in self._addresses]), result.stderr)
     silent = f'127.0.0.1:{portpicker.pick_unused_port()}'
-    result = subprocess.run([sys.executable, _WORKER_DEVICES, f'--workers={silent}', '--worker_timeout=1'],
-                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), capture_output=True,
-                            text=True, timeout=120)
+    result = _worker_devices(f'--workers={silent}', '--worker_timeout=1')
     self.assertEqual((result.returncode, result.stderr.strip().splitlines()[-1]),
                      (2, f'worker_devices: TFF worker {silent} did not answer within 1 s (start one with '
                          'tools/start_worker.sh --port=P).'))
