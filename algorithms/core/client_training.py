@@ -5,6 +5,16 @@ client's Keras model, runs one optimizer step per batch on `objective(model_outp
 (`tff.learning.optimizers`), and returns the model update in TFF's convention, update = initial - trained (the
 finalizer treats the aggregated update as a gradient), with the number of examples trained on and the metric sums.
 
+Every loop over a client's batches inside a client computation is `fold(dataset, initial_state, step)`, the
+meaning of `dataset.reduce` built from other ops, for speed: in TFF's worker every call of a `ReduceDataset` op
+instantiates (and grappler-optimizes) its step function again (its function handle cache lives for one call), and
+every iterator made over a dataset with TF's default options rewrites the dataset's graph first. Measured with
+`perf` on the worker, Vanilla on the synthetic task: the per-call instantiation took 26% and the rewrites 14% of
+the worker's CPU time, the model's own ops about 5%; with `fold` (an iterator `tf.while_loop`, TFF's
+`LoopImplementation.DATASET_ITERATOR`, over the dataset with TF's default rewrites and autotuning off) the round went
+from 0.092 to 0.035 s. The same ops run on the same batches in the same order, so results are unchanged (the
+default run's metrics.csv is a golden file in `run_experiment_test`).
+
 A client whose training is not finite (a non-finite update or loss) is left out of the round: it sends a zero
 update with weight 0 (as TFF's own client work does), zero metric sums, and `nonfinite_clients` = 1, which the
 server sums and reports. A method that computes more per client (clustering statistics) checks those too and
@@ -31,6 +41,29 @@ class TrainingOutput(NamedTuple):
   num_examples: tf.Tensor
   metrics: dict
   finite: tf.Tensor
+
+
+def without_rewrites(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  """`dataset` with no graph rewrites and no autotuning, which would run again for every client's iterator in every
+  round (see the module docstring)."""
+  options = tf.data.Options()
+  options.experimental_optimization.apply_default_optimizations = False
+  options.autotune.enabled = False
+  return dataset.with_options(options)
+
+
+def fold(dataset: tf.data.Dataset, initial_state, step: Callable):
+  """`dataset.reduce(initial_state, step)` as an iterator `tf.while_loop` (see the module docstring): `step(state,
+  element)` -> state of the same structure, shapes and dtypes, for every element in order; the final state."""
+  iterator = iter(without_rewrites(dataset))
+
+  def body(element, state):
+    state = step(state, element.get_value())
+    return iterator.get_next_as_optional(), state
+
+  _, state = tf.while_loop(lambda element, state: element.has_value(), body,
+                           (iterator.get_next_as_optional(), initial_state))
+  return state
 
 
 def metric_sums(result: objectives.BatchResult) -> dict:
@@ -132,7 +165,7 @@ def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
     return optimizer_state, sums
 
   assign_weights(model, initial_weights)
-  _, sums = dataset.reduce((optimizer.initialize(specs), zero_metric_sums()), step)
+  _, sums = fold(dataset, (optimizer.initialize(specs), zero_metric_sums()), step)
   update = tf.nest.map_structure(tf.subtract, tuple(initial_weights.trainable), trainable)
   output = TrainingOutput(update=list(update), num_examples=sums['num_examples'], metrics=sums,
                           finite=tf.constant(True))

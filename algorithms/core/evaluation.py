@@ -181,11 +181,13 @@ class Evaluator:
                dtypes: tuple) -> tuple[tf.Tensor, ...]:
     """`per_example(outputs, batch, *objective_args)`'s tuple of [B, ...] tensors of `dtypes`, concatenated over
     `dataset`."""
-    arrays = tuple(tf.TensorArray(dtype, size=0, dynamic_size=True, infer_shape=False) for dtype in dtypes)
-    for batch in dataset:
+
+    def step(arrays, batch):
       values = per_example(self._model(batch['x'], training=False), batch, *objective_args)
-      arrays = tuple(array.write(array.size(), value) for array, value in zip(arrays, values))
-    return tuple(array.concat() for array in arrays)
+      return tuple(array.write(array.size(), value) for array, value in zip(arrays, values))
+
+    arrays = tuple(tf.TensorArray(dtype, size=0, dynamic_size=True, infer_shape=False) for dtype in dtypes)
+    return tuple(array.concat() for array in client_training.fold(dataset, arrays, step))
 
   def _sums(self, dataset: tf.data.Dataset, objective: Objective, routing_shape, objective_args) -> dict:
 
@@ -193,7 +195,7 @@ class Evaluator:
       result = objective(self._model(batch['x'], training=False), batch, *objective_args)
       return tf.nest.map_structure(tf.add, sums, client_training.metric_sums(result))
 
-    return dataset.reduce(client_training.zero_metric_sums(routing_shape), step)
+    return client_training.fold(dataset, client_training.zero_metric_sums(routing_shape), step)
 
   def evaluate(self, weights: tff.learning.models.ModelWeights, objective: Objective, routing_shape=None,
                objective_args=(), personalization: Optional[Personalization] = None,

@@ -60,7 +60,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
         result = objectives.averaged_branches(model(batch['x'], training=False), batch)
         return tf.nest.map_structure(tf.add, sums, client_training.metric_sums(result))
 
-      return task_lib.model_batches(dataset, batch_fn).reduce(client_training.zero_metric_sums(), step)
+      return client_training.fold(task_lib.model_batches(dataset, batch_fn), client_training.zero_metric_sums(), step)
 
     sums = collections.OrderedDict(metric_sums(), nonfinite_clients=tf.constant(0.0))
     update = tf.nest.map_structure(tf.zeros_like, list(weights.trainable))

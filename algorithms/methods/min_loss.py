@@ -30,7 +30,7 @@ def branch_losses(model: tf.keras.Model, batches: tf.data.Dataset, num_branches:
                        for k in range(num_branches)])
     return sums[0] + losses, sums[1] + tf.cast(tf.shape(batch['y'])[0], tf.float32)
 
-  loss_sums, count = batches.reduce((tf.zeros([num_branches]), tf.constant(0.0)), add)
+  loss_sums, count = client_training.fold(batches, (tf.zeros([num_branches]), tf.constant(0.0)), add)
   return loss_sums / tf.maximum(count, 1.0)
 
 
