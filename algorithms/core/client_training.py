@@ -54,7 +54,12 @@ def without_rewrites(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 def fold(dataset: tf.data.Dataset, initial_state, step: Callable):
   """`dataset.reduce(initial_state, step)` as an iterator `tf.while_loop` (see the module docstring): `step(state,
-  element)` -> state of the same structure, shapes and dtypes, for every element in order; the final state."""
+  element)` -> state of the same structure, shapes and dtypes, for every element in order; the final state.
+
+  Unlike a `ReduceDataset` op, the iterator is not ordered after the function's earlier stateful ops: a client's
+  shuffle (`reshuffle_each_iteration`) draws its order when an iterator reaches it, so a second loop over the same
+  client data must be made under a control dependency on the end of the first (`local_training` makes its loop after
+  the weight assignment, which follows any earlier use of the model), or the two loops' orders swap at random."""
   iterator = iter(without_rewrites(dataset))
 
   def body(element, state):
@@ -62,7 +67,7 @@ def fold(dataset: tf.data.Dataset, initial_state, step: Callable):
     return iterator.get_next_as_optional(), state
 
   _, state = tf.while_loop(lambda element, state: element.has_value(), body,
-                           (iterator.get_next_as_optional(), initial_state))
+                           (iterator.get_next_as_optional(), initial_state), parallel_iterations=1)
   return state
 
 
@@ -114,10 +119,10 @@ def excluded_unless(output: TrainingOutput, finite: tf.Tensor) -> TrainingOutput
                         num_examples=exclude_unless(finite, output.num_examples), metrics=metrics, finite=finite)
 
 
-def assign_weights(model: tf.keras.Model, weights: tff.learning.models.ModelWeights) -> None:
-  """Sets `model`'s variables to `weights` (inside the caller's `tf.function`)."""
+def assign_weights(model: tf.keras.Model, weights: tff.learning.models.ModelWeights):
+  """Sets `model`'s variables to `weights` (inside the caller's `tf.function`); returns the assignments."""
   variables = tff.learning.models.ModelWeights.from_model(model)
-  tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
+  return tf.nest.map_structure(lambda variable, value: variable.assign(value), variables, weights)
 
 
 def proximal_term(trainable, initial_trainable, strength: float) -> tf.Tensor:
@@ -164,8 +169,8 @@ def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
     sums = tf.nest.map_structure(tf.add, sums, metric_sums(result))
     return optimizer_state, sums
 
-  assign_weights(model, initial_weights)
-  _, sums = fold(dataset, (optimizer.initialize(specs), zero_metric_sums()), step)
+  with tf.control_dependencies(tf.nest.flatten(assign_weights(model, initial_weights))):
+    _, sums = fold(dataset, (optimizer.initialize(specs), zero_metric_sums()), step)
   update = tf.nest.map_structure(tf.subtract, tuple(initial_weights.trainable), trainable)
   output = TrainingOutput(update=list(update), num_examples=sums['num_examples'], metrics=sums,
                           finite=tf.constant(True))
