@@ -1,50 +1,57 @@
-"""Seconds per round of `vanilla` on the synthetic task against two references, in one run.
+"""Seconds per round of `vanilla` against three references on every task shape, in one run.
 
   (ours)  the suite's vanilla learning process (its client work composed with TFF's broadcast, mean and FedAdam);
   (a)     TFF's own `tff.learning.algorithms.build_weighted_fed_avg` on the same network (a Keras view whose output is
-          the mean of the branches, through `tff.learning.models.from_keras_model`), same optimizers;
-  (b)     a plain TensorFlow loop running the same client SGD steps on the same batches, with no federation: one
-          `tf.function` step per batch over batches materialized in memory beforehand, then the mean update.
+          the mean of the branches, through `tff.learning.models.from_keras_model`), same optimizers, Keras's loss
+          (on Stack Overflow without the suite's mask of padding tokens: the same compute, another loss value);
+  (b)     a plain TensorFlow loop running the same client steps on the same batches, with no federation: one
+          `tf.function` step per batch (the suite's objective) over batches materialized in memory beforehand,
+          then the mean update;
+  (c)     (b) reading the clients' input pipelines (files, parsing, shuffling, the task's batch function) inside the
+          timed round, as the suite's worker does, instead of batches materialized beforehand.
 
-All three train on the same clients and batches: the round datasets are built before timing, so only training
-is timed. Prints seconds per round and the ratios ours / (a) and ours / (b).
+Task shapes: `synthetic` (its 7.5k-parameter MLP), and the paper's tasks at Table 2 settings on files of the real
+layouts and client sizes (`benchmarks.task_files`; the real files cannot be downloaded here): `emnist` (LeNet,
+1.2M parameters, 10 clients, batch 20), `cifar` (ResNet-18 GN, 11.3M, 10 clients, batch 20), `stackoverflow`
+(LSTM, 4.1M, 50 clients of at most 512 sentences, batch 16). All implementations train on the same clients and
+batches: the round datasets are built before timing. All use both cores (TF's default thread pools, in this process
+for (b) and (c) and in TFF's worker for (ours) and (a)).
 
-    bazel run //benchmarks:round_time -- --rounds=30
+    bazel run //benchmarks:round_time -- --rounds=10 --tasks=synthetic,emnist
+    bazel run //benchmarks:round_time -- --rounds=3 --tasks=cifar,stackoverflow
 """
 
 import collections
 import os
+import tempfile
 
 # Quiet TensorFlow C++ logs here and in TFF's worker process (set TF_CPP_MIN_LOG_LEVEL=0 to see them).
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app
 from absl import flags
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms.core import objectives
 from algorithms.methods import vanilla
+from benchmarks import task_files
 from benchmarks import timing
 from models import multi_branch
-from tasks import synthetic
+from tasks import registry
 from tasks import task as task_lib
 from utils import execution_context
 
-_ROUNDS = flags.DEFINE_integer('rounds', 30, 'Timed rounds (after the warm-up rounds).')
-_CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
-_CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
+_ROUNDS = flags.DEFINE_integer('rounds', 10, 'Timed rounds per implementation (after the warm-up rounds).')
+_TASKS = flags.DEFINE_list('tasks', ['synthetic', 'emnist', 'cifar', 'stackoverflow'], 'Task shapes to time.')
 
 
-def _time_ours(task, model_fn, rounds):
-  process = vanilla.build_process(model_fn, task.batch_fn, rounds[0][0].element_spec, _CLIENT_LR, _SERVER_LR,
-                                  _EPSILON)
-  state = [process.initialize()]
-
-  def step(datasets):
-    state[0] = process.next(state[0], datasets).state
-
-  return timing.seconds_per_round(step, rounds)
+def _time_ours(task, model_fn, rounds, defaults):
+  process = vanilla.build_process(model_fn, task.batch_fn, rounds[0][0].element_spec,
+                                  defaults['client_learning_rate'], defaults['server_learning_rate'],
+                                  defaults['server_adam_epsilon'])
+  return timing.process_seconds_per_round(model_fn, process, rounds)
 
 
 def _averaged_keras_model(model_fn):
@@ -53,8 +60,8 @@ def _averaged_keras_model(model_fn):
   return tf.keras.Model(model.inputs, averaged)
 
 
-def _time_tff_fedavg(model_fn, rounds):
-  as_xy = lambda raw, mode: collections.OrderedDict(x=raw['x'], y=raw['y'])
+def _time_tff_fedavg(task, model_fn, rounds, defaults):
+  as_xy = lambda raw, mode: collections.OrderedDict((key, task.batch_fn(raw)[key]) for key in ('x', 'y'))
   xy_rounds = [[d.map(as_xy) for d in datasets] for datasets in rounds]
   input_spec = xy_rounds[0][0].element_spec
 
@@ -65,8 +72,9 @@ def _time_tff_fedavg(model_fn, rounds):
         metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
 
   process = tff.learning.algorithms.build_weighted_fed_avg(
-      tff_model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(_CLIENT_LR),
-      server_optimizer_fn=tff.learning.optimizers.build_adam(_SERVER_LR, epsilon=_EPSILON))
+      tff_model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(defaults['client_learning_rate']),
+      server_optimizer_fn=tff.learning.optimizers.build_adam(defaults['server_learning_rate'],
+                                                            epsilon=defaults['server_adam_epsilon']))
   state = [process.initialize()]
 
   def step(datasets):
@@ -75,29 +83,35 @@ def _time_tff_fedavg(model_fn, rounds):
   return timing.seconds_per_round(step, xy_rounds)
 
 
-def _time_plain_tf(task, model_fn, rounds):
-  """Eager loop over pre-materialized batches; one `tf.function` SGD step per batch; mean of the deltas."""
+def _time_plain_tf(task, model_fn, rounds, defaults, read_in_round=False):
+  """Eager loop over pre-materialized batches (or, `read_in_round`, over the clients' input pipelines, read in the
+  timed round as the suite's worker reads them); one `tf.function` SGD step per batch; mean of the deltas."""
   model = model_fn()
   variables = model.trainable_variables
   initial = [v.numpy() for v in variables]
+  learning_rate = defaults['client_learning_rate']
 
   @tf.function
-  def sgd_step(x, y):
+  def sgd_step(batch):
     with tf.GradientTape() as tape:
-      loss = objectives.averaged_branches(model(x, training=True), {'y': y}).loss
+      loss = objectives.averaged_branches(model(batch['x'], training=True), batch).loss
     for variable, gradient in zip(variables, tape.gradient(loss, variables)):
-      variable.assign_sub(_CLIENT_LR * gradient)
+      if isinstance(gradient, tf.IndexedSlices):  # An embedding's rows: a sparse step, as Keras's SGD takes it.
+        variable.scatter_sub(tf.IndexedSlices(learning_rate * gradient.values, gradient.indices))
+      else:
+        variable.assign_sub(learning_rate * gradient)
 
-  batch_rounds = [[[(b['x'], b['y']) for b in task_lib.model_batches(d, task.batch_fn)] for d in datasets]
-                  for datasets in rounds]
+  batch_rounds = [[task_lib.model_batches(d, task.batch_fn) for d in datasets] for datasets in rounds]
+  if not read_in_round:
+    batch_rounds = [[list(batches) for batches in clients] for clients in batch_rounds]
 
   def step(clients):
     deltas = []
     for batches in clients:
       for variable, value in zip(variables, initial):
         variable.assign(value)
-      for x, y in batches:
-        sgd_step(x, y)
+      for batch in batches:
+        sgd_step(batch)
       deltas.append([value - variable for variable, value in zip(variables, initial)])
     return [tf.reduce_mean(layer, axis=0) for layer in zip(*deltas)]
 
@@ -108,16 +122,24 @@ def main(argv):
   del argv  # Unused.
   execution_context.install()
   tf.get_logger().setLevel('ERROR')
-  task = synthetic.create_task(seed=0)
-  model_fn = lambda: task.model_fn(2)
-  rounds = timing.round_datasets(task, _ROUNDS.value + timing.WARMUP_ROUNDS, _CLIENTS_PER_ROUND.value)
-  ours = _time_ours(task, model_fn, rounds)
-  tff_fedavg = _time_tff_fedavg(model_fn, rounds)
-  plain = _time_plain_tf(task, model_fn, rounds)
-  print(f'clients/round {_CLIENTS_PER_ROUND.value}, batch {timing.BATCH_SIZE}, {_ROUNDS.value} timed rounds')
-  print(f'ours (vanilla):                     {ours:.4f} s/round')
-  print(f'(a) tff build_weighted_fed_avg:     {tff_fedavg:.4f} s/round   ours / (a) = {ours / tff_fedavg:.2f}')
-  print(f'(b) plain TF, same client steps:    {plain:.4f} s/round   ours / (b) = {ours / plain:.2f}')
+  print(f'{_ROUNDS.value} timed rounds per cell; seconds per round and ours / reference', flush=True)
+  with tempfile.TemporaryDirectory() as cache_dir:
+    for name in _TASKS.value:
+      if name != 'synthetic':
+        task_files.write(name, cache_dir, np.random.default_rng(0))
+      defaults = registry.defaults(name)
+      task = registry.create(name, cache_dir, seed=0)
+      rounds = timing.round_datasets(task, _ROUNDS.value + timing.WARMUP_ROUNDS, defaults['clients_per_round'],
+                                     defaults['client_batch_size'], defaults.get('max_elements_per_client'))
+      model_fn = lambda task=task: task.model_fn(2)
+      ours = _time_ours(task, model_fn, rounds, defaults)
+      tff_fedavg = _time_tff_fedavg(task, model_fn, rounds, defaults)
+      plain = _time_plain_tf(task, model_fn, rounds, defaults)
+      reading = _time_plain_tf(task, model_fn, rounds, defaults, read_in_round=True)
+      print(f'{name:14s} ours {ours:.4f} s | (a) tff fedavg {tff_fedavg:.4f} s, ours/(a) {ours / tff_fedavg:.2f} | '
+            f'(b) plain TF {plain:.4f} s, ours/(b) {ours / plain:.2f} | (c) plain TF reading the clients\' data '
+            f'{reading:.4f} s, ours/(c) {ours / reading:.2f}  ({defaults["clients_per_round"]} clients, batch '
+            f'{defaults["client_batch_size"]})', flush=True)
 
 
 if __name__ == '__main__':

@@ -5,6 +5,10 @@ written with `tasks.fake_tff_files`, with client sizes like the real ones:
   cifar          CIFAR-10 clients of 100 images (the task's split), CIFAR-100 clients of 100 (TFF's);
   stackoverflow  users whose questions and answers number log-normally (median 60) with 20-word sentences; each
                  client trains on at most 512 of them (Table 2).
+
+Test sets are small (200 examples; Stack Overflow's 50 questions and 50 answers) unless `paper_test_sets`, which writes test sets of the sizes the tasks evaluate
+on: EMNIST's whole `all_test` (77,483 examples, digits in the training split's share), CIFAR-10's and CIFAR-100's
+10,000 images each, and Stack Overflow's 10,000 questions and 10,000 answers (`tasks.stackoverflow`'s test sets).
 """
 
 import os
@@ -13,24 +17,38 @@ import numpy as np
 
 from tasks import fake_tff_files
 
-def _write_emnist(directory, rng):
+_EMNIST_TEST_EXAMPLES, _EMNIST_DIGIT_SHARE = 77_483, 341_873 / (341_873 + 329_712)
+_CIFAR_TEST_EXAMPLES = 10_000
+_STACKOVERFLOW_TEST_PER_TYPE, _SMALL_STACKOVERFLOW_TEST_PER_TYPE = 10_000, 50
+_SMALL_TEST = 200
+
+
+def _write_emnist(directory, rng, paper_test_sets):
   clients = {f'w{i}': np.concatenate([rng.integers(0, 10, max(int(rng.normal(101, 30)), 10)),
                                       rng.integers(10, 62, max(int(rng.normal(97, 30)), 10))])
              for i in range(40)}
   fake_tff_files.write_sqlite(os.path.join(directory, 'emnist_all.sqlite'), {
       'all_train': {w: fake_tff_files.emnist_elements(rng, labels) for w, labels in clients.items()},
-      'all_test': {'w0': fake_tff_files.emnist_elements(rng, rng.integers(0, 62, 200))}})
+      'all_test': {'w0': fake_tff_files.emnist_elements(rng, _emnist_test_labels(rng, paper_test_sets))}})
 
 
-def _write_cifar(directory, rng):
+def _emnist_test_labels(rng, paper_test_sets):
+  if not paper_test_sets:
+    return rng.integers(0, 62, _SMALL_TEST)
+  digits = rng.random(_EMNIST_TEST_EXAMPLES) < _EMNIST_DIGIT_SHARE
+  return np.where(digits, rng.integers(0, 10, _EMNIST_TEST_EXAMPLES), rng.integers(10, 62, _EMNIST_TEST_EXAMPLES))
+
+
+def _write_cifar(directory, rng, paper_test_sets):
+  test_size = _CIFAR_TEST_EXAMPLES if paper_test_sets else _SMALL_TEST
   fake_tff_files.write_cifar10(os.path.join(directory, 'cifar-10-batches-py'), rng, train_per_batch=600,
-                               test_size=200)
+                               test_size=test_size)
   fake_tff_files.write_sqlite(os.path.join(directory, 'cifar100.sqlite'), {
       'train': {str(i): fake_tff_files.cifar100_elements(rng, rng.integers(0, 100, 100)) for i in range(30)},
-      'test': {'0': fake_tff_files.cifar100_elements(rng, rng.integers(0, 100, 200))}})
+      'test': {'0': fake_tff_files.cifar100_elements(rng, rng.integers(0, 100, test_size))}})
 
 
-def _write_stackoverflow(directory, rng):
+def _write_stackoverflow(directory, rng, paper_test_sets):
   os.makedirs(os.path.join(directory, 'datasets'), exist_ok=True)
   with open(os.path.join(directory, 'datasets', 'stackoverflow.word_count'), 'w') as f:
     f.writelines(f'w{i} {100000 - i}\n' for i in range(10000))
@@ -38,6 +56,7 @@ def _write_stackoverflow(directory, rng):
   def sentences(count, kind):
     return [(' '.join(f'w{j}' for j in rng.zipf(1.3, 20) % 12000), kind) for _ in range(count)]
 
+  test_per_type = _STACKOVERFLOW_TEST_PER_TYPE if paper_test_sets else _SMALL_STACKOVERFLOW_TEST_PER_TYPE
   users = {}
   for i in range(120):
     size = lambda: int(np.clip(rng.lognormal(np.log(60), 1.0), 1, 2000))
@@ -45,12 +64,13 @@ def _write_stackoverflow(directory, rng):
                                                           sentences(size(), 'answer'))
   fake_tff_files.write_sqlite(os.path.join(directory, 'stackoverflow.sqlite'), {
       'train': users, 'heldout': {'h': fake_tff_files.stackoverflow_elements(sentences(1, 'question'))},
-      'test': {'t': fake_tff_files.stackoverflow_elements(sentences(50, 'question') + sentences(50, 'answer'))}})
+      'test': {'t': fake_tff_files.stackoverflow_elements(sentences(test_per_type, 'question') +
+                                                          sentences(test_per_type, 'answer'))}})
 
 
 _WRITERS = {'emnist': _write_emnist, 'cifar': _write_cifar, 'stackoverflow': _write_stackoverflow}
 
 
-def write(task: str, directory: str, rng: np.random.Generator) -> None:
+def write(task: str, directory: str, rng: np.random.Generator, paper_test_sets: bool = False) -> None:
   """Writes `task`'s files where the task's loader reads them with `--cache_dir=directory`."""
-  _WRITERS[task](directory, rng)
+  _WRITERS[task](directory, rng, paper_test_sets)

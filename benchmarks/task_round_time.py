@@ -1,16 +1,26 @@
-"""Seconds per round of Vanilla, FedTEM and FedTKM on the paper's tasks at Table 2 settings, on this machine.
+"""A paper-scale run's wall time on this machine, per task and method, from short runs of `run_experiment`.
 
-The real datasets cannot be downloaded here, so each task reads files of the real layouts and shapes, with client
-sizes like the real ones (`benchmarks.task_files`), through the task's real loader.
+Each cell is a run of `run_experiment` in this process (`--total_rounds=R --rounds_per_eval=R`: R training rounds,
+one evaluation at the end) on files of the task's real layouts, client sizes and test-set sizes
+(`benchmarks.task_files` with `paper_test_sets`: EMNIST's 77,483 test examples, CIFAR's 10,000 + 10,000, Stack
+Overflow's 10,000 questions + 10,000 answers), at Table 2 settings (10 clients and batch 20 on EMNIST and CIFAR, 50
+clients of at most 512 sentences and batch 16 on Stack Overflow). From its metrics.csv:
 
-Table 2 settings: 10 clients per round and batch 20 (EMNIST, CIFAR), 50 clients and batch 16 (Stack Overflow),
-one local epoch. Timing starts after 3 warm-up rounds.
+  round s  the median `round_seconds` of rounds 4 .. R-1 (after 3 warm-up rounds; everything a round does: the
+           scenario's plan, the clients' datasets, the learning process's `next`);
+  eval s   the last round's `round_seconds` minus the median: one evaluation on the task's test sets;
+  run h    the projection of a Table 2 run: total_rounds x round s + evaluations x eval s, with an evaluation every
+           `--rounds_per_eval` rounds (the suite's default 8; the paper does not give its cadence) and at the end;
+  eval %   the evaluations' share of that time; the ratio to Vanilla's round on the same task.
 
-    bazel run //benchmarks:task_round_time -- --rounds=5 --tasks=emnist,cifar,stackoverflow
+    bazel run //benchmarks:task_round_time -- --tasks=emnist --rounds=10
+    bazel run //benchmarks:task_round_time -- --tasks=cifar,stackoverflow --rounds=6 --methods=vanilla
 """
 
-import collections
+import math
 import os
+import shutil
+import statistics
 import tempfile
 
 # Quiet TensorFlow C++ logs here and in TFF's worker process (set TF_CPP_MIN_LOG_LEVEL=0 to see them).
@@ -19,60 +29,56 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import app
 from absl import flags
 import numpy as np
-import tensorflow as tf
 
-from algorithms.core import learning_process
-from algorithms.methods import fedtem
-from algorithms.methods import fedtkm
-from algorithms.methods import vanilla
 from benchmarks import task_files
 from benchmarks import timing
 from tasks import registry
-from utils import execution_context
+from tests import in_process_run
 
-_ROUNDS = flags.DEFINE_integer('rounds', 5, 'Timed rounds per method (after 3 warm-up rounds).')
+_ROUNDS = flags.DEFINE_integer('rounds', 6, 'Rounds per run: 3 warm-up, the timed ones, the last with evaluation.')
 _TASKS = flags.DEFINE_list('tasks', ['emnist', 'cifar', 'stackoverflow'], 'Tasks to time.')
-_METHODS = flags.DEFINE_list('methods', ['vanilla', 'fedtem', 'fedtkm'], 'Methods to time.')
+_METHODS = flags.DEFINE_list('methods', ['vanilla', 'fedtem', 'fedtkm'],
+                             'Methods to time (any of run_experiment\'s --algorithm values); the first is the base '
+                             'of the ratios.')
+_EVAL_EVERY = flags.DEFINE_integer('eval_every', 8, 'Evaluation cadence of the projected run, in rounds.')
 
 
-def _build(method, model_fn, task, element_spec, defaults):
-  args = (model_fn, task.batch_fn, element_spec, defaults['client_learning_rate'],
-          defaults['server_learning_rate'], defaults['server_adam_epsilon'])
-  if method == 'vanilla':
-    return vanilla.build_process(*args)
-  if method == 'fedtem':
-    return fedtem.build_process(*args, 2, 2, fedtem.Config(period=defaults['period']))
-  return fedtkm.build_process(*args, 2, 2, fedtkm.Config(period=defaults['period']))
-
-
-def _seconds_per_round(process, model_fn, rounds):
-  state = [process.set_model_weights(process.initialize(), learning_process.initial_weights(model_fn, 0))]
-
-  def step(datasets):
-    state[0] = process.next(state[0], datasets).state
-
-  return timing.seconds_per_round(step, rounds)
+def _cell(task: str, method: str, cache_dir: str, scratch: str) -> tuple[float, float]:
+  """(median round seconds, evaluation seconds) of a short run of `method` on `task`."""
+  root = tempfile.mkdtemp(dir=scratch)
+  status, stderr = in_process_run.run([
+      f'--task={task}', f'--cache_dir={cache_dir}', f'--algorithm={method}', f'--total_rounds={_ROUNDS.value}',
+      f'--rounds_per_eval={_ROUNDS.value}', f'--root_output_dir={root}', '--experiment_name=run',
+      *timing.METHOD_FLAGS.get(method, [])])
+  if status != 0:
+    raise RuntimeError(f'{method} on {task}: {stderr.strip()}')
+  seconds = [float(row['round_seconds']) for row in in_process_run.metrics_rows(os.path.join(root, 'run'))]
+  round_seconds = statistics.median(seconds[timing.WARMUP_ROUNDS:-1])
+  return round_seconds, seconds[-1] - round_seconds
 
 
 def main(argv):
   del argv  # Unused.
-  execution_context.install()
-  tf.get_logger().setLevel('ERROR')
-  rng = np.random.default_rng(0)
-  results = collections.defaultdict(dict)
-  with tempfile.TemporaryDirectory() as cache_dir:
-    for name in _TASKS.value:
-      task_files.write(name, cache_dir, rng)
-      defaults = registry.defaults(name)
-      task = registry.create(name, cache_dir, seed=0)
-      rounds = timing.round_datasets(task, _ROUNDS.value + timing.WARMUP_ROUNDS, defaults['clients_per_round'],
-                                     defaults['client_batch_size'], defaults.get('max_elements_per_client'))
-      model_fn = lambda task=task: task.model_fn(2)
-      for method in _METHODS.value:
-        process = _build(method, model_fn, task, rounds[0][0].element_spec, defaults)
-        results[name][method] = _seconds_per_round(process, model_fn, rounds)
-        print(f'{name:14s} {method:8s} {results[name][method]:7.2f} s/round '
-              f'({defaults["clients_per_round"]} clients, batch {defaults["client_batch_size"]})', flush=True)
+  if _ROUNDS.value < timing.WARMUP_ROUNDS + 2:
+    raise app.UsageError(f'--rounds must be at least {timing.WARMUP_ROUNDS + 2} (warm-up, timed, evaluated).')
+  in_process_run.start_worker()
+  scratch = tempfile.mkdtemp()
+  print(f'{_ROUNDS.value} rounds per run; evaluation every {_EVAL_EVERY.value} rounds in the projection', flush=True)
+  for task in _TASKS.value:
+    cache_dir = os.path.join(scratch, task)
+    if task != 'synthetic':
+      task_files.write(task, cache_dir, np.random.default_rng(0), paper_test_sets=True)
+    total_rounds = registry.defaults(task)['total_rounds']
+    evaluations = math.ceil(total_rounds / _EVAL_EVERY.value)
+    base = None
+    for method in _METHODS.value:
+      round_seconds, eval_seconds = _cell(task, method, cache_dir, scratch)
+      base = base or round_seconds
+      hours = (total_rounds * round_seconds + evaluations * eval_seconds) / 3600
+      print(f'{task:14s} {method:10s} round {round_seconds:7.3f} s ({round_seconds / base:.2f}x) | eval '
+            f'{eval_seconds:7.2f} s | {total_rounds} rounds, {evaluations} evaluations: {hours:6.2f} h, eval '
+            f'{100 * evaluations * eval_seconds / (3600 * hours):4.1f}%', flush=True)
+  shutil.rmtree(scratch)
 
 
 if __name__ == '__main__':

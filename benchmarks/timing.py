@@ -17,6 +17,8 @@ from tasks import task as task_lib
 
 BATCH_SIZE = 20
 WARMUP_ROUNDS = 3
+# run_experiment flags a method needs beyond its defaults: these need a scenario whose domains are time stages.
+METHOD_FLAGS = {'local': ['--scenario=evolving_domains'], 'fedevolve': ['--scenario=evolving_domains']}
 
 
 def round_datasets(task, rounds, clients_per_round, batch_size=BATCH_SIZE, max_elements=None):

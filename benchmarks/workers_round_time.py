@@ -34,6 +34,7 @@ import portpicker
 from tensorflow_federated.python.core.impl.executors import remote_executor_grpc_stub
 
 from benchmarks import task_files
+from benchmarks import timing
 from tests import in_process_run
 from utils import remote_workers
 
@@ -45,9 +46,6 @@ _TASK = flags.DEFINE_enum('benchmark_task', 'synthetic', ['synthetic', 'emnist',
 _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Rounds per run (the first 3 are not timed).')
 _BANDWIDTH = flags.DEFINE_float('bandwidth_gbit', 1.0, 'Network bandwidth for the projection, Gbit/s.')
 
-_WARMUP_ROUNDS = 3
-# Methods that need a scenario whose domains are time stages (on the synthetic task) run on one.
-_SCENARIO_FLAGS = {'local': ['--scenario=evolving_domains'], 'fedevolve': ['--scenario=evolving_domains']}
 _REQUESTS = ('create_value', 'create_struct', 'create_call', 'create_selection', 'compute')
 
 
@@ -83,12 +81,12 @@ def _cell(method: str, count: int, counter: _ByteCounter, task_flags: list[str],
     counter.sent = counter.received = 0
     status, stderr = in_process_run.run([f'--algorithm={method}', f'--total_rounds={_ROUNDS.value}',
                                          f'--rounds_per_eval={_ROUNDS.value}', f'--root_output_dir={root}',
-                                         '--experiment_name=run', *task_flags, *_SCENARIO_FLAGS.get(method, []),
+                                         '--experiment_name=run', *task_flags, *timing.METHOD_FLAGS.get(method, []),
                                          *([f'--workers={",".join(addresses)}'] if addresses else [])])
     if status != 0:
       raise RuntimeError(f'{method} on {count} workers: {stderr.strip()}')
     rows = in_process_run.metrics_rows(os.path.join(root, 'run'))
-    seconds = statistics.median(float(row['round_seconds']) for row in rows[_WARMUP_ROUNDS:])
+    seconds = statistics.median(float(row['round_seconds']) for row in rows[timing.WARMUP_ROUNDS:])
     return dict(seconds=seconds, sent=counter.sent / _ROUNDS.value, received=counter.received / _ROUNDS.value)
   finally:
     for worker in workers:
