@@ -66,6 +66,7 @@ def fold(dataset: tf.data.Dataset, initial_state, step: Callable):
     state = step(state, element.get_value())
     return iterator.get_next_as_optional(), state
 
+  # One iteration at a time: a step's variable updates finish before the next step reads the variables.
   _, state = tf.while_loop(lambda element, state: element.has_value(), body,
                            (iterator.get_next_as_optional(), initial_state), parallel_iterations=1)
   return state
