@@ -10,7 +10,7 @@ clients of at most 512 sentences and batch 16 on Stack Overflow). From its metri
            scenario's plan, the clients' datasets, the learning process's `next`);
   eval s   the last round's `round_seconds` minus the median: one evaluation on the task's test sets;
   run h    the projection of a Table 2 run: total_rounds x round s + evaluations x eval s, with an evaluation every
-           `--rounds_per_eval` rounds (the suite's default 8; the paper does not give its cadence) and at the end;
+           `--eval_every` rounds (default 8, run_experiment's `--rounds_per_eval` default; the paper gives no cadence);
   eval %   the evaluations' share of that time; the ratio to Vanilla's round on the same task.
 
     bazel run //benchmarks:task_round_time -- --tasks=emnist --rounds=10
