@@ -81,7 +81,7 @@ def create_task(cache_dir: str, seed: int = 0, tfds_data_dir: Optional[str] = No
   """The CIFAR task; `seed` draws the CIFAR-10 client split. With `tfds_data_dir`, CIFAR-10 is read from
   tensorflow-datasets' prepared `cifar10` there instead of `<cache_dir>/cifar-10-batches-py`."""
   cache_dir = cache_dir or tff_files.default_cache_dir()
-  cifar100_path = tff_files.require(cache_dir, CIFAR100_FILENAME, 'cifar')
+  cifar100_path = tff_files.require_database(cache_dir, CIFAR100_FILENAME, 'cifar')
   if tfds_data_dir:
     splits = tfds_files.load('cifar10', tfds_data_dir, 'cifar')
     (train_images, train_labels), (test_images, test_labels) = splits['train'], splits['test']

@@ -58,7 +58,7 @@ def batch_fn(batch: collections.OrderedDict) -> collections.OrderedDict:
 def create_task(cache_dir: str, seed: int = 0) -> task_lib.Task:
   """The EMNIST task from `<cache_dir>/emnist_all.sqlite` (`seed` is unused: the populations are the writers)."""
   del seed  # The populations are fixed by the file.
-  path = tff_files.require(cache_dir, FILENAME, 'emnist')
+  path = tff_files.require_database(cache_dir, FILENAME, 'emnist')
   train, test = tff.simulation.datasets.emnist.load_data(only_digits=False, cache_dir=cache_dir or
                                                          tff_files.default_cache_dir())
   train_counts = tff_files.mode_counts(path, 'all_train', _label_mode, 2, cache_key='digit_vs_character')

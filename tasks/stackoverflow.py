@@ -117,7 +117,7 @@ def create_task(cache_dir: str, seed: int = 0) -> task_lib.Task:
   """The Stack Overflow task (`seed` is unused: the populations are the users)."""
   del seed  # The populations are fixed by the file.
   cache_dir = cache_dir or tff_files.default_cache_dir()
-  path = tff_files.require(cache_dir, FILENAME, 'stackoverflow')
+  path = tff_files.require_database(cache_dir, FILENAME, 'stackoverflow')
   vocabulary = load_vocabulary(cache_dir)
   train, _, test = tff.simulation.datasets.stackoverflow.load_data(cache_dir=cache_dir)
   counts = tff_files.mode_counts(path, 'train', _type_mode, 2, cache_key='question_vs_answer')

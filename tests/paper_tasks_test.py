@@ -1,7 +1,10 @@
 """Tests the EMNIST, CIFAR and Stack Overflow tasks on small files in the exact layouts they read offline."""
 
 import collections
+import contextlib
 import os
+import sqlite3
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -63,6 +66,47 @@ class EmnistTaskTest(tf.test.TestCase):
     counts = tff_files.mode_counts(path, 'all_train', mode_fn, 2, cache_key='digit_vs_character')
     self.assertEqual(counts['w_digits'], [4, 0])
     self.assertEmpty(calls)  # Read from the cache, no scan.
+
+
+  def test_client_reads_use_the_client_index(self):
+    # TFF's SqlClientData query for one client's dataset, as it runs on the worker.
+    query = ("EXPLAIN QUERY PLAN SELECT serialized_example_proto FROM examples WHERE client_id = 'w_both' and "
+             "split_name ='all_train'")
+    with contextlib.closing(sqlite3.connect(os.path.join(self.cache_dir, emnist.FILENAME))) as connection:
+      plan = ' '.join(row[-1] for row in connection.execute(query).fetchall())
+    self.assertIn(f'USING INDEX {tff_files.CLIENT_INDEX}', plan)
+
+
+class ClientIndexTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.path = os.path.join(self.create_tempdir().full_path, 'data.sqlite')
+    fake_tff_files.write_sqlite(self.path, {'train': {'a': fake_tff_files.emnist_elements(np.random.default_rng(0),
+                                                                                          [1, 2])}})
+
+  def _indexes(self):
+    with contextlib.closing(sqlite3.connect(self.path)) as connection:
+      return [row[1] for row in connection.execute("PRAGMA index_list('examples')").fetchall()]
+
+  def test_an_index_by_client_the_file_has_is_kept(self):
+    with contextlib.closing(sqlite3.connect(self.path)) as connection:
+      connection.execute('CREATE INDEX theirs ON examples (client_id)')
+    self.assertTrue(tff_files.index_clients(self.path))
+    self.assertEqual(self._indexes(), ['theirs'])
+
+  def test_an_index_not_by_client_gets_ours_beside_it(self):
+    with contextlib.closing(sqlite3.connect(self.path)) as connection:
+      connection.execute('CREATE INDEX by_split ON examples (split_name, client_id)')
+    self.assertTrue(tff_files.index_clients(self.path))
+    self.assertCountEqual(self._indexes(), ['by_split', tff_files.CLIENT_INDEX])
+
+  def test_a_file_it_cannot_write_is_read_unindexed_with_a_warning(self):
+    with mock.patch.object(tff_files.os, 'access', return_value=False), self.assertLogs(level='WARNING') as logs:
+      self.assertFalse(tff_files.index_clients(self.path))
+    self.assertLen(logs.output, 1)
+    self.assertIn('cannot be written', logs.output[0])
+    self.assertEmpty(self._indexes())
 
 
 class CifarTaskTest(tf.test.TestCase):
