@@ -1,20 +1,21 @@
 """A paper-scale run's wall time on this machine, per task and method, from short runs of `run_experiment`.
 
-Each cell is a run of `run_experiment` in this process (`--total_rounds=R --rounds_per_eval=R`: R training rounds,
-one evaluation at the end) on files of the task's real layouts, client sizes and test-set sizes
+Each cell is a run of `run_experiment` in this process (`--total_rounds=R --rounds_per_eval=R/2`: R training rounds,
+evaluations after rounds R/2 and R) on files of the task's real layouts, client sizes and test-set sizes
 (`benchmarks.task_files` with `paper_test_sets`: EMNIST's 77,483 test examples, CIFAR's 10,000 + 10,000, Stack
 Overflow's 10,000 questions + 10,000 answers), at Table 2 settings (10 clients and batch 20 on EMNIST and CIFAR, 50
 clients of at most 512 sentences and batch 16 on Stack Overflow). From its metrics.csv:
 
-  round s  the median `round_seconds` of rounds 4 .. R-1 (after 3 warm-up rounds; everything a round does: the
-           scenario's plan, the clients' datasets, the learning process's `next`);
-  eval s   the last round's `round_seconds` minus the median: one evaluation on the task's test sets;
+  round s  the median `round_seconds` of the rounds after 3 warm-up rounds without an evaluation (everything a
+           round does: the scenario's plan, the clients' datasets, the learning process's `next`);
+  eval s   the last round's `round_seconds` minus the median: one evaluation on the task's test sets (the second of
+           the run: the first also traces the evaluation's functions, once per run);
   run h    the projection of a Table 2 run: total_rounds x round s + evaluations x eval s, with an evaluation every
            `--eval_every` rounds (default 8, run_experiment's `--rounds_per_eval` default; the paper gives no cadence);
   eval %   the evaluations' share of that time; the ratio to Vanilla's round on the same task.
 
     bazel run //benchmarks:task_round_time -- --tasks=emnist --rounds=10
-    bazel run //benchmarks:task_round_time -- --tasks=cifar,stackoverflow --rounds=6 --methods=vanilla
+    bazel run //benchmarks:task_round_time -- --tasks=cifar,stackoverflow --rounds=8 --methods=vanilla
 """
 
 import math
@@ -35,7 +36,8 @@ from benchmarks import timing
 from tasks import registry
 from tests import in_process_run
 
-_ROUNDS = flags.DEFINE_integer('rounds', 6, 'Rounds per run: 3 warm-up, the timed ones, the last with evaluation.')
+_ROUNDS = flags.DEFINE_integer('rounds', 8, 'Rounds per run (even, at least 8): 3 warm-up, the timed ones, the '
+                               'middle and the last with evaluation.')
 _TASKS = flags.DEFINE_list('tasks', ['emnist', 'cifar', 'stackoverflow'], 'Tasks to time.')
 _METHODS = flags.DEFINE_list('methods', ['vanilla', 'fedtem', 'fedtkm'],
                              'Methods to time (any of run_experiment\'s --algorithm values); the first is the base '
@@ -48,19 +50,22 @@ def _cell(task: str, method: str, cache_dir: str, scratch: str) -> tuple[float, 
   root = tempfile.mkdtemp(dir=scratch)
   status, stderr = in_process_run.run([
       f'--task={task}', f'--cache_dir={cache_dir}', f'--algorithm={method}', f'--total_rounds={_ROUNDS.value}',
-      f'--rounds_per_eval={_ROUNDS.value}', f'--root_output_dir={root}', '--experiment_name=run',
+      f'--rounds_per_eval={_ROUNDS.value // 2}', f'--root_output_dir={root}', '--experiment_name=run',
       *timing.METHOD_FLAGS.get(method, [])])
   if status != 0:
     raise RuntimeError(f'{method} on {task}: {stderr.strip()}')
   seconds = [float(row['round_seconds']) for row in in_process_run.metrics_rows(os.path.join(root, 'run'))]
-  round_seconds = statistics.median(seconds[timing.WARMUP_ROUNDS:-1])
+  timed = [s for round_num, s in enumerate(seconds, start=1)
+           if round_num > timing.WARMUP_ROUNDS and round_num % (_ROUNDS.value // 2)]
+  round_seconds = statistics.median(timed)
   return round_seconds, seconds[-1] - round_seconds
 
 
 def main(argv):
   del argv  # Unused.
-  if _ROUNDS.value < timing.WARMUP_ROUNDS + 2:
-    raise app.UsageError(f'--rounds must be at least {timing.WARMUP_ROUNDS + 2} (warm-up, timed, evaluated).')
+  if _ROUNDS.value % 2 or _ROUNDS.value < 2 * (timing.WARMUP_ROUNDS + 1):
+    raise app.UsageError(f'--rounds must be even and at least {2 * (timing.WARMUP_ROUNDS + 1)} (warm-up, timed, '
+                         'two evaluations).')
   in_process_run.start_worker()
   scratch = tempfile.mkdtemp()
   print(f'{_ROUNDS.value} rounds per run; evaluation every {_EVAL_EVERY.value} rounds in the projection', flush=True)

@@ -22,7 +22,8 @@ file of the real EMNIST layout with the paper-size test split (85,434 rows) that
 (Stack Overflow: 135M rows). `index_clients` adds the index `(client_id, split_name)` to the database once, before
 anything is counted (an index changes the file's size, so the mode-count caches are keyed after it); it leaves
 the table, and so every query's result, unchanged. A database the suite cannot write (a read-only cache) is read
-unindexed, with one warning line.
+unindexed, with one warning line. On a host that only runs TFF workers for another's runs, the databases are
+indexed by `index_databases` (`tools/start_worker.sh --cache_dir=...`).
 """
 
 import contextlib
@@ -87,6 +88,23 @@ def index_clients(database_path: str) -> bool:
     logging.warning('Indexing %s by client, once (each client read would scan the whole file).', database_path)
     connection.execute(f'CREATE INDEX IF NOT EXISTS {CLIENT_INDEX} ON examples (client_id, split_name)')
   return True
+
+
+def index_databases(cache_dir: str) -> list[str]:
+  """`index_clients` on every TFF database (a `*.sqlite` file with table `examples`) in `cache_dir`; returns the
+  paths of those left unindexed."""
+  unindexed = []
+  for filename in sorted(os.listdir(cache_dir)):
+    path = os.path.join(cache_dir, filename)
+    if filename.endswith('.sqlite') and _has_examples(path) and not index_clients(path):
+      unindexed.append(path)
+  return unindexed
+
+
+def _has_examples(database_path: str) -> bool:
+  with contextlib.closing(sqlite3.connect(database_path)) as connection:
+    return bool(connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'examples'").fetchall())
 
 
 def client_counts(database_path: str, split_name: str) -> dict[str, int]:

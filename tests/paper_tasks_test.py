@@ -101,6 +101,17 @@ class ClientIndexTest(tf.test.TestCase):
     self.assertTrue(tff_files.index_clients(self.path))
     self.assertCountEqual(self._indexes(), ['by_split', tff_files.CLIENT_INDEX])
 
+  def test_every_tff_database_of_a_directory_is_indexed(self):
+    directory = os.path.dirname(self.path)
+    with contextlib.closing(sqlite3.connect(os.path.join(directory, 'other.sqlite'))) as connection:
+      connection.execute('CREATE TABLE notes (client_id TEXT)')
+    with open(os.path.join(directory, 'notes.txt'), 'w') as f:
+      f.write('not a database')
+    self.assertEmpty(tff_files.index_databases(directory))
+    self.assertEqual(self._indexes(), [tff_files.CLIENT_INDEX])
+    with contextlib.closing(sqlite3.connect(os.path.join(directory, 'other.sqlite'))) as connection:
+      self.assertEmpty(connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'").fetchall())
+
   def test_a_file_it_cannot_write_is_read_unindexed_with_a_warning(self):
     with mock.patch.object(tff_files.os, 'access', return_value=False), self.assertLogs(level='WARNING') as logs:
       self.assertFalse(tff_files.index_clients(self.path))

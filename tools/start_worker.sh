@@ -2,25 +2,36 @@
 # Starts one TFF worker (TFF 0.87's C++ worker_binary) from the project's environment on this host and prints the
 # address to give run_experiment's --workers. Runs in the foreground until stopped (Ctrl-C or kill).
 #
-#   bash tools/start_worker.sh [--port=P]        (default port 8000)
+#   bash tools/start_worker.sh [--port=P] [--cache_dir=DIR]        (default port 8000)
 #
 # The worker has no authentication and listens on all interfaces: run it on a private network, or reach it through
 # an SSH tunnel (README, "Several machines"). Tasks that read files (emnist, cifar, stackoverflow, tfds tasks) need
-# them on this host at the same path as on the host that runs run_experiment.
+# them on this host at the same path as on the host that runs run_experiment; with --cache_dir, TFF's databases
+# there are indexed by client first (tasks/tff_files.py: a client's read is then a lookup, not a scan of the file).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 port=8000
+cache_dir=""
 for arg in "$@"; do
   case "$arg" in
     --port=*) port="${arg#--port=}" ;;
-    *) echo "usage: bash tools/start_worker.sh [--port=P]" >&2; exit 2 ;;
+    --cache_dir=*) cache_dir="${arg#--cache_dir=}" ;;
+    *) echo "usage: bash tools/start_worker.sh [--port=P] [--cache_dir=DIR]" >&2; exit 2 ;;
   esac
 done
 if [[ ! "$port" =~ ^[0-9]+$ ]] || (( port < 1 || port > 65535 )); then
   echo "start_worker: --port must be a number in 1-65535; got '$port'." >&2
   exit 2
 fi
+if [[ -n "$cache_dir" && ! -d "$cache_dir" ]]; then
+  echo "start_worker: --cache_dir $cache_dir is not a directory." >&2
+  exit 2
+fi
 [[ -x .venv/bin/python ]] || bash tools/bootstrap.sh
+if [[ -n "$cache_dir" ]]; then
+  TF_CPP_MIN_LOG_LEVEL=3 PYTHONPATH=. .venv/bin/python -c 'import sys; from tasks import tff_files; tff_files.index_databases(sys.argv[1])' \
+    "$cache_dir" 2>&1 | grep -v -e 'TF-TRT' -e 'oneDNN' -e 'cpu_feature_guard' -e 'rebuild TensorFlow' || true
+fi
 binary="$(PYTHONPATH=. .venv/bin/python -c 'from utils import remote_workers; print(remote_workers.worker_binary_path())' 2>/dev/null | tail -1)"
 echo "TFF worker listening on port $port: run_experiment.py --workers=$(hostname):$port (or localhost:$port through a tunnel)"
 export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"  # As utils/execution_context.py gives the local worker.
