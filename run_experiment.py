@@ -110,7 +110,11 @@ _ROUNDS_PER_EVAL = flags.DEFINE_integer('rounds_per_eval', 8, 'Evaluate on the t
 _ROUNDS_PER_CHECKPOINT = flags.DEFINE_integer(
     'rounds_per_checkpoint', 8, 'Checkpoint every this many rounds (and after the last); a resumed run recomputes '
     'the rounds after the last checkpoint, with identical results.')
-_EVAL_BATCH_SIZE = flags.DEFINE_integer('eval_batch_size', 64, 'Test batch size.')
+_EVAL_BATCH_SIZE = flags.DEFINE_integer('eval_batch_size', 64, 'Test batch size: the group of test examples a method '
+                                        'decides over (FedTEM, FedTKM: one test client).')
+_EVAL_INFERENCE_BATCH_SIZE = flags.DEFINE_integer(
+    'eval_inference_batch_size', None, 'Test examples the model runs on at once, a multiple of --eval_batch_size '
+    'whose batches stay the groups (same metrics); larger pays on accelerators. Default: --eval_batch_size.')
 _SEED = flags.DEFINE_integer('seed', 0, 'Seeds data generation, model initialization, sampling and shuffling.')
 _ROOT_OUTPUT_DIR = flags.DEFINE_string('root_output_dir', '/tmp/periodic_shift', 'Where experiments are written.')
 _EXPERIMENT_NAME = flags.DEFINE_string('experiment_name', None,
@@ -187,6 +191,17 @@ def _resolved(flag, defaults):
   return flag.value if flag.value is not None else defaults.get(flag.name)
 
 
+def _inference_groups() -> int:
+  """Test batches per inference batch (`evaluation.Evaluator`); raises ValueError on a bad value."""
+  size = _EVAL_INFERENCE_BATCH_SIZE.value
+  if size is None:
+    return 1
+  if size < 1 or size % _EVAL_BATCH_SIZE.value:
+    raise ValueError(f'--eval_inference_batch_size must be a positive multiple of --eval_batch_size '
+                     f'({_EVAL_BATCH_SIZE.value}); got {size}.')
+  return size // _EVAL_BATCH_SIZE.value
+
+
 def _hyperparameters() -> dict:
   """Flag values with the task's defaults filled in; raises ValueError on a bad value."""
   tasks.validate(_TASK.value)
@@ -208,6 +223,7 @@ def _hyperparameters() -> dict:
   if _EVAL_ROUTING.value not in certainty.ROUTINGS:
     raise ValueError(f'eval_routing must be one of {", ".join(certainty.ROUTINGS)}; got {_EVAL_ROUTING.value!r}.')
   _mixed_test_shares()
+  _inference_groups()
   method_config = _method_config(_ALGORITHM.value, _shared_hyperparameters(values))
   if method_config is not None:
     method_config.validate()
@@ -340,6 +356,10 @@ def main(argv):
       _fail(str(error))
   logging.set_verbosity(logging.WARNING)  # TFF's program managers log every file they write at INFO.
   tf.get_logger().setLevel('ERROR')
+  # A dataset's seeded shuffle takes TF's global seed too (`tf.random.get_seed`), and the evaluation data below
+  # (held-out splits, mixed test batches) are built before `initial_weights` sets it: they get TF's default, as in a
+  # fresh process, even when an earlier run in this process (tests, benchmarks) left its seed set.
+  tf.random.set_seed(None)
   try:
     task = tasks.create(_TASK.value, _CACHE_DIR.value, _SEED.value, _TFDS_DATA_DIR.value)
   except (ValueError, FileNotFoundError) as error:
@@ -376,7 +396,7 @@ def main(argv):
   mixed_datasets = {evaluation.mixed_name(share): task.mixed_test_dataset(share, _EVAL_BATCH_SIZE.value, _SEED.value)
                     for share in _mixed_test_shares()}
   evaluator = evaluation.Evaluator(model_fn(), test_datasets, held_out,
-                                  task.novelty_dataset(_EVAL_BATCH_SIZE.value), mixed_datasets)
+                                  task.novelty_dataset(_EVAL_BATCH_SIZE.value), mixed_datasets, _inference_groups())
   try:
     algorithm = algorithms.build(_ALGORITHM.value, task, element_spec, hparams, evaluator,
                                  _method_config(_ALGORITHM.value, _shared_hyperparameters(values)))
@@ -438,13 +458,14 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _CORRUPTIONS, _LABEL_SKEW_ALPHA, _SWITCH_FRACTION, _DIRICHLET_COMPONENTS, _COMPONENT_ALPHA, _UNSEEN_FRACTION,
     _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS, _CLIENT_BATCH_SIZE,
     _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
-    _EVAL_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _TFDS_DATA_DIR, _LABEL_SMOOTH_W,
+    _EVAL_BATCH_SIZE, _EVAL_INFERENCE_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _TFDS_DATA_DIR, _LABEL_SMOOTH_W,
     _LABEL_SMOOTH_EPS, _EVAL_ROUTING, _MIXED_TEST_Q, _WORKERS, _SUBROUNDS, _WORKER_TIMEOUT)) | frozenset(_METHOD_FLAGS)
-# Flags that cannot change a run's results: output cadence, locations and where rounds run (several workers give the
-# local results, floats to the order of summation). A run may be resumed with other values.
+# Flags that cannot change a run's results: output cadence, locations and where rounds and inference run (several
+# workers or larger inference batches give the same results, floats to the order of summation). A run may be
+# resumed with other values.
 _CADENCE_FLAGS = frozenset(flag.name for flag in (
     _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _WORKERS, _SUBROUNDS,
-    _WORKER_TIMEOUT))
+    _WORKER_TIMEOUT, _EVAL_INFERENCE_BATCH_SIZE))
 
 if __name__ == '__main__':
   app.run(main)

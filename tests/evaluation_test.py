@@ -32,6 +32,11 @@ def _numpy_client_em(log_terms, clients, num_clients, steps):
 class EvaluatorTest(tf.test.TestCase):
 
   def test_accuracies_match_numpy(self):
+    for inference_groups in (1, 3):
+      with self.subTest(inference_groups=inference_groups):
+        self._check_accuracies_match_numpy(inference_groups)
+
+  def _check_accuracies_match_numpy(self, inference_groups):
     rng = np.random.default_rng(0)
     model = gaussian_mixture.create_model(dim=3, num_branches=2)
     weights = [rng.normal(size=w.shape).astype(np.float32) for w in model.get_weights()]
@@ -51,7 +56,8 @@ class EvaluatorTest(tf.test.TestCase):
         gaussian_mixture.create_model(dim=3, num_branches=2),
         {'a': _batches(*data[0], 0, 8), 'b': _batches(*data[1], 1, 8)},
         {'personalized': evaluation.HeldOutData(held_out, held_out, 3)},
-        mixed_datasets={evaluation.mixed_name(0.25): _batches(data[1][0][:20], data[1][1][:20], 0, 8)})
+        mixed_datasets={evaluation.mixed_name(0.25): _batches(data[1][0][:20], data[1][1][:20], 0, 8)},
+        inference_groups=inference_groups)
     metrics = evaluator.evaluate(tff.learning.models.ModelWeights.from_model(model),
                                  objectives.averaged_branches)
     correct = [np.sum(predictions(x) == y) for x, y in data]
@@ -62,6 +68,35 @@ class EvaluatorTest(tf.test.TestCase):
     self.assertAllClose(metrics['mixed_q0.25_accuracy'], np.mean(predictions(x[:20]) == y[:20]))
     client_correct = sum(np.sum(predictions(x) == y) for x, y in clients)
     self.assertAllClose(metrics['personalized_accuracy'], client_correct / 18)  # Example-weighted over clients.
+
+  def test_larger_inference_batches_keep_the_test_batches_objectives_see(self):
+    # An objective whose loss sum is its batch's size squared and a per-example value of its batch's size: both
+    # tell which examples the objective saw together.
+    def batch_size_objective(outputs, batch):
+      size = tf.cast(tf.shape(batch['y'])[0], tf.float32)
+      del outputs  # Unused.
+      return objectives.BatchResult(loss=size, loss_sum=size * size, num_correct=tf.constant(0.0),
+                                    num_examples=size, num_predictions=size)
+
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(37, 3)).astype(np.float32), rng.integers(0, 2, 37).astype(np.int32)
+    clients = [(rng.normal(size=(n, 3)).astype(np.float32), rng.integers(0, 2, n).astype(np.int32)) for n in (5, 2)]
+    held_out = _batches(*clients[0], 0, 4).concatenate(_batches(*clients[1], 0, 4, 1))  # Batches of 4, 1 and 2.
+    model = gaussian_mixture.create_model(dim=3, num_branches=2)
+    weights = tff.learning.models.ModelWeights.from_model(model)
+    for inference_groups in (1, 2, 4, 10):
+      with self.subTest(inference_groups=inference_groups):
+        evaluator = evaluation.Evaluator(model, {'a': _batches(x, y, 0, 8)},
+                                         {'personalized': evaluation.HeldOutData(held_out, held_out, 2)},
+                                         inference_groups=inference_groups)
+        metrics = evaluator.evaluate(weights, batch_size_objective)
+        self.assertAllClose(metrics['test_loss'], (4 * 8**2 + 5**2) / 37)  # Batches of 8, 8, 8, 8 and 5.
+        self.assertAllClose(metrics['personalized_loss'], (4**2 + 1**2 + 2**2) / 7)
+        sizes, clients_seen = evaluator.collect_personalization(
+            weights, 'personalized', lambda outputs, batch: (tf.fill(tf.shape(batch['y']), tf.shape(batch['y'])[0]),),
+            (tf.int32,))
+        self.assertAllEqual(sizes, [4] * 4 + [1] + [2] * 2)
+        self.assertAllEqual(clients_seen, [0] * 5 + [1] * 2)
 
   def test_client_weights_match_numpy_em(self):
     rng = np.random.default_rng(1)

@@ -11,12 +11,17 @@ import time
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+import tensorflow as tf
 
 from tests import in_process_run
 
 _BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
 _SMALL_RUN = ['--task=synthetic', '--clients_per_round=5', '--period=8', '--rounds_per_eval=4',
               '--eval_batch_size=500']
+# Two rounds of FedTEM (test batches routed as one client) on clients with held-out test and personalization data.
+_HELD_OUT_RUN = ['--task=synthetic', '--algorithm=fedtem', '--scenario=dirichlet_mixture', '--num_clients=12',
+                 '--unseen_fraction=0.25', '--clients_per_round=3', '--total_rounds=2', '--rounds_per_eval=2',
+                 '--eval_batch_size=16']
 
 
 def _run(args, **kwargs):
@@ -68,6 +73,8 @@ class BadInputTest(parameterized.TestCase):
        'fedevp_stage_reduction must be one of sum, mean'),
       ('routing_with_one_branch', ['--algorithm=min_loss', '--num_branches=1'], 'needs --num_branches >= 2'),
       ('missing_dataset', ['--task=cifar', '--cache_dir=/nonexistent'], '/nonexistent/cifar100.sqlite'),
+      ('inference_batch', ['--eval_batch_size=16', '--eval_inference_batch_size=40'],
+       'eval_inference_batch_size must be a positive multiple of --eval_batch_size \\(16\\); got 40'),
   )
   def test_one_line_and_exit_status_2(self, args, message):
     # run_experiment's main in this process: the checks run before any data or TFF computation, and sparing each
@@ -313,6 +320,32 @@ class ScenarioTest(parameterized.TestCase):
     for expected_row, actual_row in zip(expected, actual):
       for column, value in expected_row.items():
         self.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
+
+  def _held_out_run(self, root: str, name: str, extra=()) -> dict:
+    in_process_run.start_worker()
+    status, stderr = in_process_run.run(_HELD_OUT_RUN + [f'--root_output_dir={root}', f'--experiment_name={name}',
+                                                         *extra])
+    self.assertEqual(status, 0, stderr[-3000:])
+    row = _rows(os.path.join(root, name))[-1]
+    self.assertIn('personalized_accuracy', row)
+    return {key: float(value) for key, value in row.items() if value and key != 'round_seconds'}
+
+  def test_evaluation_data_do_not_depend_on_the_global_seed_left_in_the_process(self):
+    # Held-out splits are seeded shuffles built before the run sets TF's global seed; an earlier run in the same
+    # process (tests, benchmarks) once changed them.
+    root = self.create_tempdir().full_path
+    tf.random.set_seed(None)
+    fresh = self._held_out_run(root, 'fresh')
+    tf.random.set_seed(7)
+    self.assertEqual(self._held_out_run(root, 'after_seed'), fresh)
+
+  def test_larger_inference_batches_give_the_same_metrics(self):
+    root = self.create_tempdir().full_path
+    one_batch = self._held_out_run(root, 'one_batch')
+    grouped = self._held_out_run(root, 'grouped', ['--eval_inference_batch_size=64'])
+    self.assertEqual(grouped.keys(), one_batch.keys())
+    for key, value in one_batch.items():
+      np.testing.assert_allclose(grouped[key], value, rtol=1e-5, atol=1e-6, err_msg=key)
 
 
 if __name__ == '__main__':
