@@ -43,6 +43,8 @@ _METHODS = flags.DEFINE_list('methods', ['vanilla', 'fedtem', 'fedtkm'],
                              'Methods to time (any of run_experiment\'s --algorithm values); the first is the base '
                              'of the ratios.')
 _EVAL_EVERY = flags.DEFINE_integer('eval_every', 8, 'Evaluation cadence of the projected run, in rounds.')
+_RUN_FLAGS = flags.DEFINE_list('run_flags', [], 'More run_experiment flags for every run, e.g. '
+                               '--run_flags=--eval_inference_batch_size=512.')
 
 
 def _cell(task: str, method: str, cache_dir: str, scratch: str) -> tuple[float, float]:
@@ -51,7 +53,7 @@ def _cell(task: str, method: str, cache_dir: str, scratch: str) -> tuple[float, 
   status, stderr = in_process_run.run([
       f'--task={task}', f'--cache_dir={cache_dir}', f'--algorithm={method}', f'--total_rounds={_ROUNDS.value}',
       f'--rounds_per_eval={_ROUNDS.value // 2}', f'--root_output_dir={root}', '--experiment_name=run',
-      *timing.METHOD_FLAGS.get(method, [])])
+      *timing.METHOD_FLAGS.get(method, []), *_RUN_FLAGS.value])
   if status != 0:
     raise RuntimeError(f'{method} on {task}: {stderr.strip()}')
   seconds = [float(row['round_seconds']) for row in in_process_run.metrics_rows(os.path.join(root, 'run'))]
