@@ -201,7 +201,7 @@ def objective_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib
 
   @tff.tensorflow.computation(weights_type, data_type)
   def client_update(weights, dataset):
-    train = build_train_fn(model_fn(), client_optimizer, objective, proximal_strength)
+    train = build_train_fn(learning_process.client_model(model_fn), client_optimizer, objective, proximal_strength)
     output = train(weights, task_lib.model_batches(dataset, batch_fn))
     weight = tf.cast(output.finite, tf.float32) if uniform_weights else output.num_examples
     return tff.learning.templates.ClientResult(update=output.update, update_weight=weight), output.metrics

@@ -71,6 +71,23 @@ def identical_networks_fn(network_fn: Callable[[], tf.keras.Model], num_networks
   return lambda: multi_branch.build_multi_network_model(network, num_networks, stack_features=stack_features)
 
 
+def _zeros_initial_value(next_creator, **kwargs):
+  """A variable creator (`tf.variable_creator_scope`) that starts a variable of known shape at zeros."""
+  shape, dtype = kwargs.get('shape'), kwargs.get('dtype')
+  if shape is not None and tf.TensorShape(shape).is_fully_defined() and dtype is not None:
+    kwargs['initial_value'] = lambda: tf.zeros(shape, tf.as_dtype(dtype).base_dtype)
+  return next_creator(**kwargs)
+
+
+def client_model(model_fn: ModelFn) -> tf.keras.Model:
+  """`model_fn()` for a client computation that assigns all the model's weights before using it: its variables
+  start at zeros instead of running their initializers, which a TFF computation does on every call, i.e. for every
+  client of every round (ResNet-18's 11M truncated normals were 30% of the TFF worker's CPU in a CIFAR round). Only
+  the model's own variables: anything else the computation creates keeps its initializer."""
+  with tf.variable_creator_scope(_zeros_initial_value):
+    return model_fn()
+
+
 def empty_server_state() -> tff.Computation:
   """The `initialize` of a client work without server state: () at the server."""
 

@@ -206,7 +206,8 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer: tf
 
   @tff.tensorflow.computation(weights_type, state_type, data_type)
   def client_round(weights, state, data):
-    run = build_client_round(model_fn(), client_optimizer, batch_fn, num_networks, num_modes)
+    model = learning_process.client_model(model_fn)
+    run = build_client_round(model, client_optimizer, batch_fn, num_networks, num_modes)
     return run(weights, state, data['dataset'], client_state.read(data['client_state']))
 
   report_type, sums_type = client_round.type_signature.result[1:]

@@ -336,7 +336,7 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
 
   @tff.tensorflow.computation(weights_type, view_type, data_type)
   def client_round(weights, view, data):
-    run = build_client_round(model_fn(), client_optimizer, batch_fn, config, num_modes)
+    run = build_client_round(learning_process.client_model(model_fn), client_optimizer, batch_fn, config, num_modes)
     return run(weights, view, data['dataset'], client_state.read(data['client_state']))
 
   report_type, sums_type = client_round.type_signature.result[1:]

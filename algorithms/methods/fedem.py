@@ -137,7 +137,8 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
     @tff.tensorflow.computation(weights_type, data_type)
     def stateful_update(weights, data):
-      run = build_client_round(model_fn(), client_optimizer, batch_fn, num_branches, num_modes, em_iterations)
+      model = learning_process.client_model(model_fn)
+      run = build_client_round(model, client_optimizer, batch_fn, num_branches, num_modes, em_iterations)
       stored = client_state.read(data['client_state'])
       result, sums, pi = run(weights, data['dataset'], stored['pi'])
       return result, sums, collections.OrderedDict(position=stored[client_state.POSITION], pi=pi)
@@ -146,7 +147,8 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
   @tff.tensorflow.computation(weights_type, learning_process.client_data_type(element_spec))
   def client_update(weights, dataset):
-    run = build_client_round(model_fn(), client_optimizer, batch_fn, num_branches, num_modes, em_iterations)
+    model = learning_process.client_model(model_fn)
+    run = build_client_round(model, client_optimizer, batch_fn, num_branches, num_modes, em_iterations)
     result, sums, _ = run(weights, dataset, None)
     return result, sums
 

@@ -273,7 +273,8 @@ def build_client_work(model_fn, features_fn: Features, batch_fn: task_lib.BatchF
 
   @tff.tensorflow.computation(weights_type, mixture_type, data_type)
   def client_round(weights, mixture, data):
-    run = build_client_round(model_fn(), features_fn, client_optimizer, batch_fn, num_modes, config)
+    model = learning_process.client_model(model_fn)
+    run = build_client_round(model, features_fn, client_optimizer, batch_fn, num_modes, config)
     stored = client_state.read(data['client_state'])
     result, statistics, sums, pi = run(weights, mixture, data['dataset'], stored['pi'])
     return result, statistics, sums, collections.OrderedDict(position=stored[client_state.POSITION], pi=pi)

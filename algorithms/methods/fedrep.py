@@ -89,7 +89,7 @@ def build_client_work(model_fn: learning_process.ModelFn, head_mask: tuple[bool,
 
   @tff.tensorflow.computation(weights_type, data_type)
   def client_update(weights, data):
-    model = model_fn()
+    model = learning_process.client_model(model_fn)
     optimizer = tff.learning.optimizers.build_sgdm(learning_rate)
     objective = objectives.averaged_branches
 

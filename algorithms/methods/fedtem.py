@@ -324,7 +324,8 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
   @tff.tensorflow.computation(weights_type, mixture_type, np.int64, data_type)
   def client_phase_one(weights, mixture, round_num, dataset):
-    run = build_client_phase_one(model_fn(), client_optimizer, batch_fn, num_branches, num_modes, config)
+    model = learning_process.client_model(model_fn)
+    run = build_client_phase_one(model, client_optimizer, batch_fn, num_branches, num_modes, config)
     return run(weights, mixture, round_num, dataset)
 
   result_type, statistics_type, sums_type = client_phase_one.type_signature.result

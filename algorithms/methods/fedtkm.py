@@ -253,7 +253,8 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
   @tff.tensorflow.computation(weights_type, clustering_type, data_type)
   def client_update(weights, clustering, dataset):
-    run = build_client_update(model_fn(), client_optimizer, batch_fn, num_branches, num_modes, config)
+    model = learning_process.client_model(model_fn)
+    run = build_client_update(model, client_optimizer, batch_fn, num_branches, num_modes, config)
     return run(weights, clustering, dataset)
 
   _, statistics_type, sums_type = client_update.type_signature.result

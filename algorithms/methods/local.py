@@ -50,7 +50,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
   @tff.tensorflow.computation(weights_type, data_type)
   def client_update(weights, dataset):
-    model = model_fn()
+    model = learning_process.client_model(model_fn)
 
     @tf.function
     def metric_sums():

@@ -302,7 +302,8 @@ def build_client_work(model_fn, features_fn_builder, batch_fn: task_lib.BatchFn,
 
   @tff.tensorflow.computation(weights_type, mixture_type, data_type)
   def client_round(weights, mixture, data):
-    run = build_client_round(model_fn(), features_fn_builder(), client_optimizer, batch_fn, num_components,
+    model = learning_process.client_model(model_fn)
+    run = build_client_round(model, features_fn_builder(), client_optimizer, batch_fn, num_components,
                              num_modes, config)
     if not config.client_pi:
       result, statistics, sums, _ = run(weights, mixture, data, None)

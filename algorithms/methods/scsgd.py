@@ -57,7 +57,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
   @tff.tensorflow.computation(weights_type, np.int32, data_type)
   def client_update(weights, branch, dataset):
-    model = model_fn()
+    model = learning_process.client_model(model_fn)
 
     @tf.function
     def run(weights, branch, dataset):

@@ -101,7 +101,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   @tff.tensorflow.computation(weights_type, np.float32, tff.TensorType(np.float32, [num_branches, raw_dim]),
                               data_type)
   def client_update(weights, collecting, centers, dataset):
-    model = model_fn()
+    model = learning_process.client_model(model_fn)
 
     @tf.function
     def run(weights, collecting, centers, dataset):
