@@ -18,6 +18,7 @@ import dataclasses
 
 from algorithms.core import certainty
 from algorithms.core import evaluation
+from algorithms.core import learning_process
 from algorithms.core import method
 from algorithms.core import objectives
 from algorithms.methods import cfl
@@ -50,7 +51,7 @@ def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, 
   process = vanilla.build_process(*method.process_args(task, element_spec, hparams))
 
   def evaluate(state):
-    return evaluator.evaluate(process.get_model_weights(state), objectives.averaged_branches)
+    return evaluator.evaluate(learning_process.global_model_weights(state), objectives.averaged_branches)
 
   return Algorithm(process, evaluate, shift_free)
 

@@ -36,6 +36,7 @@ import tree
 
 from algorithms import registry as algorithms
 from algorithms.core import client_state
+from algorithms.core import learning_process
 from algorithms.core import metric_names
 from experiment import client_states
 from experiment import routing_summary
@@ -82,12 +83,12 @@ def _first_nonfinite(structure) -> Optional[str]:
   return None
 
 
-def numeric_fault(process: tff.learning.templates.LearningProcess, output, num_clients: int) -> Optional[str]:
+def numeric_fault(output: tff.learning.templates.LearningProcessOutput, num_clients: int) -> Optional[str]:
   """What a round's `output` has that is not finite (one phrase), or None when the round is sound."""
   left_out = int(np.asarray(output.metrics['client_work'].get('nonfinite_clients', 0)))
   if left_out >= num_clients:
     return f'the training loss is not finite on any of the {num_clients} clients (local training diverged)'
-  weights = process.get_model_weights(output.state)
+  weights = learning_process.global_model_weights(output.state)
   for name, part in (('model weights', weights), ('method state', output.state.client_work),
                      ('server optimizer state', output.state.finalizer)):
     path = _first_nonfinite(part)
@@ -204,7 +205,7 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
       datasets = [collections.OrderedDict(dataset=dataset, client_state=state_dataset)
                   for dataset, state_dataset in zip(datasets, store.datasets(client_ids))]
     output = _next_round(algorithm, state, datasets, round_context)
-    fault = numeric_fault(algorithm.process, output, len(datasets))
+    fault = numeric_fault(output, len(datasets))
     if fault is not None:
       if saved_round < round_num - 1:
         checkpoints.save(_checkpointed(state, store), round_num - 1)

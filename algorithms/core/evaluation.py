@@ -38,6 +38,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms.core import client_training
+from algorithms.core import learning_process
 from algorithms.core import metric_names
 from algorithms.core import novelty
 from algorithms.core import objectives
@@ -317,7 +318,7 @@ def routed_evaluation(process: tff.learning.templates.LearningProcess, evaluator
   `objective_args_fn(client work state)` gives the objective's extra arguments (its clustering model)."""
 
   def evaluate(state):
-    metrics = evaluator.evaluate(process.get_model_weights(state), objective, routing_shape=routing_shape,
+    metrics = evaluator.evaluate(learning_process.global_model_weights(state), objective, routing_shape=routing_shape,
                                  objective_args=objective_args_fn(state.client_work),
                                  personalization=personalization, novelty_score=novelty_score)
     confusion = metrics.pop('test_routing').astype(np.float32)

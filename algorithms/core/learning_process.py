@@ -88,6 +88,16 @@ def client_model(model_fn: ModelFn) -> tf.keras.Model:
     return model_fn()
 
 
+def global_model_weights(state: tff.learning.templates.LearningAlgorithmState) -> tff.learning.models.ModelWeights:
+  """The model weights of a `compose`d process's state, read in Python.
+
+  The same value as `process.get_model_weights(state)`, which is a TFF computation: it sends the whole state (the
+  model, FedAdam's two moments, the method's state) to TFF's worker and back, 1.1-2.6 s a call on CIFAR's
+  ResNet-18 (measured), once per round in the loop's finite check and once per evaluation.
+  """
+  return state.global_model_weights
+
+
 def empty_server_state() -> tff.Computation:
   """The `initialize` of a client work without server state: () at the server."""
 

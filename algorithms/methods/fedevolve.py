@@ -141,7 +141,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   embed = lambda outputs, batch: (outputs[representation.PSI], batch['y'], batch['stage'])
 
   def evaluate(state):
-    weights = process.get_model_weights(state)
+    weights = learning_process.global_model_weights(state)
     embeddings, labels, stages, clients = evaluator.collect_personalization(weights, HELD_OUT, embed,
                                                                             (tf.float32, tf.int32, tf.int32))
     per_client, client_has, pooled, pooled_has = last_source_prototypes(

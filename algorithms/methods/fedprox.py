@@ -19,6 +19,7 @@ client work so that FedProx reports the suite's metrics and shares its finalizer
 import dataclasses
 
 from algorithms.core import evaluation
+from algorithms.core import learning_process
 from algorithms.core import method
 from algorithms.core import objectives
 from algorithms.methods import vanilla
@@ -44,6 +45,6 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   evaluator = evaluator.with_model(model_fn())
 
   def evaluate(state):
-    return evaluator.evaluate(process.get_model_weights(state), objectives.averaged_branches)
+    return evaluator.evaluate(learning_process.global_model_weights(state), objectives.averaged_branches)
 
   return method.Algorithm(process, evaluate, shift_free=False, model_fn=model_fn)

@@ -145,7 +145,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   evaluator = evaluator.with_model(model)
 
   def evaluate(state, client_states):
-    weights = process.get_model_weights(state)
+    weights = learning_process.global_model_weights(state)
 
     def client_weights(client_id: str) -> tff.learning.models.ModelWeights:
       stored = {key: tf.constant(value) for key, value in client_states(client_id).items()}
