@@ -100,6 +100,17 @@ class EquationsTest(tf.test.TestCase):
     self.assertAllEqual(literal['means'][0], (counts[:, None] * round_means)[0] / counts[0])
     self.assertAllEqual(literal['variances'][0], (counts[:, None] * round_variances)[0] / counts[0])
 
+  def test_pi_pseudocount_is_a_dirichlet_prior_on_eq_14(self):
+    counts = np.array([30.0, 0.0, 10.0], np.float32)  # Component 1 won no example this round.
+    previous = pfedem.initial_mixture(3, 2, seed=0)
+    statistics = (counts, np.ones((3, 2), np.float32), np.ones((3, 2), np.float32))
+    for a in (0.0, 0.5, 2.0):
+      weights = pfedem.aggregate_mixture(previous, *statistics, pfedem.Config(pi_pseudocount=a))['weights']
+      # MAP estimate under Dirichlet(a + 1): (n_k + a) / (N + K a).
+      self.assertAllClose(weights, (counts + a) / (counts.sum() + 3 * a), rtol=1e-6)
+    self.assertAllEqual(pfedem.aggregate_mixture(previous, *statistics, pfedem.Config())['weights'],
+                        counts / counts.sum())  # a = 0: Eq. 14 exactly; the empty component's pi is 0.
+
   def test_prediction_is_the_pi_weighted_mixture_of_probabilities(self):
     rng = np.random.default_rng(2)
     logits = rng.normal(size=(6, 3, 4)).astype(np.float32)

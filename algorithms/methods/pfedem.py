@@ -26,8 +26,11 @@ Choices (digest section 5; the literal reading is the default, each other readin
   `branches` (the K branches of the suite's multi-branch network, sharing its extractor).
 - `features`, f (item A1; no pretrained encoder is reachable offline): `shared` (the current extractor of the
   sub-models: the shared extractor with `branches`, network 1's with `networks`), `fixed` (the task's extractor
-  frozen at its seeded initialization: random features, the same every round, so last round's GMM stays valid) or
-  `raw` (x flattened; vector tasks). Default `shared`, the one that tracked the shares best where none found the
+  frozen at its seeded initialization: random features, the same every round, so last round's GMM stays valid),
+  `pretrained` (the task's network trained centrally for `pretrain_epochs` Adam epochs on every training client's
+  examples pooled, then frozen: the stand-in for the paper's ImageNet encoder, digest item A1 (a);
+  `algorithms.core.central_pretraining`, batches of 128, learning rate 1e-3; it has seen the run's own clients, so
+  it is an upper bound on a frozen encoder) or `raw` (x flattened; vector tasks). Default `shared`, the one that tracked the shares best where none found the
   modes: on the synthetic task under `mixture_drift` (linear, 3 cycles, 96 rounds, seed 0) the learned pi_1
   correlated with the imposed share at 0.68 (`shared`), 0.16 (`fixed`) and -0.07 (`raw`), routing ARI ~0 for all
   three; on `gaussian_mixture` (K = 3, where x itself is a mixture of Gaussians and `shared` = `raw` = x) the GMM
@@ -77,6 +80,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import central_pretraining
 from algorithms.core import client_state
 from algorithms.core import client_training
 from algorithms.core import evaluation
@@ -91,10 +95,13 @@ from tasks import task as task_lib
 
 NAME = 'pfedem'
 SUBMODELS = ('networks', 'branches')
-FEATURES = ('shared', 'fixed', 'raw')
+FEATURES = ('shared', 'fixed', 'pretrained', 'raw')
+FROZEN_ENCODERS = ('fixed', 'pretrained')
 INFERENCES = ('global_pi', 'posterior')
 MODEL_WEIGHTS = ('client_size', 'partition_size')
 COLLAPSE_GUARDS = ('keep', 'split')
+PRETRAIN_BATCH_SIZE = 128
+PRETRAIN_LEARNING_RATE = 1e-3
 PARTITION = 'partition'
 EXAMPLE_WEIGHT = 'example_weight'
 
@@ -104,7 +111,10 @@ class Config:
   submodels: str = method.setting('networks', 'pFedEM sub-models: networks (K full networks, the paper) or '
                                   'branches (of the multi-branch network).')
   features: str = method.setting('shared', 'pFedEM GMM features f(x): shared (current extractor), fixed (frozen '
-                                 'initial extractor) or raw (flattened x).')
+                                 'initial extractor), pretrained (frozen, trained centrally first) or raw '
+                                 '(flattened x).')
+  pretrain_epochs: int = method.setting(8, 'pFedEM with --pfedem_features=pretrained: Adam epochs over the pooled '
+                                        'training data (algorithms/core/central_pretraining.py).')
   inference: str = method.setting('global_pi', 'pFedEM prediction: global_pi (Eq. 15) or posterior (each '
                                   'example\'s gamma_k(z)).')
   client_pi: bool = method.setting(False, 'pFedEM: clients keep their pi_ik (Eq. 11) across rounds for their next '
@@ -114,13 +124,17 @@ class Config:
   variance_floor: float = method.setting(1e-6, 'pFedEM: floor of the GMM variances.')
   collapse_guard: str = method.setting('keep', 'pFedEM: a component with no examples in a round keeps its '
                                        'parameters with pi_k = 0 (keep) or is re-seeded from the largest (split).')
+  pi_pseudocount: float = method.setting(0.0, 'pFedEM: pseudo-count a added to every component\'s count in Eq. 14 '
+                                         '(a Dirichlet prior on pi; 0 is Eq. 14).')
   gmm_step: float = method.setting(1.0, 'pFedEM server GMM step beta in (0, 1]: 1 is Eq. 12-13; < 1 pools the '
                                    'round\'s Gaussians with the accumulated ones (see algorithms/methods/pfedem.py).')
 
   def validate(self) -> None:
     method.check_settings(self, NAME, {'submodels': SUBMODELS, 'features': FEATURES, 'inference': INFERENCES,
                                        'model_weights': MODEL_WEIGHTS, 'collapse_guard': COLLAPSE_GUARDS},
-                          positive=('variance_floor',))
+                          at_least_one=('pretrain_epochs',), positive=('variance_floor',))
+    if self.pi_pseudocount < 0.0:
+      raise ValueError(f'--pfedem_pi_pseudocount must be >= 0; got {self.pi_pseudocount}.')
     if not 0.0 < self.gmm_step <= 1.0:
       raise ValueError(f'--pfedem_gmm_step must be in (0, 1]; got {self.gmm_step}.')
 
@@ -162,7 +176,8 @@ def hard_partition(log_gammas: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
 
 def aggregate_mixture(mixture: dict, counts: tf.Tensor, weighted_means: tf.Tensor, weighted_variances: tf.Tensor,
                       config: Config) -> collections.OrderedDict:
-  """Eq. 12-14 from the summed n_ik [K], n_ik mu_ik [K, D] and n_ik sigma_ik^2 [K, D], with the collapse guard.
+  """Eq. 12-14 from the summed n_ik [K], n_ik mu_ik [K, D] and n_ik sigma_ik^2 [K, D], with the collapse guard;
+  Eq. 14 with `config.pi_pseudocount` a: pi_k = (sum_i n_ik + a) / (sum_q sum_i n_iq + K a).
 
   With `config.gmm_step` beta < 1 the round's Gaussian (mu_k^r, sigma_k^2,r of Eq. 12-13, mass n_k = sum_i n_ik) is
   pooled with the accumulated one (mass m_k): m_k <- (1 - beta) m_k + beta n_k, w = beta n_k / m_k,
@@ -179,10 +194,12 @@ def aggregate_mixture(mixture: dict, counts: tf.Tensor, weighted_means: tf.Tenso
   variances = ((1.0 - share) * (mixture['variances'] + tf.square(mixture['means'] - means))
                + share * (round_variances + tf.square(round_means - means)))
   variances = tf.maximum(variances, config.variance_floor)
-  weights = counts / tf.maximum(tf.reduce_sum(counts), 1.0)  # Eq. 14.
+  num_components = counts.shape[0]
+  weights = ((counts + config.pi_pseudocount)
+             / tf.maximum(tf.reduce_sum(counts) + num_components * config.pi_pseudocount, 1.0))  # Eq. 14 (+ a).
   if config.collapse_guard == 'split':
     largest = tf.argmax(counts)
-    num_components, dim = mixture['means'].shape
+    dim = mixture['means'].shape[1]
     signs = tf.constant(np.where(np.random.default_rng(61).random((num_components, dim)) < 0.5, -1.0, 1.0),
                         tf.float32)
     reseeded = tf.gather(means, largest)[tf.newaxis] + signs * tf.sqrt(tf.gather(variances, largest))[tf.newaxis]
@@ -221,7 +238,7 @@ class _Features:
 
   def __init__(self, kind: str, encoder_fn, encoder_weights):
     self._kind = kind
-    self._encoder = encoder_fn() if kind == 'fixed' else None
+    self._encoder = encoder_fn() if kind in FROZEN_ENCODERS else None
     self._weights = encoder_weights
 
   def load(self) -> None:
@@ -232,7 +249,7 @@ class _Features:
   def __call__(self, outputs: dict, x: tf.Tensor) -> tf.Tensor:
     if self._kind == 'shared':
       return outputs[multi_branch.FEATURES]
-    if self._kind == 'fixed':
+    if self._kind in FROZEN_ENCODERS:
       return self._encoder(x, training=False)[multi_branch.FEATURES]
     return tf.reshape(tf.cast(x, tf.float32), [-1, int(np.prod(x.shape[1:]))])
 
@@ -340,6 +357,10 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   if config.features == 'fixed':
     tf.keras.utils.set_random_seed(hparams.seed + 1)
     encoder_weights = encoder_fn().get_weights()
+  elif config.features == 'pretrained':
+    encoder_weights = central_pretraining.pretrained_weights(task, encoder_fn, config.pretrain_epochs,
+                                                             PRETRAIN_BATCH_SIZE, PRETRAIN_LEARNING_RATE,
+                                                             hparams.seed + 1)
   features_fn_builder = lambda: _Features(config.features, encoder_fn, encoder_weights)
   with tf.Graph().as_default():
     probe = model_fn()
