@@ -111,6 +111,25 @@ class EquationsTest(tf.test.TestCase):
     self.assertAllEqual(pfedem.aggregate_mixture(previous, *statistics, pfedem.Config())['weights'],
                         counts / counts.sum())  # a = 0: Eq. 14 exactly; the empty component's pi is 0.
 
+  def test_data_initialization_is_the_origin_one_in_the_features_mean_and_variance(self):
+    rng = np.random.default_rng(5)
+    clients = {f'c{i}': collections.OrderedDict(x=rng.normal(3.0, 2.0, size=(n, 3)).astype(np.float32),
+                                                y=np.zeros(n, np.int32)) for i, n in enumerate((7, 11))}
+    task = task_lib.Task(name='t', train_data=[tff.simulation.datasets.TestClientData(clients)],
+                         client_sizes=[{'c0': 7, 'c1': 11}], test_data=[], test_sizes=[], batch_fn=lambda b: b,
+                         model_fn=None, num_classes=1, mode_names=('a',))
+    raw = pfedem._Features('raw', None, None)  # pylint: disable=protected-access
+    mean, variance = pfedem.feature_moments(task, raw, seed=0)
+    x = np.concatenate([client['x'] for client in clients.values()]).astype(np.float64)
+    self.assertAllClose(mean, x.mean(0), rtol=1e-6)
+    self.assertAllClose(variance, x.var(0), rtol=1e-5)
+    origin = pfedem.initial_mixture(2, 3, seed=8)
+    data = pfedem.initial_mixture(2, 3, seed=8, center=mean, variance=variance)
+    self.assertAllClose(data['means'], mean + np.sqrt(variance) * origin['means'], rtol=1e-6)
+    self.assertAllClose(data['variances'], np.stack([variance, variance]), rtol=1e-6)
+    self.assertAllEqual(origin['variances'], np.ones((2, 3)))
+    self.assertAllEqual(data['weights'], origin['weights'])
+
   def test_prediction_is_the_pi_weighted_mixture_of_probabilities(self):
     rng = np.random.default_rng(2)
     logits = rng.normal(size=(6, 3, 4)).astype(np.float32)
@@ -141,7 +160,7 @@ class ProcessTest(tf.test.TestCase):
     features = lambda: pfedem._Features(config.features, None, None)  # pylint: disable=protected-access
     client_work = pfedem.build_client_work(
         model_fn, features, lambda batch: batch, tff.learning.optimizers.build_sgdm(client_learning_rate),
-        element_spec, 2, 1, 3, config, seed=4)
+        element_spec, 1, pfedem.initial_mixture(2, 3, seed=4), config)
     aggregator = per_tensor_mean.PerTensorWeightedMeanFactory() if config.model_weights == 'partition_size' else None
     return model_fn, learning_process.compose(model_fn, client_work, 0.1, 1e-3, aggregator)
 

@@ -69,6 +69,8 @@ class BadInputTest(parameterized.TestCase):
        'pfedem_pretrain_epochs must be >= 1'),
       ('pfedem_pi_pseudocount', ['--algorithm=pfedem', '--pfedem_pi_pseudocount=-1'],
        'pfedem_pi_pseudocount must be >= 0'),
+      ('pfedem_data_init_of_moving_features', ['--algorithm=pfedem', '--pfedem_gmm_init=data'],
+       'pfedem_gmm_init=data needs features that do not train'),
       ('fedprox_mu', ['--algorithm=fedprox', '--fedprox_mu=0'], 'fedprox_mu must be > 0'),
       ('local_without_clients_test_data', ['--algorithm=local'], 'needs a scenario with per-client test data'),
       ('fedevolve_without_time_stages', ['--algorithm=fedevolve'], 'needs a scenario whose domains are time stages'),

@@ -30,11 +30,12 @@ Choices (digest section 5; the literal reading is the default, each other readin
   `pretrained` (the task's network trained centrally for `pretrain_epochs` Adam epochs on every training client's
   examples pooled, then frozen: the stand-in for the paper's ImageNet encoder, digest item A1 (a);
   `algorithms.core.central_pretraining`, batches of 128, learning rate 1e-3; it has seen the run's own clients, so
-  it is an upper bound on a frozen encoder) or `raw` (x flattened; vector tasks). Default `shared`, the one that tracked the shares best where none found the
-  modes: on the synthetic task under `mixture_drift` (linear, 3 cycles, 96 rounds, seed 0) the learned pi_1
-  correlated with the imposed share at 0.68 (`shared`), 0.16 (`fixed`) and -0.07 (`raw`), routing ARI ~0 for all
-  three; on `gaussian_mixture` (K = 3, where x itself is a mixture of Gaussians and `shared` = `raw` = x) the GMM
-  finds the components (routing ARI 0.91).
+  it is an upper bound on a frozen encoder) or `raw` (x flattened; vector tasks). Default `shared`, the one that
+  tracked the shares best where none found the modes: on the synthetic task under `mixture_drift` (linear, 3
+  cycles, 96 rounds, seed 0) the learned pi_1 correlated with the imposed share at 0.68 (`shared`), 0.16 (`fixed`)
+  and -0.07 (`raw`), routing ARI ~0 for all three (`pretrained` came later: see `pi_pseudocount`); on
+  `gaussian_mixture` (K = 3, where x itself is a mixture of Gaussians and `shared` = `raw` = x) the GMM finds the
+  components (routing ARI 0.91).
 - `inference`: `global_pi` (Eq. 15: every example mixes the sub-models with the global pi) or `posterior` (each
   example with its own gamma_k(z) under the global GMM, the digest's item A11 alternative).
 - `client_pi` (item A3): False (Algorithm 1 line 5: every round starts from the global GMM) or True (client i keeps
@@ -72,7 +73,10 @@ Choices (digest section 5; the literal reading is the default, each other readin
   a component onto its last few examples); `gmm_step` 0.1 alone 0.46 / 0.40 (in a run where the GMM had found the
   bases, ARI 0.84-0.89 for 60 rounds, component 1 won no example at share 0.02 and died); both 0.87 +- 0.07 /
   0.64 +- 0.20 (0.93-0.96 in the three runs whose GMM found the bases).
-- Initialization: mu_k ~ N(0, 0.1^2), sigma_k^2 = 1, pi_k = 1 / K, as FedTEM's GMM (the paper gives none).
+- `gmm_init` (item A10, the paper gives none): `origin` (mu_k ~ N(0, 0.1^2), sigma_k^2 = 1, pi_k = 1 / K, as
+  FedTEM's GMM) or `data` (the same in the features' own coordinates: mu_k = m + sqrt(v) e_k, e_k ~ N(0, 0.1^2),
+  sigma_k^2 = v, with m and v the per-dimension mean and variance of the features over the pooled training
+  examples, `feature_moments`; only for features that do not train, and centrally computed, like `pretrained`).
 - Server update: the suite's FedAdam finalizer applies Eq. 5's mean delta, as for every method of the suite (the
   paper applies it with step 1); local iterations J: the suite's schedule (`--client_epochs`,
   `--client_batch_size`, `--max_elements_per_client`).
@@ -109,6 +113,7 @@ FROZEN_ENCODERS = ('fixed', 'pretrained')
 INFERENCES = ('global_pi', 'posterior')
 MODEL_WEIGHTS = ('client_size', 'partition_size')
 COLLAPSE_GUARDS = ('keep', 'split')
+GMM_INITS = ('origin', 'data')
 PRETRAIN_BATCH_SIZE = 128
 PRETRAIN_LEARNING_RATE = 1e-3
 PARTITION = 'partition'
@@ -135,27 +140,50 @@ class Config:
                                        'parameters with pi_k = 0 (keep) or is re-seeded from the largest (split).')
   pi_pseudocount: float = method.setting(0.0, 'pFedEM: pseudo-count a added to every component\'s count in Eq. 14 '
                                          '(a Dirichlet prior on pi; 0 is Eq. 14).')
+  gmm_init: str = method.setting('origin', 'pFedEM GMM initialization: origin (mu ~ N(0, 0.1^2), sigma^2 = 1) or '
+                                 'data (the same in the features\' own mean and variance; features that do not '
+                                 'train).')
   gmm_step: float = method.setting(1.0, 'pFedEM server GMM step beta in (0, 1]: 1 is Eq. 12-13; < 1 pools the '
                                    'round\'s Gaussians with the accumulated ones (see algorithms/methods/pfedem.py).')
 
   def validate(self) -> None:
     method.check_settings(self, NAME, {'submodels': SUBMODELS, 'features': FEATURES, 'inference': INFERENCES,
-                                       'model_weights': MODEL_WEIGHTS, 'collapse_guard': COLLAPSE_GUARDS},
+                                       'model_weights': MODEL_WEIGHTS, 'collapse_guard': COLLAPSE_GUARDS,
+                                       'gmm_init': GMM_INITS},
                           at_least_one=('pretrain_epochs',), positive=('variance_floor',))
+    if self.gmm_init == 'data' and self.features == 'shared':
+      raise ValueError('--pfedem_gmm_init=data needs features that do not train (--pfedem_features=fixed, '
+                       'pretrained or raw); shared features move every round.')
     if self.pi_pseudocount < 0.0:
       raise ValueError(f'--pfedem_pi_pseudocount must be >= 0; got {self.pi_pseudocount}.')
     if not 0.0 < self.gmm_step <= 1.0:
       raise ValueError(f'--pfedem_gmm_step must be in (0, 1]; got {self.gmm_step}.')
 
 
-def initial_mixture(num_components: int, feature_dim: int, seed: int) -> collections.OrderedDict:
-  """mu_k ~ N(0, 0.1^2), sigma_k^2 = 1, pi uniform, no accumulated mass (float32 numpy)."""
+def initial_mixture(num_components: int, feature_dim: int, seed: int, center=0.0,
+                    variance=1.0) -> collections.OrderedDict:
+  """mu_k = center + sqrt(variance) e_k, e_k ~ N(0, 0.1^2 I), sigma_k^2 = variance (per dimension), pi uniform, no
+  accumulated mass (float32 numpy). The defaults are the `origin` initialization; `data` passes the features'
+  mean and variance (`feature_moments`)."""
   rng = np.random.default_rng([seed, 60])
+  offsets = rng.normal(0.0, 0.1, size=(num_components, feature_dim))
   return collections.OrderedDict(
-      means=rng.normal(0.0, 0.1, size=(num_components, feature_dim)).astype(np.float32),
-      variances=np.ones((num_components, feature_dim), np.float32),
+      means=(center + np.sqrt(variance) * offsets).astype(np.float32),
+      variances=np.broadcast_to(variance, (num_components, feature_dim)).astype(np.float32),
       weights=np.full([num_components], 1.0 / num_components, np.float32),
       mass=np.zeros([num_components], np.float32))
+
+
+def feature_moments(task: task_lib.Task, features_fn, seed: int) -> tuple[np.ndarray, np.ndarray]:
+  """(mean [D], variance [D]) of a feature function that does not train (`fixed`, `pretrained`, `raw`) over every
+  training example of every domain (`central_pretraining.pooled_training_batches`)."""
+  features_fn.load()
+  total, squares, count = 0.0, 0.0, 0
+  for batch in central_pretraining.pooled_training_batches(task, 1024, seed):
+    z = features_fn(None, batch['x']).numpy().astype(np.float64)
+    total, squares, count = total + z.sum(0), squares + np.square(z).sum(0), count + len(z)
+  mean = total / count
+  return mean, np.maximum(squares / count - np.square(mean), 1e-6)
 
 
 def e_step(features: tf.Tensor, mixture: dict, log_weights: tf.Tensor) -> tf.Tensor:
@@ -314,12 +342,11 @@ def initial_client_state(num_components: int) -> dict:
 
 
 def build_client_work(model_fn, features_fn_builder, batch_fn: task_lib.BatchFn,
-                      client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_components: int,
-                      num_modes: int, feature_dim: int, config: Config,
-                      seed: int) -> tff.learning.templates.ClientWorkProcess:
-  """pFedEM's client work; its server state is the global GMM."""
+                      client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_modes: int,
+                      mixture_value: dict, config: Config) -> tff.learning.templates.ClientWorkProcess:
+  """pFedEM's client work; its server state is the global GMM, starting at `mixture_value` (`initial_mixture`)."""
   weights_type = learning_process.model_weights_type(model_fn)
-  mixture_value = initial_mixture(num_components, feature_dim, seed)
+  num_components = len(mixture_value['weights'])
   mixture_type = learning_process.float32_struct_type(mixture_value)
   if config.client_pi:
     data_type = client_state.client_data_type(element_spec, initial_client_state(num_components))
@@ -375,9 +402,12 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
     probe = model_fn()
     x = tf.keras.Input(shape=probe.input_shape[1:], dtype=probe.inputs[0].dtype)
     feature_dim = int(features_fn_builder()(probe(x), x).shape[-1])
+  moments = {}
+  if config.gmm_init == 'data':
+    moments = dict(zip(('center', 'variance'), feature_moments(task, features_fn_builder(), hparams.seed)))
   client_work = build_client_work(
       model_fn, features_fn_builder, task.batch_fn, tff.learning.optimizers.build_sgdm(hparams.client_learning_rate),
-      element_spec, num_components, task.num_modes, feature_dim, config, hparams.seed)
+      element_spec, task.num_modes, initial_mixture(num_components, feature_dim, hparams.seed, **moments), config)
   aggregator = per_tensor_mean.PerTensorWeightedMeanFactory() if config.model_weights == 'partition_size' else None
   process = learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
                                      hparams.server_adam_epsilon, aggregator)
