@@ -209,6 +209,13 @@ class Task:
 
     return examples.filter(kept).map(lambda example, part: ((example[0][1], example[1])))
 
+  def pooled_training_examples(self, seed: int) -> tf.data.Dataset:
+    """Every training example of every domain once, `(raw_element, domain)`, domain after domain (each base's
+    clients in `create_tf_dataset_from_all_clients(seed)`'s order), before batching and `model_batches`."""
+    parts = [_with_mode(self.train_data[domain.base].create_tf_dataset_from_all_clients(seed=seed), index)
+             for index, domain in enumerate(self.domain_list)]
+    return functools.reduce(lambda pooled, part: pooled.concatenate(part), parts)
+
   def held_out_dataset(self, plans: Sequence[scenario_lib.ClientPlan], batch_size: int) -> tf.data.Dataset:
     """Batches `OrderedDict(x, y, mode, client)` of every client's held-out `plans` (fixed splits,
     `Part.order_seed`), `client` [B] the plan's index in `plans`; each batch holds examples of one client only,

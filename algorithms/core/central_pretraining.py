@@ -23,13 +23,9 @@ _SHUFFLE_BUFFER = 10_000
 
 
 def pooled_training_batches(task: task_lib.Task, batch_size: int, seed: int) -> tf.data.Dataset:
-  """Every training example of every domain of `task`, shuffled (seeded), as model batches (x, y, mode)."""
-  pooled = None
-  for domain, spec in enumerate(task.domain_list):
-    examples = task.train_data[spec.base].create_tf_dataset_from_all_clients(seed=seed)
-    examples = tf.data.Dataset.zip((examples, tf.data.Dataset.from_tensors(tf.constant(domain, tf.int32)).repeat()))
-    pooled = examples if pooled is None else pooled.concatenate(examples)
-  pooled = pooled.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+  """Every training example of every domain of `task` (`Task.pooled_training_examples`), shuffled (seeded), as
+  model batches (x, y, mode)."""
+  pooled = task.pooled_training_examples(seed).shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
   return task_lib.model_batches(pooled.batch(batch_size), task.batch_fn)
 
 
