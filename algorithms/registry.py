@@ -59,7 +59,7 @@ def _build_vanilla(task: task_lib.Task, element_spec, hparams: Hyperparameters, 
 def _build_min_loss(task, element_spec, hparams, evaluator) -> Algorithm:
   process = min_loss.build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches,
                                    task.num_modes, hparams.smoothing_weight, hparams.smoothing_epsilon)
-  return Algorithm(process, certainty.routed_evaluation(process, evaluator, task.num_modes, hparams.num_branches,
+  return Algorithm(process, certainty.routed_evaluation(evaluator, task.num_modes, hparams.num_branches,
                                                         hparams.eval_routing), shift_free=False)
 
 
@@ -67,7 +67,7 @@ def _build_tshot_kmeans(task, element_spec, hparams, evaluator) -> Algorithm:
   process = tshot_kmeans.build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches,
                                        task.num_modes, hparams.period, hparams.clients_per_round)
   objective = tshot_kmeans.evaluation_objective(task.num_modes, hparams.num_branches)
-  evaluate = evaluation.routed_evaluation(process, evaluator, objective, lambda state: (state['centers'],),
+  evaluate = evaluation.routed_evaluation(evaluator, objective, lambda state: (state['centers'],),
                                 [task.num_modes, hparams.num_branches], best_matching=True)
   return Algorithm(process, evaluate, shift_free=False)
 

@@ -48,9 +48,9 @@ def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str):
   return objective
 
 
-def routed_evaluation(process, evaluator: evaluation.Evaluator, num_modes: int, num_branches: int,
+def routed_evaluation(evaluator: evaluation.Evaluator, num_modes: int, num_branches: int,
                       routing_rule: str):
   """The test evaluation of a method that routes by certainty (SCSGD, Min-Loss): routing accuracy under the best
   matching of modes to branches (they have no temporal prior to name the modes)."""
-  return evaluation.routed_evaluation(process, evaluator, evaluation_objective(num_modes, num_branches, routing_rule),
+  return evaluation.routed_evaluation(evaluator, evaluation_objective(num_modes, num_branches, routing_rule),
                                       lambda state: (), [num_modes, num_branches], best_matching=True)

@@ -310,8 +310,8 @@ def _finalize(sums: dict, prefix: str) -> dict[str, float]:
           f'{prefix}accuracy': float(sums['num_correct']) / max(float(sums['num_predictions']), 1.0)}
 
 
-def routed_evaluation(process: tff.learning.templates.LearningProcess, evaluator: Evaluator, objective: Objective,
-                      objective_args_fn: Callable[[object], tuple], routing_shape, best_matching: bool,
+def routed_evaluation(evaluator: Evaluator, objective: Objective, objective_args_fn: Callable[[object], tuple],
+                      routing_shape, best_matching: bool,
                       personalization: Optional[Personalization] = None, novelty_score: Optional[Callable] = None):
   """evaluate(state) for a method that routes test examples to branches: the evaluator's metrics plus
   `routing_accuracy` (under the best matching of domains to branches when `best_matching`) and `routing_ari`.

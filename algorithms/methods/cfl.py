@@ -256,7 +256,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
     return objectives.classification_result(logits, batch)._replace(routing=confusion)
 
   evaluate = evaluation.routed_evaluation(
-      process, evaluator.with_model(model_fn()), objective, lambda state: (state['owner'], state['num_clusters']),
+      evaluator.with_model(model_fn()), objective, lambda state: (state['owner'], state['num_clusters']),
       [num_modes, num_networks], best_matching=True)
   return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial_client_state(),
                           model_fn=model_fn)

@@ -50,6 +50,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                                   config.tuning_learning_rate or hparams.client_learning_rate)
 
   def evaluate(state):
-    return evaluator.evaluate_personal(learning_process.global_model_weights(state), objectives.averaged_branches, tuning)
+    return evaluator.evaluate_personal(learning_process.global_model_weights(state), objectives.averaged_branches,
+                                       tuning)
 
   return method.Algorithm(process, evaluate, shift_free=False, model_fn=model_fn)

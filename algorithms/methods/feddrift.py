@@ -389,7 +389,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
     return routing.shared_result(outputs, batch, routing.assigned_share(domain_slots, batch, best), num_modes)
 
   evaluate = evaluation.routed_evaluation(
-      process, evaluator.with_model(model_fn()), objective, lambda state: (state['active'], state['domain_slots']),
+      evaluator.with_model(model_fn()), objective, lambda state: (state['active'], state['domain_slots']),
       [num_modes, config.num_branches], best_matching=True)
   return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial_client_state(),
                           model_fn=model_fn)

@@ -202,7 +202,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   process = build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
                           config.em_iterations, config.client_state)
   objective = evaluation_objective(task.num_modes, hparams.num_branches, hparams.eval_routing, config.em_iterations)
-  evaluate = evaluation.routed_evaluation(process, evaluator, objective, lambda state: (),
+  evaluate = evaluation.routed_evaluation(evaluator, objective, lambda state: (),
                                           [task.num_modes, hparams.num_branches], best_matching=True,
                                           personalization=personalization(config.em_iterations))
   initial = initial_client_state(hparams.num_branches) if config.client_state else None

@@ -129,6 +129,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                                   trained_mask=representation.personalized_mask(model, network.last_layers))
 
   def evaluate(state):
-    return evaluator.evaluate_personal(learning_process.global_model_weights(state), objectives.averaged_branches, tuning)
+    return evaluator.evaluate_personal(learning_process.global_model_weights(state), objectives.averaged_branches,
+                                       tuning)
 
   return method.Algorithm(process, evaluate, shift_free=False, model_fn=model_fn)

@@ -295,7 +295,7 @@ def build_client_work(model_fn, features_fn: Features, batch_fn: task_lib.BatchF
   return client_state.summed_statistics_work(mixture_value, client_round, server_update)
 
 
-def build_evaluation(process, evaluator: evaluation.Evaluator, model_fn, features_fn: Features, num_modes: int,
+def build_evaluation(evaluator: evaluation.Evaluator, model_fn, features_fn: Features, num_modes: int,
                      config: Config):
   """evaluate(state): Eq. 3 with the global pi on the union test set, with each held-out client's fitted pi_c on
   its test data, and the routing of test examples to Gaussians."""
@@ -328,7 +328,7 @@ def build_evaluation(process, evaluator: evaluation.Evaluator, model_fn, feature
     return -tf.reduce_logsumexp(tf.reshape(joint, [tf.shape(joint)[0], -1]), axis=-1)
 
   return evaluation.routed_evaluation(
-      process, evaluator.with_model(model_fn()), objective,
+      evaluator.with_model(model_fn()), objective,
       lambda mixture: (mixture['means'], mixture['covariances'], mixture['weights']), [num_modes, config.gaussians],
       best_matching=True, personalization=evaluation.Personalization(log_terms, config.eval_em_steps),
       novelty_score=novelty_score)
@@ -346,6 +346,6 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
       element_spec, task.num_modes, config, hparams.seed)
   process = learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
                                      hparams.server_adam_epsilon, per_tensor_mean.PerTensorWeightedMeanFactory())
-  evaluate = build_evaluation(process, evaluator, model_fn, features_fn, task.num_modes, config)
+  evaluate = build_evaluation(evaluator, model_fn, features_fn, task.num_modes, config)
   return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial_client_state(config),
                           model_fn=model_fn)

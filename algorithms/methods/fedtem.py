@@ -463,6 +463,6 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                                                        hparams.num_branches, task.num_modes, config)
   objective = evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing)
   evaluate = evaluation.routed_evaluation(
-      process, evaluator, objective, lambda state: (state['mixture']['means'], state['mixture']['variances']),
+      evaluator, objective, lambda state: (state['mixture']['means'], state['mixture']['variances']),
       [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
   return method.Algorithm(process, evaluate, shift_free=False, split_round=split_round)

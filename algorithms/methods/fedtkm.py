@@ -344,6 +344,6 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                           config)
   objective = evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing, config.eval_scaling)
   evaluate = evaluation.routed_evaluation(
-      process, evaluator, objective, lambda state: (state['clustering']['centers'], state['clustering']['scales']),
+      evaluator, objective, lambda state: (state['clustering']['centers'], state['clustering']['scales']),
       [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
   return method.Algorithm(process, evaluate, shift_free=False)

@@ -82,6 +82,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   tuning = evaluation.LocalTuning(objectives.averaged_branches, config.epochs, hparams.client_learning_rate)
 
   def evaluate(state):
-    return evaluator.evaluate(learning_process.global_model_weights(state), objectives.averaged_branches, local_tuning=tuning)
+    return evaluator.evaluate(learning_process.global_model_weights(state), objectives.averaged_branches,
+                              local_tuning=tuning)
 
   return method.Algorithm(process, evaluate, shift_free=False, model_fn=model_fn)

@@ -429,7 +429,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
     return mixture_prediction(outputs, batch, mixing)._replace(routing=confusion)
 
   evaluate = evaluation.routed_evaluation(
-      process, evaluator.with_model(model_fn()), objective,
+      evaluator.with_model(model_fn()), objective,
       lambda mixture: (mixture['means'], mixture['variances'], mixture['weights']), [num_modes, num_components],
       best_matching=True)
   initial = initial_client_state(num_components) if config.client_pi else None

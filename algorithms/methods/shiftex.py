@@ -624,7 +624,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
     return routing.shared_result(outputs, batch, share, num_modes)
 
   evaluate = evaluation.routed_evaluation(
-      process, evaluator.with_model(model_fn()), objective,
+      evaluator.with_model(model_fn()), objective,
       lambda state: (state['active'], state['memory'], state['domain_slots']), [num_modes, k_slots],
       best_matching=True)
   return method.Algorithm(process, evaluate, shift_free=False,
