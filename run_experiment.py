@@ -46,6 +46,9 @@ from utils import execution_context
 from utils import remote_workers
 
 _TASK = flags.DEFINE_string('task', 'synthetic', f'One of {", ".join(tasks.TASKS)}.')
+_SYNTHETIC_STYLE_SCALE = flags.DEFINE_float(
+    'synthetic_style_scale', None, 'Task synthetic: scale of each mode\'s input offset s_m, how far apart its two '
+    'bases are (tasks/synthetic.py). Default: the task\'s, 0.15.')
 _ALGORITHM = flags.DEFINE_string('algorithm', 'vanilla', f'One of {", ".join(algorithms.ALGORITHMS)}.')
 _SCENARIO = flags.DEFINE_string('scenario', 'periodic', f'Shift scenario: one of {", ".join(scenarios.SCENARIOS)} '
                                 '(see periodic_shift/scenarios.py).')
@@ -207,6 +210,7 @@ def _hyperparameters() -> dict:
   """Flag values with the task's defaults filled in; raises ValueError on a bad value."""
   tasks.validate(_TASK.value)
   tasks.validate_scenario(_TASK.value, _SCENARIO.value)
+  tasks.validate_style_scale(_TASK.value, _SYNTHETIC_STYLE_SCALE.value)
   algorithms.validate(_ALGORITHM.value, _TASK.value, algorithms.num_branches(_ALGORITHM.value, _NUM_BRANCHES.value))
   defaults = tasks.defaults(_TASK.value)
   values = {flag.name: _resolved(flag, defaults) for flag in (
@@ -362,7 +366,8 @@ def main(argv):
   # fresh process, even when an earlier run in this process (tests, benchmarks) left its seed set.
   tf.random.set_seed(None)
   try:
-    task = tasks.create(_TASK.value, _CACHE_DIR.value, _SEED.value, _TFDS_DATA_DIR.value)
+    task = tasks.create(_TASK.value, _CACHE_DIR.value, _SEED.value, _TFDS_DATA_DIR.value,
+                        _SYNTHETIC_STYLE_SCALE.value)
   except (ValueError, FileNotFoundError) as error:
     _fail(str(error))
   shift_free = algorithms.is_shift_free(_ALGORITHM.value)
@@ -452,9 +457,9 @@ def main(argv):
 
 
 _FLAG_NAMES = frozenset(flag.name for flag in (
-    _TASK, _ALGORITHM, _SCENARIO, _MIXTURE_SCHEDULE, _NUM_CYCLES, _MIXTURE_TEST, _NUM_CLIENTS, _NUM_DOMAINS,
-    _ROTATION_STEP, _TARGET_EXTRA_ROTATION, _ROTATION_PLANES, _EVOLVING_BASE, _DIRICHLET_ALPHA, _DRIFT_TYPE,
-    _NUM_CONCEPTS,
+    _TASK, _SYNTHETIC_STYLE_SCALE, _ALGORITHM, _SCENARIO, _MIXTURE_SCHEDULE, _NUM_CYCLES, _MIXTURE_TEST, _NUM_CLIENTS,
+    _NUM_DOMAINS, _ROTATION_STEP, _TARGET_EXTRA_ROTATION, _ROTATION_PLANES, _EVOLVING_BASE, _DIRICHLET_ALPHA,
+    _DRIFT_TYPE, _NUM_CONCEPTS,
     _DRIFT_START, _DRIFT_END, _DRIFT_LENGTH, _CONCEPT_PERIOD, _WINDOW_ROUNDS, _WINDOWING, _WINDOW_OVERLAP,
     _CORRUPTIONS, _LABEL_SKEW_ALPHA, _SWITCH_FRACTION, _DIRICHLET_COMPONENTS, _COMPONENT_ALPHA, _UNSEEN_FRACTION,
     _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS, _CLIENT_BATCH_SIZE,

@@ -1,5 +1,6 @@
 """Tasks by name, with their default hyperparameters (Table 2 for the paper's tasks)."""
 
+import dataclasses
 from typing import Callable, NamedTuple, Optional
 
 from periodic_shift import scenarios
@@ -72,7 +73,23 @@ def defaults(name: str) -> dict:
   return dict(_TASKS[name].defaults)
 
 
-def create(name: str, cache_dir: Optional[str], seed: int, tfds_data_dir: Optional[str] = None) -> task_lib.Task:
-  """Task `name`, reading TFF's files from `cache_dir` and tensorflow-datasets' from `tfds_data_dir`."""
+def validate_style_scale(name: str, style_scale: Optional[float]) -> None:
+  """Raises ValueError (one line) for a synthetic style scale that is set for another task or not > 0."""
+  if style_scale is None:
+    return
+  if name != 'synthetic':
+    raise ValueError(f'--synthetic_style_scale sets the synthetic task\'s mode offsets; the task is {name}.')
+  if not style_scale > 0:
+    raise ValueError(f'--synthetic_style_scale must be > 0; got {style_scale}.')
+
+
+def create(name: str, cache_dir: Optional[str], seed: int, tfds_data_dir: Optional[str] = None,
+           style_scale: Optional[float] = None) -> task_lib.Task:
+  """Task `name`, reading TFF's files from `cache_dir` and tensorflow-datasets' from `tfds_data_dir`; for
+  `synthetic`, `style_scale` (None: its default) scales each mode's input offset s_m, how far apart its two bases
+  are (`tasks/synthetic.py`)."""
   validate(name)
+  validate_style_scale(name, style_scale)
+  if style_scale is not None:
+    return synthetic.create_task(seed, dataclasses.replace(synthetic.SyntheticConfig(), style_scale=style_scale))
   return _TASKS[name].create(cache_dir, tfds_data_dir, seed)

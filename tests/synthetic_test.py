@@ -4,6 +4,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks import registry
 from tasks import synthetic
 
 
@@ -63,6 +64,21 @@ class SyntheticTaskTest(tf.test.TestCase):
     pooled_accuracy = np.mean(np.concatenate([day_pooled, night_pooled]))
     self.assertGreater(pooled_accuracy, 0.9)
     self.assertGreater(pooled_accuracy, single + 0.1)
+
+  def test_style_scale_moves_each_mode_by_its_own_offset_and_nothing_else(self):
+    # x = R(z) + s_m + c_i + noise with s_m = style_scale * u_m: doubling the scale from the default 0.15 adds
+    # 0.15 u_m, the same vector for every example of mode m, to each input, and changes nothing else.
+    wider = registry.create('synthetic', None, seed=3, style_scale=0.3)
+    offsets = []
+    for mode in range(2):
+      x, y = _all_examples(self.task, mode)
+      wider_x, wider_y = _all_examples(wider, mode)
+      self.assertAllEqual(wider_y, y)
+      shift = wider_x - x
+      self.assertAllClose(shift, np.broadcast_to(shift[0], shift.shape), atol=1e-5)
+      self.assertBetween(np.linalg.norm(shift[0]), 0.15 * 8 * 0.6, 0.15 * 8 * 1.4)  # |0.15 u_m|, u_m ~ N(0, I_64).
+      offsets.append(shift[0])
+    self.assertGreater(np.linalg.norm(offsets[0] - offsets[1]), 0.5)
 
   def test_client_batches_carry_the_mode(self):
     spec = tff.simulation.baselines.ClientSpec(num_epochs=2, batch_size=8, max_elements=20)
