@@ -4,6 +4,7 @@
 # report of the root (<root>/report/index.html) and prints its main table, the grid's [report] columns:
 #   seed_000            pFedEM, FedAvg, FedEM, CFL under mixture_drift
 #   seed_000_pretrained pFedEM with a frozen pretrained encoder, both GMM initializations, seeds 0-5
+#   seed_000_separation seed_000's methods with the synthetic bases twice as far apart
 #   seed_001            FedAvg, FedAvg+FT, FedRep, FedEvp, FedEvolve, evolving domains
 #   seed_001_rotation   FedAvg, FedEvp, FedEvolve against the rotation step and an unexpected target rotation
 #   seed_002_synthetic  every seed 002 method, linear shift, p in {0.25, 1, 4}
@@ -15,7 +16,7 @@
 #   bash tools/run_table.sh NAME [OUTPUT_ROOT] [matrix flags...]      (default root: /tmp/<NAME>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-names=(seed_000 seed_000_pretrained seed_001 seed_001_rotation seed_002_synthetic seed_002_digits seed_003 seed_004)
+names=(seed_000 seed_000_pretrained seed_000_separation seed_001 seed_001_rotation seed_002_synthetic seed_002_digits seed_003 seed_004)
 name="${1:-}"
 if [[ ! " ${names[*]} " =~ " $name " ]]; then
   echo "usage: bash tools/run_table.sh {${names[*]}} [OUTPUT_ROOT] [matrix flags...]" >&2
