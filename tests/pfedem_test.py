@@ -118,7 +118,7 @@ class EquationsTest(tf.test.TestCase):
     task = task_lib.Task(name='t', train_data=[tff.simulation.datasets.TestClientData(clients)],
                          client_sizes=[{'c0': 7, 'c1': 11}], test_data=[], test_sizes=[], batch_fn=lambda b: b,
                          model_fn=None, num_classes=1, mode_names=('a',))
-    raw = pfedem._Features('raw', None, None)  # pylint: disable=protected-access
+    raw = pfedem.Features('raw', None, None)
     mean, variance = pfedem.feature_moments(task, raw, seed=0)
     x = np.concatenate([client['x'] for client in clients.values()]).astype(np.float64)
     self.assertAllClose(mean, x.mean(0), rtol=1e-6)
@@ -157,7 +157,7 @@ class ProcessTest(tf.test.TestCase):
 
   def _process(self, config, element_spec, client_learning_rate=0.0):
     model_fn = lambda: multi_branch.build_multi_network_model(_network, 2)
-    features = lambda: pfedem._Features(config.features, None, None)  # pylint: disable=protected-access
+    features = lambda: pfedem.Features(config.features, None, None)
     client_work = pfedem.build_client_work(
         model_fn, features, lambda batch: batch, tff.learning.optimizers.build_sgdm(client_learning_rate),
         element_spec, 1, pfedem.initial_mixture(2, 3, seed=4), config)

@@ -273,7 +273,7 @@ def mixture_prediction(outputs: dict, batch: dict, weights: tf.Tensor) -> object
                                           batch)
 
 
-class _Features:
+class Features:
   """f(x) per `config.features`: the fixed encoder, the model's own features, or raw x. `load()` sets the fixed
   encoder's weights (once eagerly, or at the start of a traced client round, where they are graph constants)."""
 
@@ -295,7 +295,21 @@ class _Features:
     return tf.reshape(tf.cast(x, tf.float32), [-1, int(np.prod(x.shape[1:]))])
 
 
-def build_client_round(model: tf.keras.Model, features_fn: _Features, optimizer, batch_fn: task_lib.BatchFn,
+def frozen_encoder_weights(task: task_lib.Task, features: str, pretrain_epochs: int, seed: int):
+  """The weights of the frozen encoder (`task.model_fn(1)`) of features `fixed` (its initialization under seed + 1)
+  or `pretrained` (`pretrain_epochs` of central pretraining under seed + 1) of a run with `seed`; None for the
+  others."""
+  encoder_fn = lambda: task.model_fn(1)
+  if features == 'fixed':
+    tf.keras.utils.set_random_seed(seed + 1)
+    return encoder_fn().get_weights()
+  if features == 'pretrained':
+    return central_pretraining.pretrained_weights(task, encoder_fn, pretrain_epochs, PRETRAIN_BATCH_SIZE,
+                                                  PRETRAIN_LEARNING_RATE, seed + 1)
+  return None
+
+
+def build_client_round(model: tf.keras.Model, features_fn: Features, optimizer, batch_fn: task_lib.BatchFn,
                        num_components: int, num_modes: int, config: Config):
   """The client's round as a `tf.function` (weights, mixture, dataset, client pi or None) -> (ClientResult,
   GMM sums, metric sums, the client's new pi)."""
@@ -393,15 +407,8 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   else:
     model_fn = lambda: task.model_fn(num_components)
   encoder_fn = lambda: task.model_fn(1)
-  encoder_weights = None
-  if config.features == 'fixed':
-    tf.keras.utils.set_random_seed(hparams.seed + 1)
-    encoder_weights = encoder_fn().get_weights()
-  elif config.features == 'pretrained':
-    encoder_weights = central_pretraining.pretrained_weights(task, encoder_fn, config.pretrain_epochs,
-                                                             PRETRAIN_BATCH_SIZE, PRETRAIN_LEARNING_RATE,
-                                                             hparams.seed + 1)
-  features_fn_builder = lambda: _Features(config.features, encoder_fn, encoder_weights)
+  encoder_weights = frozen_encoder_weights(task, config.features, config.pretrain_epochs, hparams.seed)
+  features_fn_builder = lambda: Features(config.features, encoder_fn, encoder_weights)
   with tf.Graph().as_default():
     probe = model_fn()
     x = tf.keras.Input(shape=probe.input_shape[1:], dtype=probe.inputs[0].dtype)

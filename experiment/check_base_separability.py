@@ -1,0 +1,70 @@
+"""Whether a diagonal GMM over a frozen encoder's features can find a task's bases (`experiment/base_separability.py`),
+for the encoder a pFedEM run with the same task, seed and `--pfedem_features` freezes.
+
+    bazel run //experiment:check_base_separability -- --task=synthetic --seeds=0,1,2 --features=pretrained
+
+Prints, per seed, over every training example of every base pooled: the logistic-probe accuracy of the base from
+the features, and the mean log-likelihood and ARI against the bases of the highest-likelihood diagonal GMM found and
+of the GMM of the bases' own Gaussians.
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+import numpy as np
+
+from algorithms.core import central_pretraining
+from algorithms.methods import pfedem
+from experiment import base_separability
+from tasks import registry as tasks
+
+_TASK = flags.DEFINE_string('task', 'synthetic', f'One of {", ".join(tasks.TASKS)}.')
+_SEEDS = flags.DEFINE_list('seeds', ['0'], 'Run seeds: the task\'s data and the encoder (as pFedEM\'s).')
+_FEATURES = flags.DEFINE_enum('features', 'pretrained', list(pfedem.FROZEN_ENCODERS) + ['raw'],
+                              'The encoder, as --pfedem_features.')
+_PRETRAIN_EPOCHS = flags.DEFINE_integer('pretrain_epochs', 8, 'As --pfedem_pretrain_epochs.')
+_STARTS = flags.DEFINE_integer('starts', 10, 'EM starts of the highest-likelihood GMM.')
+_STYLE_SCALE = flags.DEFINE_float('synthetic_style_scale', None, 'As run_experiment\'s.')
+_CACHE_DIR = flags.DEFINE_string('cache_dir', None, 'As run_experiment\'s.')
+_TFDS_DATA_DIR = flags.DEFINE_string('tfds_data_dir', None, 'As run_experiment\'s.')
+
+
+def _features(seed: int) -> tuple[np.ndarray, np.ndarray, int]:
+  """(features [N, D], bases [N], K) over the task's pooled training examples."""
+  task = tasks.create(_TASK.value, _CACHE_DIR.value, seed, _TFDS_DATA_DIR.value, _STYLE_SCALE.value)
+  weights = pfedem.frozen_encoder_weights(task, _FEATURES.value, _PRETRAIN_EPOCHS.value, seed)
+  features_fn = pfedem.Features(_FEATURES.value, lambda: task.model_fn(1), weights)
+  features_fn.load()
+  features, bases = [], []
+  for batch in central_pretraining.pooled_training_batches(task, 1024, seed):
+    features.append(features_fn(None, batch['x']).numpy())
+    bases.append(batch['mode'].numpy())
+  return np.concatenate(features), np.concatenate(bases), len(task.domain_names)
+
+
+def main(argv):
+  try:
+    if len(argv) > 1:
+      raise ValueError(f'unexpected arguments: {" ".join(argv[1:])}')
+    tasks.validate(_TASK.value)
+    tasks.validate_style_scale(_TASK.value, _STYLE_SCALE.value)
+    if not all(seed.isdigit() for seed in _SEEDS.value):
+      raise ValueError(f'--seeds takes non-negative integers; got {",".join(_SEEDS.value)}.')
+    seeds = [int(seed) for seed in _SEEDS.value]
+    if _PRETRAIN_EPOCHS.value < 1 or _STARTS.value < 1:
+      raise ValueError('--pretrain_epochs and --starts must be >= 1.')
+  except ValueError as error:
+    print(f'check_base_separability: error: {error}', file=sys.stderr)
+    sys.exit(2)
+  print('| seed | examples | probe accuracy | best GMM log-lik. | best GMM ARI | bases\' GMM log-lik. | bases\' GMM ARI |')
+  print('|---|---|---|---|---|---|---|')
+  for seed in seeds:
+    features, bases, num_bases = _features(seed)
+    result = base_separability.separability(features, bases, num_bases, _STARTS.value, seed)
+    print(f'| {seed} | {len(bases)} | {result.probe_accuracy:.3f} | {result.best_log_likelihood:.2f} | '
+          f'{result.best_ari:.2f} | {result.bases_log_likelihood:.2f} | {result.bases_ari:.2f} |', flush=True)
+
+
+if __name__ == '__main__':
+  app.run(main)
