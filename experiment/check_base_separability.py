@@ -57,7 +57,8 @@ def main(argv):
   except ValueError as error:
     print(f'check_base_separability: error: {error}', file=sys.stderr)
     sys.exit(2)
-  print('| seed | examples | probe accuracy | best GMM log-lik. | best GMM ARI | bases\' GMM log-lik. | bases\' GMM ARI |')
+  print('| seed | examples | probe accuracy | best GMM log-lik. | best GMM ARI | bases\' GMM log-lik. '
+        '| bases\' GMM ARI |')
   print('|---|---|---|---|---|---|---|')
   for seed in seeds:
     features, bases, num_bases = _features(seed)
