@@ -9,8 +9,8 @@ start leads to. This module measures that on a sample of features [N, D] with th
   whole sample): its mean log-likelihood per example and the adjusted Rand index (ARI) of its partition (argmax of the
   posterior) against the domains;
 - `bases`: the diagonal GMM whose component k is domain k's own Gaussian (its examples' mean and per-dimension
-  variance, pi_k its share), no EM: the same two numbers. A GMM aligned with the bases can partition no better than
-  this ARI, and if its log-likelihood is below `best`'s, the likelihood prefers another split of the features;
+  variance, pi_k its share), no EM: the same two numbers. Its ARI is about what a GMM aligned with the bases
+  partitions, and if its log-likelihood is below `best`'s, the likelihood prefers another split of the features;
 - `probe_accuracy`: a logistic regression's accuracy telling an example's domain from its features (trained on one
   half of the sample, tested on the other): whether the features carry the domain at all.
 
