@@ -14,7 +14,6 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from algorithms.core import central_pretraining
 from algorithms.methods import pfedem
 from experiment import base_separability
 from tasks import registry as tasks
@@ -35,11 +34,7 @@ def _features(seed: int) -> tuple[np.ndarray, np.ndarray, int]:
   task = tasks.create(_TASK.value, _CACHE_DIR.value, seed, _TFDS_DATA_DIR.value, _STYLE_SCALE.value)
   weights = pfedem.frozen_encoder_weights(task, _FEATURES.value, _PRETRAIN_EPOCHS.value, seed)
   features_fn = pfedem.Features(_FEATURES.value, lambda: task.model_fn(1), weights)
-  features_fn.load()
-  features, bases = [], []
-  for batch in central_pretraining.pooled_training_batches(task, 1024, seed):
-    features.append(features_fn(None, batch['x']).numpy())
-    bases.append(batch['mode'].numpy())
+  features, bases = zip(*pfedem.pooled_features(task, features_fn, seed))
   return np.concatenate(features), np.concatenate(bases), len(task.domain_names)
 
 

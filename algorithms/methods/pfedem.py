@@ -95,6 +95,7 @@ evaluation `routing_accuracy` / `routing_ari` of argmax_k gamma_k(z) on the test
 
 import collections
 import dataclasses
+from typing import Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -181,13 +182,19 @@ def initial_mixture(num_components: int, feature_dim: int, seed: int, center=0.0
       mass=np.zeros([num_components], np.float32))
 
 
-def feature_moments(task: task_lib.Task, features_fn, seed: int) -> tuple[np.ndarray, np.ndarray]:
-  """(mean [D], variance [D]) of a feature function that does not train (`fixed`, `pretrained`, `raw`) over every
-  training example of every domain (`central_pretraining.pooled_training_batches`)."""
+def pooled_features(task: task_lib.Task, features_fn, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+  """(features [B, D] float64, domains [B]) per batch of every training example of every domain
+  (`central_pretraining.pooled_training_batches`), for a feature function that does not train (`fixed`,
+  `pretrained`, `raw`)."""
   features_fn.load()
-  total, squares, count = 0.0, 0.0, 0
   for batch in central_pretraining.pooled_training_batches(task, 1024, seed):
-    z = features_fn(None, batch['x']).numpy().astype(np.float64)
+    yield features_fn(None, batch['x']).numpy().astype(np.float64), batch['mode'].numpy()
+
+
+def feature_moments(task: task_lib.Task, features_fn, seed: int) -> tuple[np.ndarray, np.ndarray]:
+  """(mean [D], variance [D]) of `pooled_features`."""
+  total, squares, count = 0.0, 0.0, 0
+  for z, _ in pooled_features(task, features_fn, seed):
     total, squares, count = total + z.sum(0), squares + np.square(z).sum(0), count + len(z)
   mean = total / count
   return mean, np.maximum(squares / count - np.square(mean), 1e-6)
