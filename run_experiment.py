@@ -361,10 +361,6 @@ def main(argv):
       _fail(str(error))
   logging.set_verbosity(logging.WARNING)  # TFF's program managers log every file they write at INFO.
   tf.get_logger().setLevel('ERROR')
-  # A dataset's seeded shuffle takes TF's global seed too (`tf.random.get_seed`), and the evaluation data below
-  # (held-out splits, mixed test batches) are built before `initial_weights` sets it: they get TF's default, as in a
-  # fresh process, even when an earlier run in this process (tests, benchmarks) left its seed set.
-  tf.random.set_seed(None)
   try:
     task = tasks.create(_TASK.value, _CACHE_DIR.value, _SEED.value, _TFDS_DATA_DIR.value,
                         _SYNTHETIC_STYLE_SCALE.value)
@@ -389,7 +385,7 @@ def main(argv):
       num_epochs=_CLIENT_EPOCHS.value, batch_size=values['client_batch_size'],
       max_elements=values['max_elements_per_client'])
   element_spec = task.client_dataset(0, populations[task.domain_list[0].base][0], client_spec,
-                                     0).element_spec
+                                     (0, 0)).element_spec
   hparams = algorithms.Hyperparameters(**_shared_hyperparameters(values))
   model_fn = lambda: task.model_fn(hparams.num_branches)
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)

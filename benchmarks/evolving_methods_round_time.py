@@ -44,7 +44,7 @@ def _evolving(task, num_domains, rotation_step, num_clients):
                              num_classes=task.num_classes)
   task = task.with_domains(scenario.domains(task.mode_names, task.num_classes))
   spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=_BATCH_SIZE.value)
-  rounds = [[task.plan_dataset(plan, spec, shuffle_seed=r * 1000 + i)
+  rounds = [[task.plan_dataset(plan, spec, shuffle_seed=(0, r * 1000 + i))
              for i, plan in enumerate(scenario.round_plan(r).clients)]
             for r in range(1, _ROUNDS.value + timing.WARMUP_ROUNDS + 1)]
   return task, rounds

@@ -48,7 +48,7 @@ def _windowed(task):
                              num_classes=task.num_classes)
   task = task.with_domains(scenario.domains(task.mode_names, task.num_classes))
   spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=timing.BATCH_SIZE)
-  rounds = [[task.plan_dataset(plan, spec, shuffle_seed=r * 1000 + i)
+  rounds = [[task.plan_dataset(plan, spec, shuffle_seed=(0, r * 1000 + i))
              for i, plan in enumerate(scenario.round_plan(r).clients)] for r in range(1, total + 1)]
   return task, rounds
 

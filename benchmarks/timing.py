@@ -30,7 +30,7 @@ def round_datasets(task, rounds, clients_per_round, batch_size=BATCH_SIZE, max_e
   result = []
   for round_num in range(1, rounds + 1):
     sample = sampler.sample(round_num)
-    result.append([task.client_dataset(mode, client_id, spec, shuffle_seed=round_num * 1000 + i)
+    result.append([task.client_dataset(mode, client_id, spec, shuffle_seed=(0, round_num * 1000 + i))
                    for i, (client_id, mode) in enumerate(zip(sample.client_ids, sample.modes))])
   return result
 

@@ -198,7 +198,7 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
     round_started = time.monotonic()
     plan = scenario.round_plan(round_num)
     datasets = [task.plan_dataset(client, config.client_spec,
-                                  client_sampler.derived_seed(config.seed, round_num, index))
+                                  (config.seed, client_sampler.derived_seed(config.seed, round_num, index)))
                 for index, client in enumerate(plan.clients)]
     client_ids = [client.client_id for client in plan.clients]
     if store is not None:

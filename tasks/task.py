@@ -8,8 +8,9 @@ Client data reaches a method's client work in two steps, split so that building 
 Python traces no TensorFlow function (which would cost more than the round's training on small models):
 
 1. `preprocess_client` (Python, per round): shuffle (seeded per round and client, so a resumed run trains on the
-   same batches), repeat for `num_epochs`, take `max_elements`, pair every element with the client's true mode,
-   batch. Elements are `(raw_batch, mode [B])`.
+   same batches; `utils.seeded_shuffle`: the order depends on the seeds given, not on TF's global seed), repeat
+   for `num_epochs`, take `max_elements`, pair every element with the client's true mode, batch. Elements are
+   `(raw_batch, mode [B])`.
 2. `model_batches` (inside the TFF client computation, traced once): the task's `batch_fn` maps each raw batch to
    `OrderedDict(x=..., y=...)`, and `mode` is added.
 
@@ -38,12 +39,16 @@ from models import representation as representation_lib
 from periodic_shift import client_sampler
 from periodic_shift import domains as domains_lib
 from periodic_shift import scenario as scenario_lib
+from utils import seeded_shuffle
 
 BatchFn = Callable[[collections.OrderedDict], collections.OrderedDict]
 ModelFn = Callable[[int], tf.keras.Model]
 
 _SHUFFLE_BUFFER = 1000
 _TEST_SHUFFLE_BUFFER = 10_000
+
+# A client dataset's order: (the run's seed, a seed of the round and the client), see `utils.seeded_shuffle`.
+ShuffleSeed = seeded_shuffle.SeedPair
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,23 +142,29 @@ class Task:
     return summary
 
   def client_dataset(self, mode: int, client_id: str, client_spec: tff.simulation.baselines.ClientSpec,
-                     shuffle_seed: int) -> tf.data.Dataset:
+                     shuffle_seed: ShuffleSeed) -> tf.data.Dataset:
     """One client's training batches `(raw_batch, mode)` of domain `mode` (a client of its base population),
     before `model_batches`."""
     dataset = self.train_data[self.domain_list[mode].base].create_tf_dataset_for_client(client_id)
     return preprocess_client(dataset, mode, client_spec, shuffle_seed)
 
   def plan_dataset(self, plan: scenario_lib.ClientPlan, client_spec: tff.simulation.baselines.ClientSpec,
-                   shuffle_seed: int) -> tf.data.Dataset:
+                   shuffle_seed: ShuffleSeed) -> tf.data.Dataset:
     """One client's training batches `(raw_batch, domain)` for its plan in a round, before `model_batches`."""
     if len(plan.parts) == 1 and plan.parts[0].num_examples is None and plan.parts[0].label_weights is None:
       part = plan.parts[0]
       return self.client_dataset(part.domain, part.source_id, client_spec, shuffle_seed)
     return _preprocess_labelled(self._plan_examples(plan, shuffle_seed), client_spec, shuffle_seed)
 
-  def _plan_examples(self, plan: scenario_lib.ClientPlan, shuffle_seed: int) -> tf.data.Dataset:
+  def _plan_examples(self, plan: scenario_lib.ClientPlan, shuffle_seed: Optional[ShuffleSeed]) -> tf.data.Dataset:
     """A plan's examples `(raw_element, domain)`, its parts concatenated in order, thinned by label where a part
-    has `label_weights` (`_thinned`)."""
+    has `label_weights` (`_thinned`).
+
+    A part takes its range of one seeded order of its source's examples: with `order_seed` o (fixed splits), the
+    order of the pair (o, s(o)); otherwise that of the round's (shuffle_seed[0], s(shuffle_seed[1])), where
+    s(x) = `derived_seed(x, base, crc32(source id))`. Both are functions of explicit seeds only
+    (`utils.seeded_shuffle`): a split cut for evaluation and the same split cut for training hold the same
+    examples, so disjoint ranges never share one. `shuffle_seed` None: every part must have an `order_seed`."""
     thinned = any(part.label_weights is not None for part in plan.parts)
     parts = []
     for index, part in enumerate(plan.parts):
@@ -162,9 +173,14 @@ class Task:
       if thinned:  # Each example's position in its source: its thinning draw's key (zip: no rewrite, no trace).
         source = tf.data.Dataset.zip((tf.data.Dataset.range(np.iinfo(np.int64).max), source))
       source_key = zlib.crc32(part.source_id.encode())  # One order per source: parts can split it disjointly.
-      order_seed = shuffle_seed if part.order_seed is None else part.order_seed
-      source = source.shuffle(_SHUFFLE_BUFFER, seed=client_sampler.derived_seed(order_seed, base, source_key),
-                              reshuffle_each_iteration=False)  # The same subset in every epoch of the round.
+      if part.order_seed is not None:
+        stream, key = part.order_seed, part.order_seed
+      elif shuffle_seed is not None:
+        stream, key = shuffle_seed
+      else:
+        raise ValueError(f'a held-out plan\'s parts need an order_seed (fixed splits); {plan.client_id} has none.')
+      source = seeded_shuffle.shuffle(source, _SHUFFLE_BUFFER, (stream, client_sampler.derived_seed(
+          key, base, source_key)), reshuffle_each_iteration=False)  # The same subset in every epoch of the round.
       source = source.skip(part.skip)
       if part.num_examples is not None:
         source = source.take(part.num_examples)
@@ -220,7 +236,7 @@ class Task:
     """Batches `OrderedDict(x, y, mode, client)` of every client's held-out `plans` (fixed splits,
     `Part.order_seed`), `client` [B] the plan's index in `plans`; each batch holds examples of one client only,
     clients one after another."""
-    batched = [tf.data.Dataset.zip((self._plan_examples(plan, shuffle_seed=0),
+    batched = [tf.data.Dataset.zip((self._plan_examples(plan, shuffle_seed=None),
                                     tf.data.Dataset.from_tensors(tf.constant(index, tf.int32)).repeat())
                                    ).batch(batch_size) for index, plan in enumerate(plans)]
     while len(batched) > 1:  # A balanced tree of concatenations keeps the dataset graph shallow.
@@ -243,14 +259,16 @@ class Task:
   def mixed_test_dataset(self, share: float, batch_size: int, seed: int) -> tf.data.Dataset:
     """Test batches of both domains of a two-domain task: each holds round(share B) examples of domain 0 and the
     rest of domain 1 (the test clients of a round with q(t) = share, seen by a method that routes whole batches).
-    Each domain's test data is shuffled once by `seed` (10,000-example buffer) so that a part of it is not one
-    writer's; batches are full, so the batches stop where the domain that fills them faster runs out."""
+    Each domain's test data is shuffled once by `seed` (10,000-example buffer; the seed pair (TF's default global
+    seed, seed + mode), the order earlier versions drew) so that a part of it is not one writer's; batches are full,
+    so the batches stop where the domain that fills them faster runs out."""
     if len(self.domain_list) != 2:
       raise ValueError(f'mixed test batches need a task with 2 domains; this one has {len(self.domain_list)}.')
     day_count = int(round(share * batch_size))
     sizes = [(mode, count) for mode, count in ((0, day_count), (1, batch_size - day_count)) if count > 0]
-    parts = [_with_mode(self.test_data[self.domain_list[mode].base], mode)
-             .shuffle(_TEST_SHUFFLE_BUFFER, seed=seed + mode, reshuffle_each_iteration=False)
+    parts = [seeded_shuffle.shuffle(_with_mode(self.test_data[self.domain_list[mode].base], mode),
+                                    _TEST_SHUFFLE_BUFFER, (seeded_shuffle.DEFAULT_GLOBAL_SEED, seed + mode),
+                                    reshuffle_each_iteration=False)
              .batch(count, drop_remainder=len(sizes) > 1) for mode, count in sizes]
     if len(parts) == 1:
       dataset = parts[0]
@@ -266,10 +284,10 @@ def _with_mode(dataset: tf.data.Dataset, mode: int) -> tf.data.Dataset:
 
 
 def _shuffled_epochs(dataset: tf.data.Dataset, client_spec: tff.simulation.baselines.ClientSpec,
-                     shuffle_seed: int) -> tf.data.Dataset:
-  """shuffle -> repeat(num_epochs) -> take(max_elements)."""
+                     shuffle_seed: ShuffleSeed) -> tf.data.Dataset:
+  """shuffle (a new order of `shuffle_seed`'s stream every epoch) -> repeat(num_epochs) -> take(max_elements)."""
   buffer_size = client_spec.shuffle_buffer_size or _SHUFFLE_BUFFER
-  dataset = dataset.shuffle(buffer_size, seed=shuffle_seed, reshuffle_each_iteration=True)
+  dataset = seeded_shuffle.shuffle(dataset, buffer_size, shuffle_seed, reshuffle_each_iteration=True)
   dataset = dataset.repeat(client_spec.num_epochs)
   if client_spec.max_elements is not None and client_spec.max_elements > 0:
     dataset = dataset.take(client_spec.max_elements)
@@ -277,13 +295,13 @@ def _shuffled_epochs(dataset: tf.data.Dataset, client_spec: tff.simulation.basel
 
 
 def preprocess_client(dataset: tf.data.Dataset, mode: int, client_spec: tff.simulation.baselines.ClientSpec,
-                      shuffle_seed: int) -> tf.data.Dataset:
+                      shuffle_seed: ShuffleSeed) -> tf.data.Dataset:
   """shuffle -> repeat(num_epochs) -> take(max_elements) -> pair with mode -> batch."""
   return _with_mode(_shuffled_epochs(dataset, client_spec, shuffle_seed), mode).batch(client_spec.batch_size)
 
 
 def _preprocess_labelled(dataset: tf.data.Dataset, client_spec: tff.simulation.baselines.ClientSpec,
-                         shuffle_seed: int) -> tf.data.Dataset:
+                         shuffle_seed: ShuffleSeed) -> tf.data.Dataset:
   """`preprocess_client` for elements already paired with their domain."""
   return _shuffled_epochs(dataset, client_spec, shuffle_seed).batch(client_spec.batch_size)
 

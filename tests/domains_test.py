@@ -185,7 +185,7 @@ class TaskDomainsTest(tf.test.TestCase):
     self.assertEqual(shifted.num_modes, 2)
     self.assertEqual(shifted.domain_names, ['base', 'permuted'])
     spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=6)
-    batch = next(iter(task_lib.model_batches(shifted.client_dataset(1, 'c0', spec, 0), shifted.batch_fn)))
+    batch = next(iter(task_lib.model_batches(shifted.client_dataset(1, 'c0', spec, (0, 0)), shifted.batch_fn)))
     self.assertAllEqual(batch['mode'], np.ones(6))
     order = np.argsort(-batch['x'][:, 0])  # Inverted: x' = -x, so the largest x' is the smallest x.
     self.assertAllClose(-batch['x'].numpy()[order], np.arange(12, dtype=np.float32).reshape(6, 2))

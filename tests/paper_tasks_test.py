@@ -21,7 +21,7 @@ _SPEC = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=4)
 
 
 def _labels(task, mode, client_id):
-  return np.concatenate([raw['label'].numpy() for raw, _ in task.client_dataset(mode, client_id, _SPEC, 0)])
+  return np.concatenate([raw['label'].numpy() for raw, _ in task.client_dataset(mode, client_id, _SPEC, (0, 0))])
 
 
 def _test_labels(task, mode):
@@ -197,7 +197,7 @@ class StackoverflowTaskTest(tf.test.TestCase):
     self.assertEqual(stackoverflow.EXTENDED_VOCAB_SIZE, v + 4)
 
   def test_modes_hold_questions_and_answers(self):
-    texts = [raw['tokens'].numpy().tolist() for raw, _ in self.task.client_dataset(1, 'u1', _SPEC, 0)]
+    texts = [raw['tokens'].numpy().tolist() for raw, _ in self.task.client_dataset(1, 'u1', _SPEC, (0, 0))]
     self.assertEqual(texts, [[b'to zzz']])
 
 

@@ -362,7 +362,7 @@ class WindowedScenarioTest(absltest.TestCase):
     w = weights[0]
     plan = scenario.ClientPlan('c0', (scenario.Part(0, 'c0', label_weights=tuple(w)),))
     spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=100)
-    kept = np.concatenate([raw['y'] for raw, _ in task.plan_dataset(plan, spec, 5).as_numpy_iterator()])
+    kept = np.concatenate([raw['y'] for raw, _ in task.plan_dataset(plan, spec, (0, 5)).as_numpy_iterator()])
     for label in range(4):
       p = w[label] / w.max()
       count = int(np.sum(kept == label))
@@ -456,8 +456,8 @@ class DirichletMixtureScenarioTest(tf.test.TestCase):
 
     for c in range(6):
       client_id = f'client_{c}'
-      train = train_examples(client_id, shuffle_seed=1)
-      self.assertEqual(train, train_examples(client_id, shuffle_seed=9))  # Another round, the same split.
+      train = train_examples(client_id, shuffle_seed=(0, 1))
+      self.assertEqual(train, train_examples(client_id, shuffle_seed=(0, 9)))  # Another round, the same split.
       examples = train + held_out_examples('validation', client_id) + held_out_examples('test', client_id)
       self.assertEqual(sorted(i for i, _ in examples), list(np.arange(40) + 100 * c))  # Disjoint and complete.
       domains = [d for _, d in examples]
@@ -497,7 +497,7 @@ class PlanDatasetTest(tf.test.TestCase):
     task = task.with_domains([domains_lib.Domain('a', 0), domains_lib.Domain('b', 0)])
     plan = scenario.ClientPlan('c0', (scenario.Part(0, 'c0', 13), scenario.Part(1, 'c0', 7, skip=13)))
     spec = tff.simulation.baselines.ClientSpec(num_epochs=2, batch_size=5)
-    elements = list(task.plan_dataset(plan, spec, shuffle_seed=1).unbatch().as_numpy_iterator())
+    elements = list(task.plan_dataset(plan, spec, shuffle_seed=(0, 1)).unbatch().as_numpy_iterator())
     by_domain = {d: sorted(float(raw['x'][0]) for raw, domain in elements if domain == d) for d in (0, 1)}
     self.assertLen(by_domain[0], 26)
     self.assertLen(by_domain[1], 14)
@@ -514,12 +514,12 @@ class PlanDatasetTest(tf.test.TestCase):
                          test_data=[], test_sizes=[], batch_fn=lambda b: b, model_fn=None, num_classes=1)
     plan = scenario.ClientPlan('client_0', (scenario.Part(0, 'c2', 5), scenario.Part(1, 'c1', 4)))
     spec = tff.simulation.baselines.ClientSpec(num_epochs=2, batch_size=3)
-    elements = list(task.plan_dataset(plan, spec, shuffle_seed=7).unbatch().as_numpy_iterator())
+    elements = list(task.plan_dataset(plan, spec, shuffle_seed=(0, 7)).unbatch().as_numpy_iterator())
     self.assertLen(elements, 18)  # (5 + 4) examples, 2 epochs.
     for raw, domain in elements:
       self.assertEqual(raw['x'][0], 2.0 if domain == 0 else 101.0)  # Each from its planned source.
     self.assertEqual(sum(domain == 0 for _, domain in elements), 10)
-    again = list(task.plan_dataset(plan, spec, shuffle_seed=7).unbatch().as_numpy_iterator())
+    again = list(task.plan_dataset(plan, spec, shuffle_seed=(0, 7)).unbatch().as_numpy_iterator())
     self.assertEqual([d for _, d in elements], [d for _, d in again])
 
   def test_label_weights_thin_relative_to_the_labels_the_source_holds(self):
@@ -530,7 +530,8 @@ class PlanDatasetTest(tf.test.TestCase):
                          batch_fn=lambda b: b, model_fn=None, num_classes=3)
     plan = scenario.ClientPlan('c0', (scenario.Part(0, 'c0', label_weights=(0.1, 0.2, 0.7)),))
     spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=100)
-    kept = np.concatenate([raw['y'] for raw, _ in task.plan_dataset(plan, spec, shuffle_seed=2).as_numpy_iterator()])
+    kept = np.concatenate([raw['y'] for raw, _ in
+                           task.plan_dataset(plan, spec, shuffle_seed=(0, 2)).as_numpy_iterator()])
     # Label 2 (the largest weight) is absent: label 1 is kept always, label 0 with probability 0.1 / 0.2.
     self.assertEqual(np.sum(kept == 1), 2000)
     self.assertAlmostEqual(np.sum(kept == 0), 1000, delta=4 * np.sqrt(2000 * 0.25))
@@ -545,20 +546,20 @@ class PlanDatasetTest(tf.test.TestCase):
                          test_sizes=[], batch_fn=lambda b: b, model_fn=None, num_classes=2)
     spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=100)
 
-    def kept(label_seed: int, shuffle_seed: int) -> np.ndarray:
+    def kept(label_seed: int, shuffle_seed: tuple[int, int]) -> np.ndarray:
       plan = scenario.ClientPlan('c', (scenario.Part(0, 'c0', label_weights=(0.2, 0.8), label_seed=label_seed),
                                        scenario.Part(0, 'c1', label_weights=(0.6, 0.3), label_seed=label_seed)))
       batches = task.plan_dataset(plan, spec, shuffle_seed).as_numpy_iterator()
       return np.concatenate([raw['x'][:, 0] for raw, _ in batches]).astype(int)
 
-    first = kept(label_seed=1, shuffle_seed=2)
+    first = kept(label_seed=1, shuffle_seed=(0, 2))
     counts = {(source, label): np.sum((first // 10000 == source) & (first % 2 == label)) for source in (0, 1)
               for label in (0, 1)}
     self.assertEqual((counts[0, 1], counts[1, 0]), (1000, 1000))  # Each part's most weighted label is all kept.
     for source, label, p in ((0, 0, 0.25), (1, 1, 0.5)):
       self.assertAlmostEqual(counts[source, label], 1000 * p, delta=4 * np.sqrt(1000 * p * (1 - p)))
-    self.assertCountEqual(kept(label_seed=1, shuffle_seed=3), first)  # Another round: the same examples.
-    self.assertNotEqual(set(kept(label_seed=4, shuffle_seed=2)), set(first))
+    self.assertCountEqual(kept(label_seed=1, shuffle_seed=(0, 3)), first)  # Another round: the same examples.
+    self.assertNotEqual(set(kept(label_seed=4, shuffle_seed=(0, 2))), set(first))
 
   def test_a_client_of_one_domain_gets_the_periodic_pipeline(self):
     data = [tff.simulation.datasets.TestClientData({'c0': collections.OrderedDict(
@@ -566,8 +567,8 @@ class PlanDatasetTest(tf.test.TestCase):
     task = task_lib.Task(name='t', train_data=data, client_sizes=[{'c0': 10}], test_data=[], test_sizes=[],
                          batch_fn=lambda b: b, model_fn=None, num_classes=1)
     spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=4)
-    planned = task.plan_dataset(scenario.ClientPlan('c0', (scenario.Part(0, 'c0'),)), spec, shuffle_seed=3)
-    direct = task.client_dataset(0, 'c0', spec, shuffle_seed=3)
+    planned = task.plan_dataset(scenario.ClientPlan('c0', (scenario.Part(0, 'c0'),)), spec, shuffle_seed=(0, 3))
+    direct = task.client_dataset(0, 'c0', spec, shuffle_seed=(0, 3))
     for a, b in zip(planned.as_numpy_iterator(), direct.as_numpy_iterator()):
       self.assertAllEqual(a[0]['x'], b[0]['x'])
 

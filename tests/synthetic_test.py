@@ -83,15 +83,15 @@ class SyntheticTaskTest(tf.test.TestCase):
   def test_client_batches_carry_the_mode(self):
     spec = tff.simulation.baselines.ClientSpec(num_epochs=2, batch_size=8, max_elements=20)
     client_id = self.task.mode_client_ids()[1][0]
-    batches = list(self.task.client_dataset(1, client_id, spec, shuffle_seed=0))
+    batches = list(self.task.client_dataset(1, client_id, spec, shuffle_seed=(0, 0)))
     self.assertEqual(sum(len(mode) for _, mode in batches), 20)  # max_elements caps repeated epochs.
     self.assertTrue(all(np.all(mode.numpy() == 1) for _, mode in batches))
 
   def test_shuffle_depends_on_seed_only(self):
     spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=100)
     client_id = self.task.mode_client_ids()[0][0]
-    first = [raw['y'].numpy() for raw, _ in self.task.client_dataset(0, client_id, spec, shuffle_seed=5)]
-    second = [raw['y'].numpy() for raw, _ in self.task.client_dataset(0, client_id, spec, shuffle_seed=5)]
+    first = [raw['y'].numpy() for raw, _ in self.task.client_dataset(0, client_id, spec, shuffle_seed=(0, 5))]
+    second = [raw['y'].numpy() for raw, _ in self.task.client_dataset(0, client_id, spec, shuffle_seed=(0, 5))]
     self.assertAllEqual(np.concatenate(first), np.concatenate(second))
 
   def test_test_batches(self):

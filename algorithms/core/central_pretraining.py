@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from algorithms.core import objectives
 from tasks import task as task_lib
+from utils import seeded_shuffle
 
 _SHUFFLE_BUFFER = 10_000
 
@@ -25,7 +26,8 @@ _SHUFFLE_BUFFER = 10_000
 def pooled_training_batches(task: task_lib.Task, batch_size: int, seed: int) -> tf.data.Dataset:
   """Every training example of every domain of `task` (`Task.pooled_training_examples`), shuffled (seeded), as
   model batches (x, y, mode)."""
-  pooled = task.pooled_training_examples(seed).shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+  pooled = seeded_shuffle.shuffle(task.pooled_training_examples(seed), _SHUFFLE_BUFFER, (seed, seed),
+                                  reshuffle_each_iteration=True)
   return task_lib.model_batches(pooled.batch(batch_size), task.batch_fn)
 
 
