@@ -141,6 +141,11 @@ _TFDS_DATA_DIR = flags.DEFINE_string(
 _LABEL_SMOOTH_W = flags.DEFINE_float('label_smooth_w', 0.1, 'lambda of Eq. 4 (weight of the other branches).')
 _LABEL_SMOOTH_EPS = flags.DEFINE_float('label_smooth_eps', 0.5, 'epsilon of Eq. 4 (label smoothing).')
 _EVAL_ROUTING = flags.DEFINE_string('eval_routing', 'batch', 'Test-time branch choice: per batch or per sample.')
+_ORACLE_TEST_LABELS = flags.DEFINE_bool(
+    'oracle_test_labels', False, 'Let methods that choose a branch, component, cluster or model at test time choose '
+    'with the test labels (FedEM\'s EM on the labeled batch, CFL\'s and FedDrift\'s lowest-loss model): the '
+    'oracle protocol of "Diurnal or Nocturnal?" (Zhu et al., 2022) for FedEM. Default: no test label decides '
+    'anything; reports mark oracle runs.')
 _MIXED_TEST_Q = flags.DEFINE_list(
     'mixed_test_q', [], 'Shares q in [0, 1]: also test on batches holding both modes of a two-mode task, a share q of '
     'mode 1 (day) in every batch (metrics mixed_q<q>_accuracy); empty: per-mode test sets only.')
@@ -183,7 +188,8 @@ def _shared_hyperparameters(values: dict) -> dict:
       num_branches=algorithms.num_branches(_ALGORITHM.value, _NUM_BRANCHES.value), period=values['period'],
       clients_per_round=values['clients_per_round'], window_rounds=_WINDOW_ROUNDS.value,
       smoothing_weight=_LABEL_SMOOTH_W.value,
-      smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value, seed=_SEED.value)
+      smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value, seed=_SEED.value,
+      oracle_test_labels=_ORACLE_TEST_LABELS.value)
 
 
 _POSITIVE_INTEGERS = (_CLIENT_EPOCHS, _CLIENT_BATCH_SIZE, _TOTAL_ROUNDS, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
@@ -461,7 +467,7 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS, _CLIENT_BATCH_SIZE,
     _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
     _EVAL_BATCH_SIZE, _EVAL_INFERENCE_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _TFDS_DATA_DIR, _LABEL_SMOOTH_W,
-    _LABEL_SMOOTH_EPS, _EVAL_ROUTING, _MIXED_TEST_Q, _WORKERS, _SUBROUNDS, _WORKER_TIMEOUT)) | frozenset(_METHOD_FLAGS)
+    _LABEL_SMOOTH_EPS, _EVAL_ROUTING, _ORACLE_TEST_LABELS, _MIXED_TEST_Q, _WORKERS, _SUBROUNDS, _WORKER_TIMEOUT)) | frozenset(_METHOD_FLAGS)
 # Flags that cannot change a run's results: output cadence, locations and where rounds and inference run (several
 # workers or larger inference batches give the same results, floats to the order of summation). A run may be
 # resumed with other values.

@@ -289,6 +289,8 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
   if not finished:
     return None
   keys = run_results.setting_keys(finished) or [run_results.METHOD]
+  if run_results.METHOD not in keys and any(run_results.uses_test_labels(run) for run in finished):
+    keys = [run_results.METHOD] + keys  # The method column carries the oracle mark.
   rows = []
   all_metrics = [run_metrics(run) for run in finished]
   if per_domain:

@@ -16,6 +16,11 @@ from typing import Optional
 # Flags that name or place a run, or repeat it, rather than set it.
 NOT_SETTINGS = frozenset({'seed', 'experiment_name', 'root_output_dir', 'overwrite', 'cache_dir', 'tfds_data_dir'})
 METHOD = 'algorithm'
+ORACLE_FLAG = 'oracle_test_labels'
+# Methods whose test-time choice reads the test labels with `--oracle_test_labels`, and always did before the flag
+# existed (runs that do not record it).
+ORACLE_METHODS = frozenset({'fedem', 'cfl', 'feddrift'})
+ORACLE_MARK = ' (oracle: test labels)'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,8 +90,16 @@ def setting_keys(runs: list[RunResult]) -> list[str]:
   return sorted(varying, key=lambda key: (key != METHOD, key))
 
 
+def uses_test_labels(run: RunResult) -> bool:
+  """Whether the run's method chose at test time with the test labels (`--oracle_test_labels`, or a label-reading
+  method run before that flag existed)."""
+  return run.config.get(METHOD) in ORACLE_METHODS and bool(run.config.get(ORACLE_FLAG, True))
+
+
 def setting(run: RunResult, keys: list[str]) -> tuple:
-  return tuple(run.config.get(key) for key in keys)
+  """The run's values of `keys`; its method marked `ORACLE_MARK` when it decided with the test labels."""
+  return tuple(run.config.get(key) + ORACLE_MARK if key == METHOD and uses_test_labels(run) else run.config.get(key)
+               for key in keys)
 
 
 def by_setting(runs: list[RunResult], keys: list[str]) -> dict[tuple, list[RunResult]]:

@@ -86,6 +86,26 @@ class FedEmTest(tf.test.TestCase):
     self.assertAllClose(got_pi, pi, atol=1e-5)
     self.assertAllClose(got_q, q, atol=1e-5)
 
+  def test_unlabeled_em_matches_numpy_and_finds_the_component_that_knows_the_batch(self):
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(6, 3, 5)).astype(np.float32)
+    p = special.softmax(logits, axis=-1)  # [B, K, C]
+    pi = np.full(3, 1 / 3)
+    for _ in range(3):
+      predicted = np.einsum('k,bkc->bc', pi, p).argmax(1)  # The mixture's label.
+      losses = -np.log(p[np.arange(6), :, predicted])
+      q = pi * np.exp(-losses)
+      q /= q.sum(1, keepdims=True)
+      pi = q.mean(0)
+    got_pi, got_q = fedem.unlabeled_expectation_maximization(logits, iterations=3)
+    self.assertAllClose(got_pi, pi, atol=1e-5)
+    self.assertAllClose(got_q, q, atol=1e-5)
+    # Component 1 is confident on every example, the others near uniform: the batch's pi goes to component 1.
+    peaked = rng.normal(scale=0.1, size=(8, 3, 5)).astype(np.float32)
+    peaked[np.arange(8), 1, rng.integers(0, 5, 8)] += 6.0
+    got_pi, _ = fedem.unlabeled_expectation_maximization(peaked, iterations=5)
+    self.assertGreater(got_pi[1], 0.9)
+
   def test_mixture_prediction_and_training_loss(self):
     rng = np.random.default_rng(3)
     logits = rng.normal(size=(4, 2, 5)).astype(np.float32)

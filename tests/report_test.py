@@ -225,6 +225,18 @@ class SettingsTest(absltest.TestCase):
     return [run_results.RunResult(f'r{i}', config, [], {'final_metrics': final})
             for i, (config, final) in enumerate(zip(configs, finals))]
 
+  def test_runs_that_decided_with_test_labels_are_marked_oracle(self):
+    # FedEM with and without the flag, CFL run before the flag existed (it read the labels), FedAvg with the flag
+    # (no decision reads a label).
+    configs = [{'algorithm': 'fedem', 'oracle_test_labels': True}, {'algorithm': 'fedem', 'oracle_test_labels': False},
+               {'algorithm': 'cfl'}, {'algorithm': 'vanilla', 'oracle_test_labels': True}]
+    table = report_tables.build(self._runs(configs, [{'test_accuracy': 0.5}] * 4))
+    methods = sorted(values[table.keys.index('algorithm')] for values, _, _ in table.rows)
+    self.assertEqual(methods, ['cfl (oracle: test labels)', 'fedem', 'fedem (oracle: test labels)', 'vanilla'])
+    only_oracle = report_tables.build(self._runs(configs[:1], [{'test_accuracy': 0.5}]))
+    self.assertEqual(only_oracle.rows[0][0], ('fedem (oracle: test labels)',))
+    self.assertIn('oracle: test labels', only_oracle.markdown())
+
   def test_a_flag_the_others_determine_is_left_out(self):
     # A grid sweeps task, method and seed and sets num_domains and rotation_step per task; lr is swept.
     configs = [{'algorithm': a, 'task': t, 'num_domains': {'circle': 30, 'mnist': 12}[t],

@@ -44,6 +44,9 @@ class Hyperparameters:
   smoothing_epsilon: float = 0.5
   eval_routing: str = 'batch'
   seed: int = 0
+  # Test-time decisions (branch, component, cluster, model) may read the test labels: the oracle protocol some
+  # papers grant a baseline (Zhu et al., 2022 grant FedEM the labels of its test batches); reports mark such runs.
+  oracle_test_labels: bool = False
 
 
 class Algorithm(NamedTuple):

@@ -27,8 +27,10 @@ How the suite realizes it (documented choices):
 - Cluster membership is client state (`algorithms.core.client_state`, checkpointed): a client keeps its cluster across
   rounds; a client seen for the first time joins the cluster whose model has the lowest loss on its data (the
   paper's rule for clients joining after training).
-- Test data (no client identity): each test batch uses the cluster model with the lowest loss on it, the label
-  privilege the suite also grants FedEM and Min-Loss.
+- Test data (no client identity, no labels): each test batch uses the cluster model whose predictions on it are
+  the most certain (largest mean KL to uniform, `algorithms.core.certainty`, the rule of the unlabeled baselines of
+  "Diurnal or Nocturnal?", Zhu et al., 2022). With `--oracle_test_labels`, the cluster model with the lowest loss on
+  the batch's labels (the rule for joining clients, applied to test data: an oracle, marked in reports).
 - eps_1 = 0.4, eps_2 = 1.6 and 20 warm-up rounds are the authors' code's values for their models and learning
   rates; the norms depend on both, so `mean_update_norm` and `max_update_norm` are reported every round to set
   them (`--cfl_eps1`, `--cfl_eps2`, `--cfl_warmup_rounds`).
@@ -45,6 +47,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import certainty
 from algorithms.core import client_state
 from algorithms.core import client_training
 from algorithms.core import evaluation
@@ -93,15 +96,30 @@ def _representatives(owner: tf.Tensor, num_networks: int) -> tf.Tensor:
   return tf.reduce_min(tf.where(owns, networks[tf.newaxis, :], num_networks), axis=1)
 
 
+def _lowest_cost_cluster(costs: tf.Tensor, owner: tf.Tensor, num_clusters: tf.Tensor,
+                         num_networks: int) -> tuple[tf.Tensor, tf.Tensor]:
+  """(cluster, its representative network) whose representative has the lowest of the networks' `costs` [K]."""
+  representatives = _representatives(owner, num_networks)
+  cluster_costs = tf.where(tf.range(num_networks) < num_clusters,
+                           tf.gather(costs, tf.minimum(representatives, num_networks - 1)), np.inf)
+  cluster = tf.argmin(cluster_costs, output_type=tf.int32)
+  return cluster, tf.gather(representatives, cluster)
+
+
 def lowest_loss_cluster(logits: tf.Tensor, batch: dict, owner: tf.Tensor, num_clusters: tf.Tensor,
                         num_networks: int) -> tuple[tf.Tensor, tf.Tensor]:
-  """(cluster, its representative network) whose model has the lowest mean loss on `batch` (logits [B, K, ...])."""
-  representatives = _representatives(owner, num_networks)
+  """(cluster, its representative network) whose model has the lowest mean loss on `batch` (logits [B, K, ...]);
+  reads the labels."""
   losses = tf.reduce_mean(objectives.per_branch_losses(logits, batch), axis=0)  # [K]: each network's loss.
-  cluster_losses = tf.where(tf.range(num_networks) < num_clusters,
-                            tf.gather(losses, tf.minimum(representatives, num_networks - 1)), np.inf)
-  cluster = tf.argmin(cluster_losses, output_type=tf.int32)
-  return cluster, tf.gather(representatives, cluster)
+  return _lowest_cost_cluster(losses, owner, num_clusters, num_networks)
+
+
+def most_certain_cluster(outputs: dict, batch: dict, owner: tf.Tensor, num_clusters: tf.Tensor,
+                         num_networks: int) -> tuple[tf.Tensor, tf.Tensor]:
+  """(cluster, its representative network) whose model's predictions on `batch` have the largest mean KL to
+  uniform (`certainty.branch_certainty`); reads no label."""
+  certainty_of_networks = tf.reduce_mean(certainty.branch_certainty(outputs, batch), axis=0)  # [K]
+  return _lowest_cost_cluster(-certainty_of_networks, owner, num_clusters, num_networks)
 
 
 def _tensor_index(model: tf.keras.Model, num_networks: int) -> list[list[int]]:
@@ -246,9 +264,13 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   num_modes = task.num_modes
 
   def objective(outputs, batch, owner, num_clusters):
-    """The cluster model with the lowest loss on the batch (labels used, as for FedEM and Min-Loss)."""
-    cluster, representative = lowest_loss_cluster(outputs[multi_branch.LOGITS], batch, owner, num_clusters,
-                                                  num_networks)
+    """The cluster model whose predictions on the batch are the most certain (with `oracle_test_labels`: the one
+    with the lowest loss on the batch's labels)."""
+    if hparams.oracle_test_labels:
+      cluster, representative = lowest_loss_cluster(outputs[multi_branch.LOGITS], batch, owner, num_clusters,
+                                                    num_networks)
+    else:
+      cluster, representative = most_certain_cluster(outputs, batch, owner, num_clusters, num_networks)
     branches = routing.batch_branches(batch, cluster)
     logits = tf.gather(outputs[multi_branch.LOGITS], representative, axis=1)
     confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(branches, num_networks),

@@ -45,7 +45,9 @@ How the suite realizes it (documented choices):
 Evaluation: a domain's test data are scored by the models its clients were assigned to, weighted by a decaying
 count of the clients seen per domain and model (what the code measures, each client's model on its concept's test
 data; the true domain is used for this metric only, as for ShiftEx), and, for a domain no client has held yet, by
-the model with the best score on the batch (labels used, the client rule).
+the active model whose predictions on the batch are the most certain (largest mean KL to uniform,
+`algorithms.core.certainty`; no label read). With `--oracle_test_labels`, that fallback is the active model with the
+best score on the batch's labels (the client rule applied to test data: an oracle, marked in reports).
 
 Metrics: `num_models`, `created`, `evicted`, `exhausted`, `merged`; against the true domains (simulation only):
 `true_shifts` / `detected_shifts` (clients whose domain changed since their reference, and those flagged) and
@@ -62,6 +64,7 @@ import tensorflow_federated as tff
 
 from algorithms.core import client_state
 from algorithms.core import client_training
+from algorithms.core import certainty
 from algorithms.core import evaluation
 from algorithms.core import learning_process
 from algorithms.core import linkage
@@ -376,18 +379,27 @@ def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparame
   return model_fn, process
 
 
+def evaluation_objective(config: Config, num_modes: int, oracle_test_labels: bool):
+  """objective(outputs, batch, active [K], domain_slots [modes, K]): a test batch (one domain) scored by its
+  clients' models, weighted by their counts; for a domain no client has held, the active model most certain on the
+  batch (with `oracle_test_labels`: the one best scored on its labels)."""
+
+  def objective(outputs, batch, active, domain_slots):
+    if oracle_test_labels:
+      scores = model_scores(outputs[multi_branch.LOGITS], batch, config.statistic)
+    else:
+      scores = tf.reduce_mean(certainty.branch_certainty(outputs, batch), axis=0)
+    best = tf.one_hot(tf.argmax(tf.where(active > 0, scores, -np.inf)), config.num_branches)
+    return routing.shared_result(outputs, batch, routing.assigned_share(domain_slots, batch, best), num_modes)
+
+  return objective
+
+
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
                     evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
   model_fn, process = build_process(task, element_spec, hparams, config)
   num_modes = task.num_modes
-
-  def objective(outputs, batch, active, domain_slots):
-    """A test batch (one domain) scored by its clients' models, weighted by their counts; for a domain no client
-    has held, the active model with the best score on the batch."""
-    scores = model_scores(outputs[multi_branch.LOGITS], batch, config.statistic)
-    best = tf.one_hot(tf.argmax(tf.where(active > 0, scores, -np.inf)), config.num_branches)
-    return routing.shared_result(outputs, batch, routing.assigned_share(domain_slots, batch, best), num_modes)
-
+  objective = evaluation_objective(config, num_modes, hparams.oracle_test_labels)
   evaluate = evaluation.routed_evaluation(
       evaluator.with_model(model_fn()), objective, lambda state: (state['active'], state['domain_slots']),
       [num_modes, config.num_branches], best_matching=True)
