@@ -10,8 +10,9 @@ mixture_drift) add seed 000's measures from their metrics.csv (`experiment.shift
 `test_mixture_accuracy` over the evaluations (`test_mixture_accuracy_mean`), its standard deviation over the last
 two cycles (`test_mixture_accuracy_std_last_cycles`, Table I), the last evaluation's mean of the per-domain
 accuracies (`balanced_mix_accuracy`: every base in equal share, the 50/50 mix of Figure 2) and, for a method that
-learns mixture weights, their correlation with the imposed share (`share_correlation`, Figure 4). A column appears when at least one run reports it; `columns` chooses and
-orders them. Rows are settings (`experiment.run_results`); within a comparison (settings that differ only in
+learns mixture weights, the signed correlation of the share matched to base 0 with the imposed share
+(`share_correlation`, Figure 4) and beside it what noise reaches for that run length (`share_correlation_floor`). A
+column appears when at least one run reports it; `columns` chooses and orders them. Rows are settings (`experiment.run_results`); within a comparison (settings that differ only in
 the method) the best mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for
 losses, drops, recovery times and forgetting.
 """
@@ -33,7 +34,7 @@ MAIN_COLUMNS = (
     ('personalized_accuracy', False), ('personalized_server_accuracy', False), ('unseen_accuracy', False),
     ('target_accuracy', False), ('target_server_accuracy', False), ('routing_accuracy', False),
     ('test_mixture_accuracy_mean', False), ('test_mixture_accuracy_std_last_cycles', True),
-    ('balanced_mix_accuracy', False), ('share_correlation', False), ('routing_ari', False),
+    ('balanced_mix_accuracy', False), ('share_correlation', False), ('share_correlation_floor', False), ('routing_ari', False),
     ('train_routing_accuracy_run_matched', False), ('novelty_auroc', False),
     ('novelty_average_precision', False), ('novelty_max_f1', False), ('window_drop', True), ('window_recovery_rounds', True),
     ('window_max_accuracy', False), ('forgetting', True))
@@ -78,6 +79,7 @@ def _mixture_drift_measures(run: run_results.RunResult) -> dict[str, float]:
   correlation = shift_metrics.share_correlation(run.rows)
   if correlation is not None:
     measures['share_correlation'] = correlation
+    measures['share_correlation_floor'] = shift_metrics.share_correlation_floor(run.rows)
   return measures
 
 

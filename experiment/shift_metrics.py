@@ -25,13 +25,23 @@ mixture that keeps drifting is the standard deviation of its per-round test accu
 cycles (`std_over_last_cycles`, population standard deviation over the evaluations in rounds
 t > T (1 - 2 / cycles)); how well it learns the drift is the Pearson correlation over rounds between a learned
 mixture weight and the imposed share of base 0 (Figure 4, `share_correlation`). The components a method learns are
-unlabelled, so the correlation is that of the component that tracks base 0 best (the largest over components).
+unlabelled: the learned share is that of the component matched to base 0 once for the whole run, by the run's
+training routing counts (`routing_summary.run_matching`, the matching `train_routing_accuracy_run_matched` uses),
+and the correlation keeps its sign (a component that moves against the share scores below 0). Taking the largest
+correlation over components instead would be |corr| for K = 2 (the shares sum to one), above 0 for pure noise.
+
+What a correlation of noise reaches (`share_correlation_floor`): the 95th percentile of |corr| between the imposed
+series and 2,000 Gaussian random walks of the same length (seeded). Random walks wander slowly, as learned shares
+do, so their correlation with a smooth schedule is far from 0 by chance; a shuffled series, whose neighbours are
+independent, would give a much lower and misleading floor. A share correlation is evidence of tracking only above it.
 """
 
 import dataclasses
 from typing import Optional, Sequence
 
 import numpy as np
+
+from experiment import routing_summary
 
 RECOVERY_FRACTION = 0.95
 PRE_SHIFT_READINGS = ('last', 'max')
@@ -131,27 +141,41 @@ def std_over_last_cycles(rounds: Sequence[int], accuracies: Sequence[float], tot
 
 
 def share_correlation(rows: Sequence[dict]) -> Optional[float]:
-  """The largest Pearson correlation over `rows` (metrics.csv, one per round) between a `learned_share_<k>` column
-  and `scheduled_share_0`; None without learned or scheduled shares or when the series are constant (no
-  correlation)."""
-  correlations = _share_correlations(rows)
-  return max(correlations.values()) if correlations else None
+  """The signed Pearson correlation over `rows` (metrics.csv, one per round) between the learned share of the
+  component matched to base 0 for the run (`tracking_share`) and `scheduled_share_0`; None without learned or
+  scheduled shares or routing counts, or when a series is constant (no correlation)."""
+  column = tracking_share(rows)
+  if column is None or any('scheduled_share_0' not in row or column not in row for row in rows):
+    return None
+  shares, imposed = (np.array([row[key] for row in rows]) for key in (column, 'scheduled_share_0'))
+  if shares.std() == 0 or imposed.std() == 0:
+    return None
+  return float(np.corrcoef(shares, imposed)[0, 1])
 
 
 def tracking_share(rows: Sequence[dict]) -> Optional[str]:
-  """The `learned_share_<k>` column that tracks base 0 best (`share_correlation`'s), or None."""
-  correlations = _share_correlations(rows)
-  return max(correlations, key=correlations.get) if correlations else None
+  """The `learned_share_<k>` column of the component k that the run's training routing counts match to base 0
+  (`routing_summary.run_matching`), or None without learned shares or counts."""
+  learned = {key for row in rows for key in row if key.startswith('learned_share_')}
+  counts = routing_summary.routing_counts(list(rows)) if rows else None
+  if not learned or counts is None or not counts.sum():
+    return None
+  modes, components = routing_summary.run_matching(counts)
+  matched = [f'learned_share_{k}' for mode, k in zip(modes, components) if mode == 0]
+  return matched[0] if matched and matched[0] in learned else None
 
 
-def _share_correlations(rows: Sequence[dict]) -> dict[str, float]:
-  learned = sorted({key for row in rows for key in row if key.startswith('learned_share_')})
-  if not learned or not rows or any('scheduled_share_0' not in row for row in rows):
-    return {}
+def share_correlation_floor(rows: Sequence[dict], quantile: float = 0.95, samples: int = 2000,
+                            seed: int = 0) -> Optional[float]:
+  """The `quantile` of |corr| between the run's `scheduled_share_0` series and `samples` Gaussian random walks of
+  its length (module docstring); None without a non-constant schedule."""
+  if not rows or any('scheduled_share_0' not in row for row in rows):
+    return None
   imposed = np.array([row['scheduled_share_0'] for row in rows])
-  correlations = {}
-  for key in learned:
-    shares = np.array([row[key] for row in rows])
-    if shares.std() > 0 and imposed.std() > 0:
-      correlations[key] = float(np.corrcoef(shares, imposed)[0, 1])
-  return correlations
+  if imposed.std() == 0:
+    return None
+  walks = np.cumsum(np.random.default_rng(seed).normal(size=(samples, len(imposed))), axis=1)
+  walks -= walks.mean(axis=1, keepdims=True)
+  centered = imposed - imposed.mean()
+  correlations = walks @ centered / (np.linalg.norm(walks, axis=1) * np.linalg.norm(centered))
+  return float(np.quantile(np.abs(correlations), quantile))

@@ -68,11 +68,6 @@ def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
     final['test_mixture_accuracy_mean'] = np.mean(mixture)
     final['test_mixture_accuracy_std_last_cycles'] = np.std(mixture)
     final['balanced_mix_accuracy'] = (last['test_day_accuracy'] + last['test_night_accuracy']) / 2
-    learned = [key for key in rows[0] if key.startswith('learned_share_')]
-    if learned:  # Two rounds: the correlation of two points is +-1, that of the component tracking base 0 is 1.
-      final['share_correlation'] = max(stats.pearsonr([row[key] for row in rows],
-                                                      [row['scheduled_share_0'] for row in rows])[0]
-                                       for key in learned)
   counts = {tuple(int(i) for i in key.split('_')[-2:]): key
             for key in rows[0] if key.startswith('train_routing_count_')}
   total = lambda pairs: sum(row[counts[pair]] for row in rows for pair in pairs)
@@ -82,7 +77,15 @@ def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
     injections = ([tuple(zip(range(modes), p)) for p in itertools.permutations(range(branches), modes)]
                   if modes <= branches else
                   [tuple(zip(p, range(branches))) for p in itertools.permutations(range(modes), branches)])
-    final['train_routing_accuracy_run_matched'] = total(max(injections, key=total)) / total(counts)
+    matching = max(injections, key=total)
+    final['train_routing_accuracy_run_matched'] = total(matching) / total(counts)
+    base_0 = [f'learned_share_{branch}' for mode, branch in matching if mode == 0]
+    if 'scheduled_share_0' in rows[0] and base_0 and base_0[0] in rows[0]:
+      # The share of the component matched to base 0, signed. Two rounds: a correlation of two points is +-1, and
+      # so is every random walk's: the noise floor is 1.
+      final['share_correlation'] = stats.pearsonr([row[base_0[0]] for row in rows],
+                                                  [row['scheduled_share_0'] for row in rows])[0]
+      final['share_correlation_floor'] = 1.0
   if 'test_accuracy' in final:  # A global model that does not personalize is its own server view.
     for name in ('personalized', 'unseen', 'target'):
       if f'{name}_accuracy' in final and f'{name}_server_accuracy' not in final:

@@ -209,8 +209,10 @@ class LearnedShiftTest(absltest.TestCase):
     self.assertEqual(report_plots.learned_columns(self._run(prior_rows)), ('prior', 'q'))
     # Components are unlabelled: here component 1 follows domain 0's share, component 0 its complement.
     shares = [0.2, 0.6, 0.9, 0.5]
-    share_rows = [{'round': t, 'scheduled_share_0': a, 'learned_share_0': 1 - a + 0.01 * t, 'learned_share_1': a}
-                  for t, a in enumerate(shares, 1)]
+    counts = {'train_routing_count_0_1': 5.0, 'train_routing_count_0_0': 1.0, 'train_routing_count_1_0': 4.0,
+              'train_routing_count_1_1': 0.0}  # The run's training routing matches domain 0 to component 1.
+    share_rows = [{'round': t, 'scheduled_share_0': a, 'learned_share_0': 1 - a + 0.01 * t, 'learned_share_1': a,
+                   **counts} for t, a in enumerate(shares, 1)]
     self.assertEqual(report_plots.learned_columns(self._run(share_rows)), ('learned_share_1', 'scheduled_share_0'))
 
   def test_no_estimate_without_a_prior_or_a_scheduled_share(self):

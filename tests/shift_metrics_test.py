@@ -88,19 +88,43 @@ class MixtureDriftTest(absltest.TestCase):
     self.assertAlmostEqual(shift_metrics.std_over_last_cycles(rounds, accuracies, 12, 1.5),
                            np.sqrt(np.mean((np.array(accuracies) - np.mean(accuracies)) ** 2)))
 
-  def test_share_correlation_is_the_component_that_tracks_base_0_best(self):
+  def test_share_correlation_is_signed_for_the_component_the_run_matches_to_base_0(self):
     rng = np.random.default_rng(0)
     imposed = np.abs(np.sin(np.linspace(0, 3 * np.pi, 40)))
-    tracking = 0.8 * imposed + 0.1 * rng.random(40)  # Components are unlabelled: the second tracks base 0.
-    rows = [{'round': t + 1, 'scheduled_share_0': a, 'learned_share_0': 1 - b, 'learned_share_1': b}
-            for t, (a, b) in enumerate(zip(imposed, tracking))]
-    self.assertAlmostEqual(shift_metrics.share_correlation(rows), stats.pearsonr(tracking, imposed)[0])
-    self.assertGreater(shift_metrics.share_correlation(rows), 0.9)
+    tracking = 0.8 * imposed + 0.1 * rng.random(40)  # Components are unlabelled: component 1 tracks base 0.
+
+    def rows(base_0_component: int):
+      # Training routing counts: most of base 0's clients went to `base_0_component` over the run.
+      counts = {f'train_routing_count_0_{base_0_component}': 3.0, f'train_routing_count_0_{1 - base_0_component}': 1.0,
+                f'train_routing_count_1_{1 - base_0_component}': 3.0, f'train_routing_count_1_{base_0_component}': 0.0}
+      return [{'round': t + 1, 'scheduled_share_0': a, 'learned_share_0': 1 - b, 'learned_share_1': b, **counts}
+              for t, (a, b) in enumerate(zip(imposed, tracking))]
+
+    self.assertEqual(shift_metrics.tracking_share(rows(1)), 'learned_share_1')
+    self.assertAlmostEqual(shift_metrics.share_correlation(rows(1)), stats.pearsonr(tracking, imposed)[0])
+    self.assertGreater(shift_metrics.share_correlation(rows(1)), 0.9)
+    # Matched the other way, the share moves against base 0's and the correlation says so.
+    self.assertAlmostEqual(shift_metrics.share_correlation(rows(0)), -stats.pearsonr(tracking, imposed)[0])
+
+  def test_the_floor_is_what_random_walks_reach_and_noise_stays_below_it(self):
+    imposed = np.abs(np.sin(np.linspace(0, 3 * np.pi, 96)))
+    rows = [{'round': t + 1, 'scheduled_share_0': a} for t, a in enumerate(imposed)]
+    floor = shift_metrics.share_correlation_floor(rows)
+    rng = np.random.default_rng(5)
+    walks = np.cumsum(rng.normal(size=(3000, 96)), axis=1)
+    reference = np.quantile([abs(stats.pearsonr(walk, imposed)[0]) for walk in walks], 0.95)
+    self.assertAlmostEqual(floor, reference, delta=0.03)  # Independent draws: the quantile to sampling error.
+    self.assertGreater(floor, 0.3)  # Slowly wandering series correlate with a smooth schedule by chance.
+    noise = [abs(stats.pearsonr(walk, imposed)[0]) for walk in np.cumsum(rng.normal(size=(400, 96)), axis=1)]
+    self.assertAlmostEqual(np.mean(np.array(noise) > floor), 0.05, delta=0.03)
+    self.assertIsNone(shift_metrics.share_correlation_floor([{'scheduled_share_0': 0.5}] * 3))
 
   def test_no_learned_share_or_a_constant_series_has_no_correlation(self):
     self.assertIsNone(shift_metrics.share_correlation([{'scheduled_share_0': 0.5}, {'scheduled_share_0': 1.0}]))
     constant = [{'scheduled_share_0': 0.5, 'learned_share_0': 0.2}, {'scheduled_share_0': 0.5, 'learned_share_0': 0.4}]
     self.assertIsNone(shift_metrics.share_correlation(constant))
+    without_counts = [{'scheduled_share_0': a, 'learned_share_0': a} for a in (0.1, 0.5, 0.9)]
+    self.assertIsNone(shift_metrics.share_correlation(without_counts))
 
 
 if __name__ == '__main__':
