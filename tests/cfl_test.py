@@ -82,7 +82,7 @@ class ProcessTest(tf.test.TestCase):
     rng = np.random.default_rng(0)
     raw = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
         x=rng.normal(size=(8, 3)).astype(np.float32), y=rng.integers(0, 3, 8).astype(np.int32)))
-    dataset = task_lib.preprocess_client(raw, 0, tff.simulation.baselines.ClientSpec(1, 4), shuffle_seed=0)
+    dataset = task_lib.preprocess_client(raw, 0, tff.simulation.baselines.ClientSpec(1, 4), shuffle_seed=(0, 0))
     model_fn = lambda: multi_branch.build_multi_network_model(_network, 3)
     client_work = cfl.build_client_work(model_fn, lambda batch: batch, tff.learning.optimizers.build_sgdm(0.5),
                                         dataset.element_spec, 3, 1, cfl.Config())

@@ -27,7 +27,7 @@ def _client(seed, size):
   x = rng.normal(size=(size, 3)).astype(np.float32)
   y = rng.integers(0, 3, size).astype(np.int32)
   raw = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(x=x, y=y))
-  return x, y, task_lib.preprocess_client(raw, 0, tff.simulation.baselines.ClientSpec(1, 4), shuffle_seed=seed)
+  return x, y, task_lib.preprocess_client(raw, 0, tff.simulation.baselines.ClientSpec(1, 4), shuffle_seed=(0, seed))
 
 
 def _numpy_em(model, x, y, pi, iterations):

@@ -24,7 +24,7 @@ def _client(seed, mode, size):
   rng = np.random.default_rng(seed)
   x = (rng.normal(size=(size, 3)) + (2.0 if mode == 0 else -2.0)).astype(np.float32)
   raw = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(x=x, y=rng.integers(0, 3, size).astype(np.int32)))
-  return x, task_lib.preprocess_client(raw, mode, tff.simulation.baselines.ClientSpec(1, 4), shuffle_seed=seed)
+  return x, task_lib.preprocess_client(raw, mode, tff.simulation.baselines.ClientSpec(1, 4), shuffle_seed=(0, seed))
 
 
 def _numpy_round(features, centers, scales, prior, eta_max):

@@ -32,7 +32,7 @@ def _client(seed, mode, size, poisoned=False):
   if poisoned:
     x[2, 1] = np.inf  # One bad input makes the client's loss and update non-finite.
   raw = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(x=x, y=rng.integers(0, 3, size).astype(np.int32)))
-  return task_lib.preprocess_client(raw, mode, tff.simulation.baselines.ClientSpec(1, 4), shuffle_seed=seed)
+  return task_lib.preprocess_client(raw, mode, tff.simulation.baselines.ClientSpec(1, 4), shuffle_seed=(0, seed))
 
 
 _GOOD = [(0, 0, 9), (1, 1, 6), (2, 0, 7), (3, 1, 11), (4, 0, 8)]

@@ -150,7 +150,7 @@ def _client(seed, shift, size):
   rng = np.random.default_rng(seed)
   x = (rng.normal(size=(size, 3)) + shift).astype(np.float32)
   raw = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(x=x, y=rng.integers(0, 3, size).astype(np.int32)))
-  return x, task_lib.preprocess_client(raw, 0, tff.simulation.baselines.ClientSpec(1, 4), shuffle_seed=seed)
+  return x, task_lib.preprocess_client(raw, 0, tff.simulation.baselines.ClientSpec(1, 4), shuffle_seed=(0, seed))
 
 
 class ProcessTest(tf.test.TestCase):

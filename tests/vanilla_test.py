@@ -25,7 +25,7 @@ def _client_data(seed, size):
   raw = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
       x=rng.normal(size=(size, 3)).astype(np.float32), y=rng.integers(0, 3, size).astype(np.int32)))
   return task_lib.preprocess_client(raw, mode=seed % 2, client_spec=tff.simulation.baselines.ClientSpec(1, 4),
-                                    shuffle_seed=seed)
+                                    shuffle_seed=(0, seed))
 
 
 def _reference_client_update(initial, dataset):
@@ -70,8 +70,8 @@ class VanillaProcessTest(tf.test.TestCase):
     # With a zero client learning rate the train metrics are those of the initial model on all 12 examples.
     model = _model_fn()
     model.set_weights(list(initial.trainable))
-    xs = np.concatenate([raw['x'] for d in datasets for raw, _ in d])
-    ys = np.concatenate([raw['y'] for d in datasets for raw, _ in d])
+    batches = [raw for d in datasets for raw, _ in d]  # One pass: each pass of a client dataset reshuffles it.
+    xs, ys = (np.concatenate([raw[key] for raw in batches]) for key in ('x', 'y'))
     logits = model(xs)['logits'].numpy().mean(axis=1)
     loss = tf.keras.losses.sparse_categorical_crossentropy(ys, logits, from_logits=True).numpy().mean()
     metrics = output.metrics['client_work']
