@@ -106,7 +106,12 @@ _CLIENT_BATCH_SIZE = flags.DEFINE_integer('client_batch_size', None, 'Local batc
 _MAX_ELEMENTS = flags.DEFINE_integer('max_elements_per_client', None, 'Cap on local examples per round. Default: '
                                      'the task\'s (512 for stackoverflow, none otherwise).')
 _CLIENT_LR = flags.DEFINE_float('client_learning_rate', None, 'Client SGD learning rate. Default: the task\'s.')
-_SERVER_LR = flags.DEFINE_float('server_learning_rate', None, 'Server Adam learning rate. Default: the task\'s.')
+_SERVER_OPTIMIZER = flags.DEFINE_string(
+    'server_optimizer', 'adam', 'The server step on the averaged update: adam '
+    '(FedAdam, the optimizer of "Diurnal or Nocturnal?", Zhu et al., 2022) or sgd (w - lr * update; lr 1 is the '
+    'parameter averaging of FedAvg, pFedEM, FedGMM and FedEvolve).')
+_SERVER_LR = flags.DEFINE_float('server_learning_rate', None, 'Server learning rate. Default: the task\'s with '
+                                '--server_optimizer=adam, 1.0 (parameter averaging) with sgd.')
 _SERVER_EPSILON = flags.DEFINE_float('server_adam_epsilon', None, 'Server Adam epsilon. Default: the task\'s.')
 _NUM_BRANCHES = flags.DEFINE_integer('num_branches', 2, 'Branches K of the network (1 = single-branch).')
 _ROUNDS_PER_EVAL = flags.DEFINE_integer('rounds_per_eval', 8, 'Evaluate on the test sets every this many rounds.')
@@ -189,7 +194,7 @@ def _shared_hyperparameters(values: dict) -> dict:
       clients_per_round=values['clients_per_round'], window_rounds=_WINDOW_ROUNDS.value,
       smoothing_weight=_LABEL_SMOOTH_W.value,
       smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value, seed=_SEED.value,
-      oracle_test_labels=_ORACLE_TEST_LABELS.value)
+      oracle_test_labels=_ORACLE_TEST_LABELS.value, server_optimizer=_SERVER_OPTIMIZER.value)
 
 
 _POSITIVE_INTEGERS = (_CLIENT_EPOCHS, _CLIENT_BATCH_SIZE, _TOTAL_ROUNDS, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
@@ -219,6 +224,11 @@ def _hyperparameters() -> dict:
   tasks.validate_style_scale(_TASK.value, _SYNTHETIC_STYLE_SCALE.value)
   algorithms.validate(_ALGORITHM.value, _TASK.value, algorithms.num_branches(_ALGORITHM.value, _NUM_BRANCHES.value))
   defaults = tasks.defaults(_TASK.value)
+  if _SERVER_OPTIMIZER.value not in learning_process.SERVER_OPTIMIZERS:
+    raise ValueError(f'server_optimizer must be one of {", ".join(learning_process.SERVER_OPTIMIZERS)}; got '
+                     f'{_SERVER_OPTIMIZER.value!r}.')
+  if _SERVER_OPTIMIZER.value == 'sgd':
+    defaults = dict(defaults, server_learning_rate=1.0)
   values = {flag.name: _resolved(flag, defaults) for flag in (
       _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_BATCH_SIZE, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON,
       _MAX_ELEMENTS, _DIRICHLET_COMPONENTS)}
@@ -465,9 +475,10 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _DRIFT_START, _DRIFT_END, _DRIFT_LENGTH, _CONCEPT_PERIOD, _WINDOW_ROUNDS, _WINDOWING, _WINDOW_OVERLAP,
     _CORRUPTIONS, _LABEL_SKEW_ALPHA, _SWITCH_FRACTION, _DIRICHLET_COMPONENTS, _COMPONENT_ALPHA, _UNSEEN_FRACTION,
     _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS, _CLIENT_BATCH_SIZE,
-    _MAX_ELEMENTS, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
-    _EVAL_BATCH_SIZE, _EVAL_INFERENCE_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME, _CACHE_DIR, _TFDS_DATA_DIR, _LABEL_SMOOTH_W,
-    _LABEL_SMOOTH_EPS, _EVAL_ROUTING, _ORACLE_TEST_LABELS, _MIXED_TEST_Q, _WORKERS, _SUBROUNDS, _WORKER_TIMEOUT)) | frozenset(_METHOD_FLAGS)
+    _MAX_ELEMENTS, _CLIENT_LR, _SERVER_OPTIMIZER, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
+    _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _EVAL_INFERENCE_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME,
+    _CACHE_DIR, _TFDS_DATA_DIR, _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _EVAL_ROUTING, _ORACLE_TEST_LABELS, _MIXED_TEST_Q,
+    _WORKERS, _SUBROUNDS, _WORKER_TIMEOUT)) | frozenset(_METHOD_FLAGS)
 # Flags that cannot change a run's results: output cadence, locations and where rounds and inference run (several
 # workers or larger inference batches give the same results, floats to the order of summation). A run may be
 # resumed with other values.

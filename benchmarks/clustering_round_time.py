@@ -34,6 +34,7 @@ from utils import execution_context
 _ROUNDS = flags.DEFINE_integer('rounds', 20, 'Timed rounds (after 3 warm-up rounds).')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
 _CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
+_SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
 
 
 def _process_seconds(process, model_fn, rounds):
@@ -73,7 +74,7 @@ def _measure(task, model_fn):
   """Vanilla's s/round, {method: s/round}, and the bound, on the same rounds of clients."""
   rounds = timing.round_datasets(task, _ROUNDS.value + timing.WARMUP_ROUNDS, _CLIENTS_PER_ROUND.value)
   element_spec = rounds[0][0].element_spec
-  args = (model_fn, task.batch_fn, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON)
+  args = (model_fn, task.batch_fn, element_spec, _CLIENT_LR, _SERVER_STEP)
   vanilla_seconds = _process_seconds(vanilla.build_process(*args), model_fn, rounds)
   method_seconds = {
       'fedtem': _process_seconds(fedtem.build_process(*args, 2, 2, fedtem.Config(period=32)), model_fn, rounds),

@@ -19,6 +19,7 @@ from absl import flags
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import learning_process
 from algorithms.core import method
 from algorithms.methods import fedevolve
 from algorithms.methods import fedevp
@@ -34,6 +35,7 @@ _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Timed rounds (after the warm-up ro
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
 _BATCH_SIZE = flags.DEFINE_integer('batch_size', 128, 'Client batch size (the README\'s seed 001 runs use 128).')
 _CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
+_SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
 
 
 def _evolving(task, num_domains, rotation_step, num_clients):
@@ -54,7 +56,7 @@ def _measure(task, rounds):
   element_spec = rounds[0][0].element_spec
   hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_LR, _EPSILON, num_branches=1)
   seconds = collections.OrderedDict()
-  model_fn, process = vanilla.build_single_network_process(task, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON)
+  model_fn, process = vanilla.build_single_network_process(task, element_spec, _CLIENT_LR, _SERVER_STEP)
   seconds['fedavg'] = timing.process_seconds_per_round(model_fn, process, rounds)
   seconds['fedevp'] = timing.process_seconds_per_round(
       *fedevp.build_process(task, element_spec, hparams, fedevp.Config()), rounds)

@@ -36,6 +36,7 @@ from utils import execution_context
 _ROUNDS = flags.DEFINE_integer('rounds', 20, 'Timed rounds (after 3 warm-up rounds).')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
 _CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
+_SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
 
 
 def _seconds(algorithm_or_process, model_fn, rounds, with_client_state=None):
@@ -60,7 +61,7 @@ def _measure(task):
   networks_fn = lambda: multi_branch.build_multi_network_model(lambda: task.model_fn(1), 2)
   seconds = collections.OrderedDict()
   for name, model_fn in (('vanilla', branches_fn), ('vanilla_networks', networks_fn)):
-    process = vanilla.build_process(model_fn, task.batch_fn, element_spec, _CLIENT_LR, _SERVER_LR, _EPSILON)
+    process = vanilla.build_process(model_fn, task.batch_fn, element_spec, _CLIENT_LR, _SERVER_STEP)
     seconds[name] = _seconds(process, model_fn, rounds)
   for name, config in (('pfedem', pfedem.Config()), ('pfedem_branches', pfedem.Config(submodels='branches'))):
     algorithm = pfedem.build_algorithm(task, element_spec, hparams, evaluator, config)

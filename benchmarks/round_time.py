@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import learning_process
 from algorithms.core import objectives
 from algorithms.methods import vanilla
 from benchmarks import task_files
@@ -49,8 +50,9 @@ _TASKS = flags.DEFINE_list('tasks', ['synthetic', 'emnist', 'cifar', 'stackoverf
 
 def _time_ours(task, model_fn, rounds, defaults):
   process = vanilla.build_process(model_fn, task.batch_fn, rounds[0][0].element_spec,
-                                  defaults['client_learning_rate'], defaults['server_learning_rate'],
-                                  defaults['server_adam_epsilon'])
+                                  defaults['client_learning_rate'],
+                                  learning_process.ServerStep('adam', defaults['server_learning_rate'],
+                                                              defaults['server_adam_epsilon']))
   return timing.process_seconds_per_round(model_fn, process, rounds)
 
 

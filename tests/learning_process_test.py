@@ -52,7 +52,8 @@ class GlobalModelWeightsTest(tf.test.TestCase):
       return tff.learning.templates.ClientResult(update, 1.0), {'clients': 1.0}
 
     process = learning_process.compose(
-        _model, learning_process.stateless_client_work(client_update, lambda sums: sums), 0.1, 1e-3)
+        _model, learning_process.stateless_client_work(client_update, lambda sums: sums),
+        learning_process.ServerStep('adam', 0.1, 1e-3))
     state = process.set_model_weights(process.initialize(), learning_process.initial_weights(_model, seed=3))
     state = process.next(state, [[1.0], [2.0]]).state
     expected = process.get_model_weights(state)
@@ -61,6 +62,49 @@ class GlobalModelWeightsTest(tf.test.TestCase):
     self.assertAllClose(tf.nest.flatten(read), tf.nest.flatten(expected), rtol=0, atol=0)
     self.assertNotAllClose(tf.nest.flatten(read.trainable),
                            tf.nest.flatten(learning_process.initial_weights(_model, seed=3).trainable))
+
+
+
+class ServerStepTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    execution_context.install()
+
+  def _round(self, server_step: learning_process.ServerStep):
+    """(initial, after one round) trainable weights; client i of data [d_i] sends the update d_i * 1 with weight
+    d_i, so the example-weighted mean update is (1 * 1 + 3 * 3) / 4 = 2.5 in every entry."""
+    weights_type = learning_process.model_weights_type(_model)
+
+    @tff.tensorflow.computation(weights_type, tff.SequenceType(np.float32))
+    def client_update(weights, dataset):
+      value = dataset.reduce(0.0, lambda total, x: total + x)
+      update = [value * tf.ones_like(w) for w in weights.trainable]
+      return tff.learning.templates.ClientResult(update, value), {'clients': 1.0}
+
+    process = learning_process.compose(
+        _model, learning_process.stateless_client_work(client_update, lambda sums: sums), server_step)
+    initial = learning_process.initial_weights(_model, seed=3)
+    state = process.set_model_weights(process.initialize(), initial)
+    after = learning_process.global_model_weights(process.next(state, [[1.0], [3.0]]).state)
+    return initial.trainable, after.trainable
+
+  def test_sgd_with_rate_one_applies_the_mean_update_as_it_is(self):
+    initial, after = self._round(learning_process.ServerStep('sgd', 1.0, 1e-3))
+    for before, now in zip(initial, after):
+      self.assertAllClose(now, before - 2.5, atol=1e-6)
+
+  def test_adam_first_step_is_the_bias_corrected_step(self):
+    # m = 0.1 g, v = 0.001 g^2 after one step; Adam moves by lr sqrt(1 - 0.999) / (1 - 0.9) m / (sqrt(v) + eps).
+    initial, after = self._round(learning_process.ServerStep('adam', 0.1, 1e-3))
+    step = 0.1 * np.sqrt(1 - 0.999) / (1 - 0.9) * (0.1 * 2.5) / (np.sqrt(0.001 * 2.5**2) + 1e-3)
+    for before, now in zip(initial, after):
+      self.assertAllClose(now, before - step, atol=1e-5)
+
+  def test_an_unknown_optimizer_is_one_line(self):
+    with self.assertRaisesRegex(ValueError, 'server_optimizer must be one of adam, sgd'):
+      learning_process.ServerStep('rmsprop', 1.0, 1e-3).build()
 
 
 if __name__ == '__main__':

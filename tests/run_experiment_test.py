@@ -55,6 +55,7 @@ class BadInputTest(parameterized.TestCase):
       ('unknown_shift', ['--shift_fn=sine'], 'shift_fn must be one of'),
       ('client_lr', ['--client_learning_rate=0'], 'client_learning_rate must be > 0'),
       ('server_lr', ['--server_learning_rate=-1'], 'server_learning_rate must be > 0'),
+      ('server_optimizer', ['--server_optimizer=rmsprop'], 'server_optimizer must be one of adam, sgd; got'),
       ('unknown_prior', ['--algorithm=fedtem', '--prior=quadratic'], 'prior must be one of'),
       ('prior_with_three_branches', ['--algorithm=fedtem', '--num_branches=3'], 'defined for 2 modes'),
       ('fedtkm_eta', ['--algorithm=fedtkm', '--eta_max=-1'], 'eta_max must be >= 0'),

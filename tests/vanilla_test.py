@@ -13,6 +13,7 @@ from tasks import task as task_lib
 from utils import execution_context
 
 _CLIENT_LR, _SERVER_LR, _EPSILON = 0.1, 0.05, 1e-3
+_SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
 
 
 def _model_fn():
@@ -48,7 +49,7 @@ class VanillaProcessTest(tf.test.TestCase):
   def test_one_round_matches_reference(self):
     datasets = [_client_data(seed, size) for seed, size in ((0, 7), (1, 12), (2, 5))]
     process = vanilla.build_process(_model_fn, lambda batch: batch, datasets[0].element_spec, _CLIENT_LR,
-                                    _SERVER_LR, _EPSILON)
+                                    _SERVER_STEP)
     initial = learning_process.initial_weights(_model_fn, seed=1)
     state = process.set_model_weights(process.initialize(), initial)
     output = process.next(state, datasets)
@@ -63,8 +64,7 @@ class VanillaProcessTest(tf.test.TestCase):
 
   def test_train_metrics_are_example_weighted(self):
     datasets = [_client_data(seed, size) for seed, size in ((3, 4), (4, 8))]
-    process = vanilla.build_process(_model_fn, lambda batch: batch, datasets[0].element_spec, 0.0, _SERVER_LR,
-                                    _EPSILON)
+    process = vanilla.build_process(_model_fn, lambda batch: batch, datasets[0].element_spec, 0.0, _SERVER_STEP)
     initial = learning_process.initial_weights(_model_fn, seed=2)
     output = process.next(process.set_model_weights(process.initialize(), initial), datasets)
     # With a zero client learning rate the train metrics are those of the initial model on all 12 examples.

@@ -7,8 +7,11 @@ Every method in the suite is a `tff.learning.templates.LearningProcess` made of 
   client work  the method's own `ClientWorkProcess`: its server state holds whatever the method adds to the model
                (clustering model, temporal-prior state), which it broadcasts, updates and reports itself;
   aggregator   `tff.aggregators.MeanFactory`, the example-weighted mean of the clients' model updates;
-  finalizer    `tff.learning.templates.build_apply_optimizer_finalizer` with `tff.learning.optimizers.build_adam`
-               (FedAdam, Reddi et al., 2021).
+  finalizer    `tff.learning.templates.build_apply_optimizer_finalizer` with the server step (`ServerStep`):
+               `tff.learning.optimizers.build_adam` (FedAdam, Reddi et al., 2021; the suite's default, the server
+               optimizer of "Diurnal or Nocturnal?", Zhu et al., 2022) or `build_sgdm` without momentum, whose
+               learning rate 1 applies the averaged update as it is: FedAvg's parameter averaging, the server step
+               of pFedEM (Eq. 5), FedGMM and FedEvolve.
 
 A method whose round has an aggregation that depends on another (FedTEM: its threshold comes from the collected
 ranking keys and decides a second sum) also offers the same round as two computations (`compose_split_round`), so
@@ -16,6 +19,7 @@ that TFF can run its clients on several workers.
 """
 
 import collections
+import dataclasses
 from typing import Callable, NamedTuple, Optional
 
 
@@ -129,18 +133,37 @@ def stateless_client_work(client_update: tff.Computation,
   return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
 
 
-def build_fedadam_finalizer(server_learning_rate: float, server_adam_epsilon: float,
-                            weights_type: tff.types.StructWithPythonType) -> tff.learning.templates.FinalizerProcess:
-  adam = tff.learning.optimizers.build_adam(learning_rate=server_learning_rate, epsilon=server_adam_epsilon)
-  return tff.learning.templates.build_apply_optimizer_finalizer(adam, weights_type)
+SERVER_OPTIMIZERS = ('adam', 'sgd')
 
 
-def compose(model_fn: ModelFn, client_work: tff.learning.templates.ClientWorkProcess,
-            server_learning_rate: float, server_adam_epsilon: float,
+@dataclasses.dataclass(frozen=True)
+class ServerStep:
+  """How the server applies the aggregated update Delta (the clients' mean of initial - trained weights):
+  `adam`: FedAdam's step with `learning_rate` and `adam_epsilon`; `sgd`: w <- w - learning_rate * Delta (learning
+  rate 1: w becomes the clients' weighted mean of their trained weights, parameter averaging)."""
+  optimizer: str
+  learning_rate: float
+  adam_epsilon: float
+
+  def build(self) -> tff.learning.optimizers.Optimizer:
+    if self.optimizer == 'adam':
+      return tff.learning.optimizers.build_adam(learning_rate=self.learning_rate, epsilon=self.adam_epsilon)
+    if self.optimizer == 'sgd':
+      return tff.learning.optimizers.build_sgdm(learning_rate=self.learning_rate)
+    raise ValueError(f'server_optimizer must be one of {", ".join(SERVER_OPTIMIZERS)}; got {self.optimizer!r}.')
+
+
+def build_server_finalizer(server_step: ServerStep,
+                           weights_type: tff.types.StructWithPythonType) -> tff.learning.templates.FinalizerProcess:
+  return tff.learning.templates.build_apply_optimizer_finalizer(server_step.build(), weights_type)
+
+
+def compose(model_fn: ModelFn, client_work: tff.learning.templates.ClientWorkProcess, server_step: ServerStep,
             aggregator_factory: Optional[tff.aggregators.WeightedAggregationFactory] = None,
             ) -> tff.learning.templates.LearningProcess:
   """broadcast + `client_work` + weighted mean (`aggregator_factory`, default the example-weighted
-  `tff.aggregators.MeanFactory`) + FedAdam, as one learning process.
+  `tff.aggregators.MeanFactory`) + the server step (`ServerStep`: FedAdam or parameter averaging), as one learning
+  process.
 
   The initial weights of the returned process come from `model_fn`'s initializers in TF graph mode; callers that
   need a seeded initialization replace them with `process.set_model_weights(state, initial_weights(...))`.
@@ -151,20 +174,19 @@ def compose(model_fn: ModelFn, client_work: tff.learning.templates.ClientWorkPro
     return tff.learning.models.ModelWeights.from_model(model_fn())
 
   client_result_type = client_work.next.type_signature.result.result.member
-  distributor, aggregator, finalizer = _server_pieces(model_fn, client_result_type, server_learning_rate,
-                                                      server_adam_epsilon, aggregator_factory)
+  distributor, aggregator, finalizer = _server_pieces(model_fn, client_result_type, server_step, aggregator_factory)
   return tff.learning.templates.compose_learning_process(initial_model_weights_fn, distributor, client_work,
                                                          aggregator, finalizer)
 
 
-def _server_pieces(model_fn: ModelFn, client_result_type, server_learning_rate: float, server_adam_epsilon: float,
+def _server_pieces(model_fn: ModelFn, client_result_type, server_step: ServerStep,
                    aggregator_factory: Optional[tff.aggregators.WeightedAggregationFactory] = None) -> tuple:
   """(broadcast, aggregator, finalizer) of `compose` for client results of `client_result_type`."""
   weights_type = model_weights_type(model_fn)
   aggregator = (aggregator_factory or tff.aggregators.MeanFactory()).create(client_result_type.update,
                                                                             client_result_type.update_weight)
   return (tff.learning.templates.build_broadcast_process(weights_type), aggregator,
-          build_fedadam_finalizer(server_learning_rate, server_adam_epsilon, weights_type))
+          build_server_finalizer(server_step, weights_type))
 
 
 class SplitRound(NamedTuple):
@@ -187,7 +209,7 @@ class SplitRound(NamedTuple):
 
 def compose_split_round(model_fn: ModelFn, process: tff.learning.templates.LearningProcess,
                         first_client_work: tff.Computation, second_client_work: tff.Computation,
-                        server_learning_rate: float, server_adam_epsilon: float,
+                        server_step: ServerStep,
                         aggregator_factory: Optional[tff.aggregators.WeightedAggregationFactory] = None) -> SplitRound:
   """`process.next` as a `SplitRound`, where `process` is `compose` of a client work whose `next` is
   `second_client_work` after `first_client_work` (the same arguments otherwise):
@@ -200,8 +222,7 @@ def compose_split_round(model_fn: ModelFn, process: tff.learning.templates.Learn
   second's aggregate).
   """
   client_result_type = first_client_work.type_signature.result[0].member
-  distributor, aggregator, finalizer = _server_pieces(model_fn, client_result_type, server_learning_rate,
-                                                      server_adam_epsilon, aggregator_factory)
+  distributor, aggregator, finalizer = _server_pieces(model_fn, client_result_type, server_step, aggregator_factory)
   state_type, data_type = process.next.type_signature.parameter
 
   @tff.federated_computation(state_type, data_type)

@@ -30,6 +30,8 @@ from typing import Callable, Mapping, NamedTuple, Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import learning_process
+
 
 @dataclasses.dataclass(frozen=True)
 class Hyperparameters:
@@ -47,6 +49,11 @@ class Hyperparameters:
   # Test-time decisions (branch, component, cluster, model) may read the test labels: the oracle protocol some
   # papers grant a baseline (Zhu et al., 2022 grant FedEM the labels of its test batches); reports mark such runs.
   oracle_test_labels: bool = False
+  server_optimizer: str = 'adam'  # `learning_process.ServerStep`: adam (FedAdam) or sgd (1.0: parameter averaging).
+
+  @property
+  def server_step(self) -> learning_process.ServerStep:
+    return learning_process.ServerStep(self.server_optimizer, self.server_learning_rate, self.server_adam_epsilon)
 
 
 class Algorithm(NamedTuple):
@@ -71,8 +78,7 @@ def process_args(task, element_spec, hparams: Hyperparameters) -> tuple:
   """The leading arguments every K-branch method's `build_process` takes: (model_fn of the task's K-branch network,
   the task's batch_fn, `element_spec`, client learning rate, server learning rate, server Adam epsilon)."""
   model_fn = lambda: task.model_fn(hparams.num_branches)
-  return (model_fn, task.batch_fn, element_spec, hparams.client_learning_rate, hparams.server_learning_rate,
-          hparams.server_adam_epsilon)
+  return (model_fn, task.batch_fn, element_spec, hparams.client_learning_rate, hparams.server_step)
 
 
 def setting(default, help_text: str, flag: Optional[str] = None):

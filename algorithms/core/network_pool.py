@@ -59,14 +59,15 @@ def changed_rows(mixing: tf.Tensor) -> tf.Tensor:
 
 def mixed_state(state: tff.learning.templates.LearningAlgorithmState, trainable_index, non_trainable_index,
                 mixing: tf.Tensor) -> tff.learning.templates.LearningAlgorithmState:
-  """The learning-process state with its networks mixed by A and the changed networks' FedAdam moments zeroed."""
+  """The learning-process state with its networks mixed by A and the changed networks' FedAdam moments (if the
+  server step keeps any) zeroed."""
   weights = state.global_model_weights
   new_weights = tff.learning.models.ModelWeights(
       trainable=mix(weights.trainable, trainable_index, mixing),
       non_trainable=mix(weights.non_trainable, non_trainable_index, mixing))
   changed = changed_rows(mixing)
   finalizer = collections.OrderedDict(state.finalizer)
-  for name in MOMENTS:
+  for name in (name for name in MOMENTS if name in finalizer):  # A plain SGD server step keeps no moments.
     moments = list(finalizer[name])
     for k, positions in enumerate(trainable_index):
       for i in positions:

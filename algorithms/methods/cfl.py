@@ -259,8 +259,8 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   client_work = build_client_work(model_fn, task.batch_fn,
                                   tff.learning.optimizers.build_sgdm(hparams.client_learning_rate), element_spec,
                                   num_networks, task.num_modes, config)
-  process = learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
-                                     hparams.server_adam_epsilon, per_tensor_mean.PerTensorWeightedMeanFactory())
+  process = learning_process.compose(model_fn, client_work, hparams.server_step,
+                                     per_tensor_mean.PerTensorWeightedMeanFactory())
   num_modes = task.num_modes
 
   def objective(outputs, batch, owner, num_clusters):

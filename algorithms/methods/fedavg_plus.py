@@ -44,7 +44,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                     evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
   config.validate()
   model_fn, process = vanilla.build_single_network_process(
-      task, element_spec, hparams.client_learning_rate, hparams.server_learning_rate, hparams.server_adam_epsilon)
+      task, element_spec, hparams.client_learning_rate, hparams.server_step)
   evaluator = evaluator.with_model(model_fn())
   tuning = evaluation.LocalTuning(objectives.averaged_branches, config.tuning_epochs,
                                   config.tuning_learning_rate or hparams.client_learning_rate)

@@ -372,8 +372,8 @@ def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparame
   client_work = build_client_work(model_fn, task.batch_fn,
                                   tff.learning.optimizers.build_sgdm(hparams.client_learning_rate), element_spec,
                                   task.num_modes, config)
-  process = learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
-                                     hparams.server_adam_epsilon, per_tensor_mean.PerTensorWeightedMeanFactory())
+  process = learning_process.compose(model_fn, client_work, hparams.server_step,
+                                     per_tensor_mean.PerTensorWeightedMeanFactory())
   process = network_pool.with_server_step(process, pool_step(trainable_index, non_trainable_index,
                                                              config.num_branches))
   return model_fn, process

@@ -187,12 +187,12 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   return learning_process.stateless_client_work(client_update, routing.train_metrics)
 
 
-def build_process(model_fn, batch_fn, element_spec, client_learning_rate, server_learning_rate, server_adam_epsilon,
+def build_process(model_fn, batch_fn, element_spec, client_learning_rate, server_step,
                   num_branches, num_modes, em_iterations,
                   keep_client_state: bool = False) -> tff.learning.templates.LearningProcess:
   client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
                                   element_spec, num_branches, num_modes, em_iterations, keep_client_state)
-  return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)
+  return learning_process.compose(model_fn, client_work, server_step)
 
 
 def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str, em_iterations: int,

@@ -122,8 +122,7 @@ def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparame
       model_fn, task.batch_fn, tff.learning.optimizers.build_sgdm(hparams.client_learning_rate), element_spec,
       training_objective(task.num_stages, task.num_classes, config.distance, config.stage_reduction),
       uniform_weights=config.aggregation == 'uniform')
-  return model_fn, learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
-                                            hparams.server_adam_epsilon)
+  return model_fn, learning_process.compose(model_fn, client_work, hparams.server_step)
 
 
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,

@@ -344,8 +344,8 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   client_work = build_client_work(
       model_fn, features_fn, task.batch_fn, tff.learning.optimizers.build_sgdm(hparams.client_learning_rate),
       element_spec, task.num_modes, config, hparams.seed)
-  process = learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
-                                     hparams.server_adam_epsilon, per_tensor_mean.PerTensorWeightedMeanFactory())
+  process = learning_process.compose(model_fn, client_work, hparams.server_step,
+                                     per_tensor_mean.PerTensorWeightedMeanFactory())
   evaluate = build_evaluation(evaluator, model_fn, features_fn, task.num_modes, config)
   return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial_client_state(config),
                           model_fn=model_fn)

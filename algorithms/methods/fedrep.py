@@ -132,8 +132,7 @@ def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparame
       [v.shape for v, is_head in zip(model.trainable_variables, head_mask) if is_head])
   client_work = build_client_work(model_fn, head_mask, task.batch_fn, element_spec, hparams.client_learning_rate,
                                   config, initial_state)
-  return model_fn, learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
-                                            hparams.server_adam_epsilon), initial_state
+  return model_fn, learning_process.compose(model_fn, client_work, hparams.server_step), initial_state
 
 
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,

@@ -415,23 +415,23 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
 
 def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn, element_spec,
-                  client_learning_rate: float, server_learning_rate: float, server_adam_epsilon: float,
+                  client_learning_rate: float, server_step: learning_process.ServerStep,
                   num_branches: int, num_modes: int, config: Config) -> tff.learning.templates.LearningProcess:
   return build_process_and_split_round(model_fn, batch_fn, element_spec, client_learning_rate,
-                                       server_learning_rate, server_adam_epsilon, num_branches, num_modes,
+                                       server_step, num_branches, num_modes,
                                        config)[0]
 
 
 def build_process_and_split_round(
     model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn, element_spec, client_learning_rate: float,
-    server_learning_rate: float, server_adam_epsilon: float, num_branches: int, num_modes: int, config: Config
+    server_step: learning_process.ServerStep, num_branches: int, num_modes: int, config: Config
 ) -> tuple[tff.learning.templates.LearningProcess, learning_process.SplitRound]:
   """FedTEM's learning process, and its round as two computations (for several workers)."""
   parts = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
                             element_spec, num_branches, num_modes, config)
-  process = learning_process.compose(model_fn, parts.client_work, server_learning_rate, server_adam_epsilon)
+  process = learning_process.compose(model_fn, parts.client_work, server_step)
   return process, learning_process.compose_split_round(model_fn, process, parts.first, parts.second,
-                                                       server_learning_rate, server_adam_epsilon)
+                                                       server_step)
 
 
 # ----------------------------------------------------------------------------------------------------------------

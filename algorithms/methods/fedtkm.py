@@ -308,11 +308,11 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
 
 def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn, element_spec,
-                  client_learning_rate: float, server_learning_rate: float, server_adam_epsilon: float,
+                  client_learning_rate: float, server_step: learning_process.ServerStep,
                   num_branches: int, num_modes: int, config: Config) -> tff.learning.templates.LearningProcess:
   client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
                                   element_spec, num_branches, num_modes, config)
-  return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)
+  return learning_process.compose(model_fn, client_work, server_step)
 
 
 # ----------------------------------------------------------------------------------------------------------------

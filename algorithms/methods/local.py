@@ -77,7 +77,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                      'test data (--scenario=dirichlet_mixture or evolving_domains).')
   model_fn = lambda: task.model_fn(1)
   process = learning_process.compose(model_fn, build_client_work(model_fn, task.batch_fn, element_spec),
-                                     hparams.server_learning_rate, hparams.server_adam_epsilon)
+                                     hparams.server_step)
   evaluator = evaluator.with_model(model_fn()).held_out_only()
   tuning = evaluation.LocalTuning(objectives.averaged_branches, config.epochs, hparams.client_learning_rate)
 

@@ -430,8 +430,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
       model_fn, features_fn_builder, task.batch_fn, tff.learning.optimizers.build_sgdm(hparams.client_learning_rate),
       element_spec, task.num_modes, initial_mixture(num_components, feature_dim, hparams.seed, **moments), config)
   aggregator = per_tensor_mean.PerTensorWeightedMeanFactory() if config.model_weights == 'partition_size' else None
-  process = learning_process.compose(model_fn, client_work, hparams.server_learning_rate,
-                                     hparams.server_adam_epsilon, aggregator)
+  process = learning_process.compose(model_fn, client_work, hparams.server_step, aggregator)
   test_features = features_fn_builder()
   test_features.load()
   num_modes = task.num_modes

@@ -93,11 +93,11 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
 
 
-def build_process(model_fn, batch_fn, element_spec, client_learning_rate, server_learning_rate, server_adam_epsilon,
+def build_process(model_fn, batch_fn, element_spec, client_learning_rate, server_step,
                   num_branches, num_modes, period, halves) -> tff.learning.templates.LearningProcess:
   client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
                                   element_spec, num_branches, num_modes, period, halves)
-  return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)
+  return learning_process.compose(model_fn, client_work, server_step)
 
 
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,

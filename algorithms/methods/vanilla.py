@@ -29,15 +29,15 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
 
 
 def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn, element_spec,
-                  client_learning_rate: float, server_learning_rate: float,
-                  server_adam_epsilon: float) -> tff.learning.templates.LearningProcess:
+                  client_learning_rate: float,
+                  server_step: learning_process.ServerStep) -> tff.learning.templates.LearningProcess:
   client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
                                   element_spec)
-  return learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)
+  return learning_process.compose(model_fn, client_work, server_step)
 
 
 def build_single_network_process(task: task_lib.Task, element_spec, client_learning_rate: float,
-                                 server_learning_rate: float, server_adam_epsilon: float,
+                                 server_step: learning_process.ServerStep,
                                  proximal_strength: float = 0.0):
   """(model_fn, process): FedAvg of the task's single-branch network (seed 004's FedAvg; FedProx with
   `proximal_strength`), for the baselines that build on it (`algorithms.methods.fedprox`,
@@ -45,4 +45,4 @@ def build_single_network_process(task: task_lib.Task, element_spec, client_learn
   model_fn = lambda: task.model_fn(1)
   client_work = build_client_work(model_fn, task.batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
                                   element_spec, proximal_strength)
-  return model_fn, learning_process.compose(model_fn, client_work, server_learning_rate, server_adam_epsilon)
+  return model_fn, learning_process.compose(model_fn, client_work, server_step)
