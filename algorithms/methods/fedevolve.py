@@ -11,8 +11,9 @@ Client objective, one step per batch (`algorithms.core.prototypes`):
   L = sum_{m=1}^{M-1} -(1 / |Q^{m+1}|) sum_{(x, y) in Q^{m+1}} log softmax_{y' in Y^m}(-d(phi(x), c^m_{y'}))_y
                                                                                   (Eq. 5 [R], summed over m)
 
-Server: the towers are averaged (Algorithm 1, lines 23-24) through the suite's composition (the averaged update
-goes to the FedAdam finalizer, as for every method of the suite).
+Server: the towers are averaged (Algorithm 1, lines 23-24) through the suite's composition: the averaged update goes
+to the server step (`--server_optimizer`; `sgd` with learning rate 1 is Algorithm 1's averaging, the faithful reading
+the FedEvolve grids use; `adam`, the suite's default, is FedAdam).
 Prediction on the target domain M + 1: prototypes c^M from the last source domain through psi, each target example
 mapped by phi and given the class of the nearest prototype.
 
@@ -115,7 +116,7 @@ def last_source_prototypes(embeddings, labels, stages, clients, last_stage: int,
 
 
 def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparameters, config: Config):
-  """(model_fn, learning process): the two towers trained on Eq. 5 [R], averaged, FedAdam."""
+  """(model_fn, learning process): the two towers trained on Eq. 5 [R], averaged, the server step applied."""
   network = task.representation_split()
   model_fn = lambda: representation.two_tower_model(network)
   client_work = client_training.objective_client_work(

@@ -106,7 +106,7 @@ def training_objective(num_stages: int, num_classes: int, config: Config):
 
 
 def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparameters, config: Config):
-  """(model_fn, learning process): the tower and head trained on Eq. 6-8 [R], averaged, FedAdam."""
+  """(model_fn, learning process): the tower and head trained on Eq. 6-8 [R], averaged, the server step applied."""
   network = task.representation_split()
   model_fn = lambda: representation.tower_head_model(network)
   client_work = client_training.objective_client_work(

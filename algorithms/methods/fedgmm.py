@@ -23,8 +23,8 @@ and the server (Algorithm 1 lines 12-17), from `federated_sum`s only:
             = sum_c sum_i r_i z_i z_i^T / sum_c R_c(m1) - mu mu^T + eps I   (`'exact'`: sufficient statistics, the
               centralized M step, which the literal rule misses by the between-client spread; digest item 6)
   theta_m2  = sum_c Lambda_c(m2) theta_m2,c / sum_c Lambda_c(m2),  Lambda_c(m2) = sum_m1 gamma_c(m1, m2)
-              (per-tensor weights, `algorithms.core.per_tensor_mean`; the suite's FedAdam finalizer applies the mean
-              update, as for every method of the suite)
+              (per-tensor weights, `algorithms.core.per_tensor_mean`; the server step applies the mean update:
+              `--server_optimizer=sgd` with rate 1 is this average as written, the FedGMM grid's setting)
   pi        = sum_c gamma_c / sum_c N_c                               (footnote 3, its typo corrected; item 7)
 
 A component no client gave mass keeps its mean and covariance.

@@ -84,8 +84,9 @@ Choices (digest section 5; the literal reading is the default, each other readin
   2-GMM of the pooled features does not separate the bases (`experiment/check_base_separability.py`). With the
   synthetic bases twice as far apart (`--synthetic_style_scale=0.3`) the correlation is 0.93-0.99 in seeds 0-2,
   and Algorithm 1 without the two departures still loses a base at the first cycle's end (README, pFedEM section).
-- Server update: the suite's FedAdam finalizer applies Eq. 5's mean delta, as for every method of the suite (the
-  paper applies it with step 1); local iterations J: the suite's schedule (`--client_epochs`,
+- Server update: the server step applies Eq. 5's mean delta (`--server_optimizer`): `sgd` with learning rate 1 is
+  Eq. 5 as written (parameter averaging, the faithful reading, which the pFedEM grids use); `adam`, the suite's
+  default, applies FedAdam to it instead; local iterations J: the suite's schedule (`--client_epochs`,
   `--client_batch_size`, `--max_elements_per_client`).
 
 Metrics: `train_routing_accuracy` / `train_routing_ari` of the hard partition against the examples' true domains,
