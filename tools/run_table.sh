@@ -2,7 +2,7 @@
 # Runs one of the README's comparison grids (experiment/grids/<NAME>.toml, through tools/run_matrix.sh: as many runs
 # at a time as the machine has cores; finished runs are skipped, so rerunning resumes). The matrix ends with the
 # report of the root (<root>/report/index.html) and prints its main table, the grid's [report] columns:
-#   seed_000            pFedEM, FedAvg, FedEM, CFL under mixture_drift
+#   seed_000            pFedEM, FedAvg, FedEM, CFL, FedGMM under mixture_drift
 #   seed_000_pretrained pFedEM with a frozen pretrained encoder, both GMM initializations, seeds 0-5
 #   seed_000_separation seed_000's methods with the synthetic bases twice as far apart
 #   seed_001            FedAvg, FedAvg+FT, FedRep, FedEvp, FedEvolve, evolving domains
