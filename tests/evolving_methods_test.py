@@ -1,17 +1,33 @@
-"""FedEvolve, FedEvp and FedRep (seed 001) learn on evolving domains: short runs on the synthetic task rotated by 20
-degrees per domain must predict the unseen target domain far above chance (10 classes: 0.1).
+"""FedEvolve, FedEvp and FedRep against FedAvg on evolving domains, the same seeded data for every method: the
+synthetic task rotated by 20 degrees per domain in all 32 planes of its 64-d input (a shift a model trained on the
+source domains does not carry to the target: FedAvg's target accuracy falls to 0.68 from 0.92 on its training data).
 
-Measured with these settings (20 rounds): FedEvolve 0.91 on the target test set, its clients' target data 0.90 with
-pooled prototypes (server view) and 0.73 with each client's own; FedEvp 0.93 / 0.93 / 0.94 (personalized); FedRep
-0.89 / 0.92 / 0.96 (its clients' own heads).
+Measured with these settings (20 rounds, seed 0), accuracy on the target domain's test set: FedAvg 0.676, FedEvolve
+0.860, FedEvp 0.850, FedRep 0.749; each client's own target data: FedAvg 0.725, FedRep with its clients' heads 0.831.
+The methods built for evolving domains must beat FedAvg on the target by 0.08 (half the measured gap), FedRep's
+personalized clients must beat FedAvg's by 0.05; every method's training accuracy must rise by 0.2.
 """
 
 import os
+import tempfile
 
 from absl.testing import absltest
 from absl.testing import parameterized
 
 from tests import in_process_run
+
+_RUN = ['--task=synthetic', '--scenario=evolving_domains', '--num_domains=5', '--rotation_step=20',
+        '--rotation_planes=32', '--num_clients=8', '--clients_per_round=4', '--client_batch_size=64',
+        '--total_rounds=20', '--rounds_per_eval=20', '--experiment_name=s']
+
+
+def _first_and_last(algorithm: str, root: str) -> tuple[dict, dict]:
+  """The first and last metrics rows (floats) of a run of `algorithm` into `root`."""
+  status, stderr = in_process_run.run([*_RUN, f'--algorithm={algorithm}', f'--root_output_dir={root}'])
+  if status != 0:
+    raise AssertionError(stderr[-3000:])
+  rows = in_process_run.metrics_rows(os.path.join(root, 's'))
+  return tuple({key: float(value) for key, value in row.items() if value} for row in (rows[0], rows[-1]))
 
 
 class EvolvingMethodsTest(parameterized.TestCase):
@@ -20,21 +36,23 @@ class EvolvingMethodsTest(parameterized.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     in_process_run.start_worker()
+    cls.fedavg = _first_and_last('vanilla_single', tempfile.mkdtemp())
 
-  @parameterized.parameters('fedevolve', 'fedevp', 'fedrep')
-  def test_learns_to_predict_the_unseen_target_domain(self, algorithm):
-    root = self.create_tempdir().full_path
-    status, stderr = in_process_run.run([
-        '--task=synthetic', '--scenario=evolving_domains', '--num_domains=5', '--rotation_step=20',
-        '--num_clients=8', '--clients_per_round=4', '--client_batch_size=64', f'--algorithm={algorithm}',
-        '--total_rounds=20', '--rounds_per_eval=20', f'--root_output_dir={root}', '--experiment_name=s'])
-    self.assertEqual(status, 0, stderr[-3000:])
-    rows = in_process_run.metrics_rows(os.path.join(root, 's'))
-    final = rows[-1]
-    self.assertGreater(float(final['test_mixture_accuracy']), 0.6)  # The centralized target test set.
-    self.assertGreater(float(final['target_server_accuracy']), 0.6)  # Every client's own target data.
-    self.assertGreater(float(final['target_accuracy']), 0.5)
-    self.assertGreater(float(final['train_accuracy']), float(rows[0]['train_accuracy']) + 0.2)
+  @parameterized.parameters('fedevolve', 'fedevp')
+  def test_beats_fedavg_on_the_target_domain(self, algorithm):
+    first, last = _first_and_last(algorithm, self.create_tempdir().full_path)
+    self.assertGreater(last['test_mixture_accuracy'], self.fedavg[1]['test_mixture_accuracy'] + 0.08)
+    self.assertGreater(last['train_accuracy'], first['train_accuracy'] + 0.2)
+
+  def test_fedrep_clients_beat_fedavg_on_their_own_target_data(self):
+    first, last = _first_and_last('fedrep', self.create_tempdir().full_path)
+    self.assertGreater(last['target_accuracy'], self.fedavg[1]['target_accuracy'] + 0.05)
+    self.assertGreater(last['train_accuracy'], first['train_accuracy'] + 0.2)
+
+  def test_fedavg_learns_its_sources(self):
+    first, last = self.fedavg
+    self.assertGreater(last['train_accuracy'], first['train_accuracy'] + 0.2)
+    self.assertGreater(last['test_mixture_accuracy'], 0.3)  # Far above chance (10 classes) even on the target.
 
 
 if __name__ == '__main__':
