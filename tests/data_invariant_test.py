@@ -103,13 +103,12 @@ class _Recorder:
 
 
 _ROUNDS = 3
+_DIRICHLET = ['--scenario=dirichlet_mixture', '--unseen_fraction=0.2', '--clients_per_round=8']
 _CASES = (
-    ('dirichlet_gaussian_mixture', 'gaussian_mixture', ['--scenario=dirichlet_mixture', '--num_clients=20',
-                                                         '--clients_per_round=8']),
-    ('dirichlet_gaussian_toy_1d', 'gaussian_toy_1d', ['--scenario=dirichlet_mixture', '--clients_per_round=8']),
-    ('dirichlet_synthetic', 'synthetic', ['--scenario=dirichlet_mixture', '--num_clients=40',
-                                          '--clients_per_round=8']),
-    ('dirichlet_digits', 'digits', ['--scenario=dirichlet_mixture', '--clients_per_round=8']),
+    ('dirichlet_gaussian_mixture', 'gaussian_mixture', [*_DIRICHLET, '--num_clients=20']),
+    ('dirichlet_gaussian_toy_1d', 'gaussian_toy_1d', _DIRICHLET),
+    ('dirichlet_synthetic', 'synthetic', [*_DIRICHLET, '--num_clients=40']),
+    ('dirichlet_digits', 'digits', _DIRICHLET),
     ('evolving_synthetic', 'synthetic', ['--scenario=evolving_domains', '--num_domains=3', '--num_clients=6',
                                          '--clients_per_round=3', '--dirichlet_alpha=1']),
     ('evolving_digits', 'digits', ['--scenario=evolving_domains', '--num_domains=3', '--num_clients=4',
@@ -180,6 +179,7 @@ class DataInvariantTest(parameterized.TestCase):
       if name == 'unseen':
         held_out['unseen adaptation'] = own
     if isinstance(first.scenario, dirichlet_mixture.DirichletMixtureScenario):  # Not built by the run: built here.
+      self.assertNotEmpty(held_out['unseen adaptation'])
       held_out['validation'] = set().union(*(_raw_identities(task_lib.Task._plan_examples(first.task, plan, None))
                                              for plan in first.scenario.split_plans('validation')))
     held_out['centralized test'] = {identity for dataset in first.test_sets.values()
