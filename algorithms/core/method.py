@@ -76,7 +76,7 @@ def window_of(round_num, window_rounds: int):
 
 def process_args(task, element_spec, hparams: Hyperparameters) -> tuple:
   """The leading arguments every K-branch method's `build_process` takes: (model_fn of the task's K-branch network,
-  the task's batch_fn, `element_spec`, client learning rate, server learning rate, server Adam epsilon)."""
+  the task's batch_fn, `element_spec`, client learning rate, the server step `learning_process.ServerStep`)."""
   model_fn = lambda: task.model_fn(hparams.num_branches)
   return (model_fn, task.batch_fn, element_spec, hparams.client_learning_rate, hparams.server_step)
 
