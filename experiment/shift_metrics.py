@@ -155,10 +155,12 @@ def share_correlation(rows: Sequence[dict]) -> Optional[float]:
 
 def tracking_share(rows: Sequence[dict]) -> Optional[str]:
   """The `learned_share_<k>` column of the component k that the run's training routing counts match to base 0
-  (`routing_summary.run_matching`), or None without learned shares or counts."""
+  (`routing_summary.run_matching`), or None without learned shares, a scheduled share or counts."""
   learned = {key for row in rows for key in row if key.startswith('learned_share_')}
-  counts = routing_summary.routing_counts(list(rows)) if rows else None
-  if not learned or counts is None or not counts.sum():
+  if not learned or any('scheduled_share_0' not in row for row in rows):
+    return None
+  counts = routing_summary.routing_counts(list(rows))
+  if counts is None or not counts.sum():
     return None
   modes, components = routing_summary.run_matching(counts)
   matched = [f'learned_share_{k}' for mode, k in zip(modes, components) if mode == 0]

@@ -15,6 +15,8 @@ from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context
 
+_SERVER_STEP = learning_process.ServerStep('adam', 0.1, 1e-3)
+
 
 class BipartitionTest(tf.test.TestCase):
 
@@ -86,7 +88,7 @@ class ProcessTest(tf.test.TestCase):
     model_fn = lambda: multi_branch.build_multi_network_model(_network, 3)
     client_work = cfl.build_client_work(model_fn, lambda batch: batch, tff.learning.optimizers.build_sgdm(0.5),
                                         dataset.element_spec, 3, 1, cfl.Config())
-    process = learning_process.compose(model_fn, client_work, 0.1, 1e-3,
+    process = learning_process.compose(model_fn, client_work, _SERVER_STEP,
                                        per_tensor_mean.PerTensorWeightedMeanFactory())
     state = process.initialize()
     # Networks 0 and 1 belong to cluster 0, network 2 to cluster 1; the client is stored in cluster 0.

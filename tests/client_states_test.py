@@ -16,6 +16,8 @@ from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context
 
+_SERVER_STEP = learning_process.ServerStep('adam', 0.1, 1e-3)
+
 
 def _model_fn():
   extractor = tf.keras.Sequential([tf.keras.Input(shape=(3,)), tf.keras.layers.Dense(4, activation='tanh')])
@@ -79,7 +81,7 @@ class FedEmClientStateTest(tf.test.TestCase):
     clients = [_client(seed, size) for seed, size in ((0, 9), (1, 6), (2, 11))]
     element_spec = clients[0][2].element_spec
     # Client learning rate 0: the losses of every round come from the same broadcast model.
-    process = fedem.build_process(_model_fn, lambda batch: batch, element_spec, 0.0, 0.1, 1e-3, num_branches=2,
+    process = fedem.build_process(_model_fn, lambda batch: batch, element_spec, 0.0, _SERVER_STEP, num_branches=2,
                                   num_modes=1, em_iterations=2, keep_client_state=True)
     initial = learning_process.initial_weights(_model_fn, seed=3)
     state = process.set_model_weights(process.initialize(), initial)

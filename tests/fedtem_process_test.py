@@ -13,6 +13,8 @@ from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context
 
+_SERVER_STEP = learning_process.ServerStep('adam', 0.1, 1e-3)
+
 
 def _model_fn():
   extractor = tf.keras.Sequential([tf.keras.Input(shape=(3,)), tf.keras.layers.Dense(4, activation='tanh')])
@@ -42,7 +44,7 @@ class FedTemProcessTest(tf.test.TestCase):
     clients = [_client(seed, mode, size) for seed, mode, size in ((0, 0, 9), (1, 1, 6), (2, 0, 7), (3, 1, 11))]
     config = fedtem.Config(prior='linear', period=8, statistics_decay=0.0, pi_momentum=0.9, seed=5)
     # Client learning rate 0: the features after training are those of the broadcast model.
-    process = fedtem.build_process(_model_fn, lambda batch: batch, clients[0][1].element_spec, 0.0, 0.1, 1e-3,
+    process = fedtem.build_process(_model_fn, lambda batch: batch, clients[0][1].element_spec, 0.0, _SERVER_STEP,
                                    num_branches=2, num_modes=2, config=config)
     initial = learning_process.initial_weights(_model_fn, seed=3)
     output = process.next(process.set_model_weights(process.initialize(), initial), [d for _, d in clients])

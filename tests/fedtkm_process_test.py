@@ -14,6 +14,8 @@ from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context
 
+_SERVER_STEP = learning_process.ServerStep('adam', 0.1, 1e-3)
+
 
 def _model_fn():
   extractor = tf.keras.Sequential([tf.keras.Input(shape=(3,)), tf.keras.layers.Dense(4, activation='tanh')])
@@ -54,7 +56,7 @@ class FedTkmProcessTest(tf.test.TestCase):
   def test_two_rounds_match_numpy(self):
     config = fedtkm.Config(prior='linear', period=8, eta_max=0.8, center_decay=0.0, seed=5)
     # Client learning rate 0: the features after training are those of the broadcast model.
-    process = fedtkm.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.0, 0.1, 1e-3,
+    process = fedtkm.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.0, _SERVER_STEP,
                                    num_branches=2, num_modes=2, config=config)
     initial = learning_process.initial_weights(_model_fn, seed=3)
     state = process.set_model_weights(process.initialize(), initial)
@@ -84,14 +86,14 @@ class FedTkmProcessTest(tf.test.TestCase):
     self.assertNotAllClose(scales, [1.0, 1.0])  # Round 1 moved alpha_2 (eta_1 = 0.4), round 2 did not (eta_2 = 0).
 
   def test_no_per_client_value_reaches_the_server(self):
-    process = fedtkm.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.1, 0.1, 1e-3,
+    process = fedtkm.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.1, _SERVER_STEP,
                                    num_branches=2, num_modes=2, config=fedtkm.Config())
     moved = aggregation_only.clients_to_server_intrinsics(process.next)
     self.assertIn('federated_sum', moved)
     self.assertContainsSubset(moved, ['federated_sum', 'federated_mean', 'federated_weighted_mean'])
     self.assertEmpty(aggregation_only.per_client_leaks(process.next))
     # The check can fail: FedTEM collects one score per client at the server.
-    fedtem_process = fedtem.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.1, 0.1, 1e-3,
+    fedtem_process = fedtem.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.1, _SERVER_STEP,
                                           num_branches=2, num_modes=2, config=fedtem.Config())
     leaks = aggregation_only.per_client_leaks(fedtem_process.next)
     self.assertTrue(any('federated_aggregate' in leak for leak in leaks), leaks)

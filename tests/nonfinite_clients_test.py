@@ -20,6 +20,8 @@ from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context
 
+_SERVER_STEP = learning_process.ServerStep('adam', 0.1, 1e-3)
+
 
 def _model_fn():
   extractor = tf.keras.Sequential([tf.keras.Input(shape=(3,)), tf.keras.layers.Dense(4, activation='tanh')])
@@ -39,7 +41,7 @@ _GOOD = [(0, 0, 9), (1, 1, 6), (2, 0, 7), (3, 1, 11), (4, 0, 8)]
 
 
 def _build(name, element_spec):
-  args = (_model_fn, lambda batch: batch, element_spec, 0.1, 0.1, 1e-3)
+  args = (_model_fn, lambda batch: batch, element_spec, 0.1, _SERVER_STEP)
   if name == 'vanilla':
     return vanilla.build_process(*args)
   if name == 'fedtem':

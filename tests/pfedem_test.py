@@ -16,6 +16,8 @@ from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context
 
+_SERVER_STEP = learning_process.ServerStep('adam', 0.1, 1e-3)
+
 
 def _numpy_e_step(z, means, variances, weights):
   """Eq. 8 with scipy's Gaussian densities, normalized in log space."""
@@ -162,7 +164,7 @@ class ProcessTest(tf.test.TestCase):
         model_fn, features, lambda batch: batch, tff.learning.optimizers.build_sgdm(client_learning_rate),
         element_spec, 1, pfedem.initial_mixture(2, 3, seed=4), config)
     aggregator = per_tensor_mean.PerTensorWeightedMeanFactory() if config.model_weights == 'partition_size' else None
-    return model_fn, learning_process.compose(model_fn, client_work, 0.1, 1e-3, aggregator)
+    return model_fn, learning_process.compose(model_fn, client_work, _SERVER_STEP, aggregator)
 
   def test_round_matches_numpy_and_only_sums_leave_clients(self):
     clients = [_client(seed, shift, size) for seed, shift, size in ((0, 2.0, 9), (1, -2.0, 6), (2, 2.0, 7))]

@@ -125,6 +125,8 @@ class MixtureDriftTest(absltest.TestCase):
     self.assertIsNone(shift_metrics.share_correlation(constant))
     without_counts = [{'scheduled_share_0': a, 'learned_share_0': a} for a in (0.1, 0.5, 0.9)]
     self.assertIsNone(shift_metrics.share_correlation(without_counts))
+    unscheduled = [{'learned_share_0': a, 'train_routing_count_0_0': 1.0} for a in (0.1, 0.5, 0.9)]
+    self.assertIsNone(shift_metrics.tracking_share(unscheduled))  # No schedule: nothing to track.
 
 
 if __name__ == '__main__':
