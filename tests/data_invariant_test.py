@@ -159,7 +159,8 @@ class DataInvariantTest(parameterized.TestCase):
     # the run drew from that are equal by chance (1-d inputs): those are left out of the checks.
     sources = {(first.task.domain_list[part.domain].base, part.source_id)
                for plan, _ in first.training + first.held_out for part in plan.parts}
-    pool = [identity for dataset in first.test_sets.values() for identity in _element_identities(dataset)]
+    centralized_test = [identity for dataset in first.test_sets.values() for identity in _element_identities(dataset)]
+    pool = list(centralized_test)
     for base, source_id in sorted(sources):
       pool.extend(_element_identities(first.task.train_data[base].create_tf_dataset_for_client(source_id)))
     ambiguous = {identity for identity, count in collections.Counter(pool).items() if count > 1}
@@ -182,8 +183,7 @@ class DataInvariantTest(parameterized.TestCase):
       self.assertNotEmpty(held_out['unseen adaptation'])
       held_out['validation'] = set().union(*(_raw_identities(task_lib.Task._plan_examples(first.task, plan, None))
                                              for plan in first.scenario.split_plans('validation')))
-    held_out['centralized test'] = {identity for dataset in first.test_sets.values()
-                                    for identity in _element_identities(dataset)}
+    held_out['centralized test'] = set(centralized_test)
     self.assertNotEmpty(held_out['centralized test'])
     for split, examples in held_out.items():
       overlap = trained & examples

@@ -36,7 +36,7 @@ _CASES = (
 )
 
 
-def _rolled_labels(batch: dict) -> dict:
+def _mirrored_labels(batch: dict) -> dict:
   """Every label y replaced by C - 1 - y: none stays right, and a mode's labels become the other mode's (the
   synthetic task's day classes are 0..C/2 - 1, its night classes the rest)."""
   return dict(batch, y=synthetic.NUM_CLASSES - 1 - batch['y'])
@@ -50,7 +50,7 @@ class LabelFreeDecisionsTest(parameterized.TestCase):
     in_process_run.start_worker()
 
   def _evaluations(self, args: list[str]) -> list[tuple[dict, dict]]:
-    """(metrics, metrics with the test labels rolled) of every routed evaluation of a six-round run."""
+    """(metrics, metrics with every test label mirrored) of every routed evaluation of a six-round run."""
     original = evaluation.Evaluator.evaluate
     pairs = []
 
@@ -58,7 +58,7 @@ class LabelFreeDecisionsTest(parameterized.TestCase):
       metrics = original(evaluator, weights, objective, routing_shape, objective_args, **kwargs)
       if routing_shape is not None:
         test_datasets = evaluator._test_datasets  # pylint: disable=protected-access
-        evaluator._test_datasets = {name: dataset.map(_rolled_labels) for name, dataset in test_datasets.items()}
+        evaluator._test_datasets = {name: dataset.map(_mirrored_labels) for name, dataset in test_datasets.items()}
         try:
           pairs.append((dict(metrics), original(evaluator, weights, objective, routing_shape, objective_args,
                                                 **kwargs)))
@@ -75,14 +75,14 @@ class LabelFreeDecisionsTest(parameterized.TestCase):
 
   @parameterized.named_parameters(*_CASES)
   def test_routing_ignores_the_test_labels(self, args):
-    for metrics, rolled in self._evaluations(args):
-      self.assertNotAlmostEqual(metrics['test_accuracy'], rolled['test_accuracy'], places=3)
-      np.testing.assert_array_equal(rolled['test_routing'], metrics['test_routing'])
+    for metrics, mirrored in self._evaluations(args):
+      self.assertNotAlmostEqual(metrics['test_accuracy'], mirrored['test_accuracy'], places=3)
+      np.testing.assert_array_equal(mirrored['test_routing'], metrics['test_routing'])
 
   @parameterized.named_parameters(*_CASES[:2])
   def test_oracle_routing_reads_the_test_labels(self, args):
-    moved = [not np.array_equal(metrics['test_routing'], rolled['test_routing'])
-             for metrics, rolled in self._evaluations([*args, '--oracle_test_labels'])]
+    moved = [not np.array_equal(metrics['test_routing'], mirrored['test_routing'])
+             for metrics, mirrored in self._evaluations([*args, '--oracle_test_labels'])]
     self.assertTrue(any(moved))
 
 
