@@ -345,10 +345,12 @@ def _fail(message: str, status: int = 2) -> None:
   sys.exit(status)
 
 
-def _held_out_data(task, clients, client_batch_size: int) -> evaluation.HeldOutData:
-  """The held-out clients' test and personalization batches, together and (for local tuning) client by client."""
+def _held_out_data(task, clients, client_batch_size: int, seed: int) -> evaluation.HeldOutData:
+  """The held-out clients' test and personalization batches, together and (for local tuning) client by client,
+  the tuning batches shuffled by `seed`."""
   client_data = lambda i: (task.held_out_dataset(clients.test[i:i + 1], _EVAL_BATCH_SIZE.value),
-                           task.held_out_dataset(clients.personalization[i:i + 1], client_batch_size))
+                           task.held_out_dataset(clients.personalization[i:i + 1], client_batch_size,
+                                                 shuffle_seed=seed))
   return evaluation.HeldOutData(task.held_out_dataset(clients.test, _EVAL_BATCH_SIZE.value),
                                 task.held_out_dataset(clients.personalization, _EVAL_BATCH_SIZE.value),
                                 len(clients.test), client_data, tuple(plan.client_id for plan in clients.test))
@@ -406,7 +408,7 @@ def main(argv):
   model_fn = lambda: task.model_fn(hparams.num_branches)
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
                    for mode, name in enumerate(task.domain_names)}
-  held_out = {name: _held_out_data(task, clients, values['client_batch_size'])
+  held_out = {name: _held_out_data(task, clients, values['client_batch_size'], values['seed'])
               for name, clients in scenario.evaluation_plans().items()}
   if _MIXED_TEST_Q.value and len(task.domain_names) != 2:
     _fail(f'--mixed_test_q mixes the two modes of a two-mode task; this scenario gives '

@@ -232,13 +232,23 @@ class Task:
              for index, domain in enumerate(self.domain_list)]
     return functools.reduce(lambda pooled, part: pooled.concatenate(part), parts)
 
-  def held_out_dataset(self, plans: Sequence[scenario_lib.ClientPlan], batch_size: int) -> tf.data.Dataset:
+  def held_out_dataset(self, plans: Sequence[scenario_lib.ClientPlan], batch_size: int,
+                       shuffle_seed: Optional[int] = None) -> tf.data.Dataset:
     """Batches `OrderedDict(x, y, mode, client)` of every client's held-out `plans` (fixed splits,
     `Part.order_seed`), `client` [B] the plan's index in `plans`; each batch holds examples of one client only,
-    clients one after another."""
-    batched = [tf.data.Dataset.zip((self._plan_examples(plan, shuffle_seed=None),
-                                    tf.data.Dataset.from_tensors(tf.constant(index, tf.int32)).repeat())
-                                   ).batch(batch_size) for index, plan in enumerate(plans)]
+    clients one after another. A client's examples come part after part (domain after domain), unless
+    `shuffle_seed` s is given: then each client's examples are shuffled together, in the order of the pair
+    (s, derived_seed(s, crc32(client id))), a new order each pass (training batches for local tuning: SGD over
+    domain-ordered batches would end on the last domain)."""
+    def examples(plan):
+      dataset = self._plan_examples(plan, shuffle_seed=None)
+      if shuffle_seed is None:
+        return dataset
+      return seeded_shuffle.shuffle(dataset, _SHUFFLE_BUFFER, (shuffle_seed, client_sampler.derived_seed(
+          shuffle_seed, zlib.crc32(plan.client_id.encode()))), reshuffle_each_iteration=True)
+
+    batched = [tf.data.Dataset.zip((examples(plan), tf.data.Dataset.from_tensors(tf.constant(index, tf.int32))
+                                    .repeat())).batch(batch_size) for index, plan in enumerate(plans)]
     while len(batched) > 1:  # A balanced tree of concatenations keeps the dataset graph shallow.
       batched = [functools.reduce(tf.data.Dataset.concatenate, batched[i:i + 2]) for i in range(0, len(batched), 2)]
     to_model_batch = lambda examples, client: collections.OrderedDict(

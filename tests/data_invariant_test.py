@@ -73,10 +73,10 @@ class _Recorder:
       recorder.task = self
       return dataset
 
-    def spy_held_out_dataset(self, plans, batch_size):
+    def spy_held_out_dataset(self, plans, batch_size, shuffle_seed=None):
       recorder._in_held_out = True
       try:
-        return held_out_dataset(self, plans, batch_size)
+        return held_out_dataset(self, plans, batch_size, shuffle_seed)
       finally:
         recorder._in_held_out = False
 

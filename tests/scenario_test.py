@@ -465,6 +465,24 @@ class DirichletMixtureScenarioTest(tf.test.TestCase):
     for batch in task.held_out_dataset(mixture.split_plans('test'), 3).as_numpy_iterator():
       self.assertLen(set(batch['id'] // 100), 1)  # Every batch holds one client's examples.
 
+    # Tuning batches (shuffle_seed): the same examples, the domains mixed instead of one after another, an order of
+    # the seed alone, a new order each pass.
+    for plan in mixture.split_plans('train'):
+      in_parts = [int(e['mode']) for e in task.held_out_dataset([plan], 7).unbatch().as_numpy_iterator()]
+      if min(in_parts.count(0), in_parts.count(1)) >= 3:
+        break
+    self.assertEqual(in_parts, sorted(in_parts))  # Without a seed: part after part.
+    shuffled = lambda seed: [(int(e['id']), int(e['mode'])) for e in task.held_out_dataset(
+        [plan], 7, shuffle_seed=seed).repeat(2).unbatch().as_numpy_iterator()]
+    first = shuffled(3)
+    self.assertEqual(first, shuffled(3))
+    self.assertNotEqual(first, shuffled(4))
+    one_pass = len(in_parts)
+    self.assertEqual(sorted(first[:one_pass]), sorted(first[one_pass:]))
+    self.assertNotEqual(first[:one_pass], first[one_pass:])
+    self.assertEqual(sorted(m for _, m in first[:one_pass]), in_parts)
+    self.assertNotEqual([m for _, m in first[:one_pass]], in_parts)
+
   def test_transformed_component_is_rot90_flip_invert_with_a_permutation(self):
     ids, sizes = _populations([[10] * 8])
     base, transformed = self._build(ids, sizes).domains(['digits'], 10)

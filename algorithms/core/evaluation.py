@@ -56,8 +56,8 @@ def mixed_name(share: float) -> str:
 class HeldOutData(NamedTuple):
   """Clients' own held-out data (`tasks.task.Task.held_out_dataset` of `scenario.HeldOutClients`): `test` batches
   and `personalization` batches, both with `client` [B] indices below `num_clients`; `client_data(i)` gives client
-  i's (test, personalization) batches alone, the latter in training batches (for `LocalTuning`); `client_ids[i]` is
-  client i's id in the scenario (the key of its training state, for `ClientWeights`)."""
+  i's (test, personalization) batches alone, the latter in shuffled training batches (for `LocalTuning`);
+  `client_ids[i]` is client i's id in the scenario (the key of its training state, for `ClientWeights`)."""
   test: tf.data.Dataset
   personalization: tf.data.Dataset
   num_clients: int
@@ -76,8 +76,9 @@ class Personalization(NamedTuple):
 class LocalTuning(NamedTuple):
   """Per-client training before each held-out client's test (seed 004's FedAvg+ and Local baselines, seed 001's
   FedEvp): from the client's weights (the evaluated weights, or its `ClientWeights`) for `epochs` passes over the
-  client's personalization data in order, one SGD step of `learning_rate` per batch on `objective`'s loss
-  (`client_training.local_training`), of the trainable tensors `trained_mask` marks (None: all)."""
+  client's personalization batches (`HeldOutData.client_data`: shuffled, seeded), one SGD step of `learning_rate`
+  per batch on `objective`'s loss (`client_training.local_training`), of the trainable tensors `trained_mask` marks
+  (None: all)."""
   objective: Objective
   epochs: int
   learning_rate: float
