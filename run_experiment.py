@@ -408,7 +408,7 @@ def main(argv):
   model_fn = lambda: task.model_fn(hparams.num_branches)
   test_datasets = {name: task.test_dataset(mode, _EVAL_BATCH_SIZE.value)
                    for mode, name in enumerate(task.domain_names)}
-  held_out = {name: _held_out_data(task, clients, values['client_batch_size'], values['seed'])
+  held_out = {name: _held_out_data(task, clients, values['client_batch_size'], _SEED.value)
               for name, clients in scenario.evaluation_plans().items()}
   if _MIXED_TEST_Q.value and len(task.domain_names) != 2:
     _fail(f'--mixed_test_q mixes the two modes of a two-mode task; this scenario gives '
