@@ -188,11 +188,13 @@ def build_train_fn(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
 
 def objective_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
                           client_optimizer: tff.learning.optimizers.Optimizer, element_spec, objective: Objective,
-                          proximal_strength: float = 0.0, uniform_weights: bool = False
+                          proximal_strength: float = 0.0, uniform_weights: bool = False,
+                          regroup: Optional[Callable[[tf.data.Dataset], tf.data.Dataset]] = None
                           ) -> tff.learning.templates.ClientWorkProcess:
   """The client work of a method that is local training on a per-batch `objective` and nothing else: reports
   (update, weight) and train metrics, summed. The weight is the number of examples the objective counted, or 1
   per client with `uniform_weights` (a plain average of the client models; a left-out client still weighs 0).
+  `regroup` maps the client's model batches to the batches it trains on (`algorithms.core.stage_batches`).
 
   `element_spec` is the spec of `tasks.task.preprocess_client` batches; `batch_fn` the task's.
   """
@@ -202,7 +204,8 @@ def objective_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib
   @tff.tensorflow.computation(weights_type, data_type)
   def client_update(weights, dataset):
     train = build_train_fn(learning_process.client_model(model_fn), client_optimizer, objective, proximal_strength)
-    output = train(weights, task_lib.model_batches(dataset, batch_fn))
+    batches = task_lib.model_batches(dataset, batch_fn)
+    output = train(weights, batches if regroup is None else regroup(batches))
     weight = tf.cast(output.finite, tf.float32) if uniform_weights else output.num_examples
     return tff.learning.templates.ClientResult(update=output.update, update_weight=weight), output.metrics
 

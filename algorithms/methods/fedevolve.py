@@ -1,15 +1,15 @@
-"""FedEvolve (seed 001, Algorithm 1): federated learning of the transition between consecutive domains.
+"""FedEvolve (Tan et al., "Federated Learning Under Evolving Distribution Shifts", 2024, Algorithm 1): federated
+learning of the transition between consecutive domains.
 
-Seed 001's formulas were lost with its text; the digest (`../shared/notes/seed_001_digest.md`, section 2.1)
-reconstructs them, marked [R]. Two representation towers and no classifier (`models.representation
-.two_tower_model`; Table 8's 741,120 parameters are two of the 370,560 towers): psi maps data of domain m to the
-estimated representation of domain m + 1, phi maps data of domain m + 1 to its actual representation.
+The paper's text as available lost its formulas; the equations below are reconstructed from its prose, marked [R].
+Two representation towers and no classifier (`models.representation.two_tower_model`; the paper's Table 8 counts
+741,120 parameters, two of the 370,560 towers): psi maps data of domain m to the estimated representation of domain
+m + 1, phi maps data of domain m + 1 to its actual representation.
 
-Client objective, one step per batch (`algorithms.core.prototypes`):
+Client objective, one step per pair of batches (B^m, B^{m+1}) (`algorithms.core.prototypes`):
 
   c^m_y = mean_{x in B^m, y} psi(x)                                               (Eq. 4 [R], inside the graph)
-  L = sum_{m=1}^{M-1} -(1 / |Q^{m+1}|) sum_{(x, y) in Q^{m+1}} log softmax_{y' in Y^m}(-d(phi(x), c^m_{y'}))_y
-                                                                                  (Eq. 5 [R], summed over m)
+  L^m = -(1 / |Q^{m+1}|) sum_{(x, y) in Q^{m+1}} log softmax_{y' in Y^m}(-d(phi(x), c^m_{y'}))_y   (Eq. 5 [R])
 
 Server: the towers are averaged (Algorithm 1, lines 23-24) through the suite's composition: the averaged update goes
 to the server step (`--server_optimizer`; `sgd` with learning rate 1 is Algorithm 1's averaging, the faithful reading
@@ -18,24 +18,25 @@ Prediction on the target domain M + 1: prototypes c^M from the last source domai
 mapped by phi and given the class of the nearest prototype.
 
 Choices, measured or argued (flags `--fedevolve_<field>`):
-- One batch holds examples of every source stage (the client's sources shuffled together; `batch['stage']`, the
-  time stage a client knows of its data), and the prototypes of stage m are the batch's class means of stage m, so
-  one step takes the gradient of the whole sum over m where Algorithm 1 steps once per pair (B^m, B^{m+1}): the
-  same objective, M - 1 times fewer steps. Batches must hold several examples of each class per stage: the runs of
-  the README use `--client_batch_size` 128 for every method.
-- An example whose class has no prototype in the previous stage of its batch is not scored (digest 5.5), and
+- `batching`: `stage_pairs` (default, Algorithm 1 line 8: a step per consecutive pair, B^m the support and B^{m+1}
+  the queries, `stage_batch_size` examples of each, the pairs m = 1..M-1 in turn; `algorithms.core.stage_batches`)
+  or `packed` (the client's shuffled batches as they come, every stage in one batch, the loss summed or averaged
+  over the pairs present: M - 1 times fewer steps, but a batch of 128 over 12 stages holds about one example of a
+  class and stage, so its prototypes have no support; kept to compare with results made that way).
+- `stage_batch_size` (64): examples per stage in a step; a class prototype is the mean of about 64 / C of them
+  (C classes; fewer under label skew, all of a stage's data when it has fewer).
+- An example whose class has no prototype in the support batch is not scored (the class is absent from Y^m), and
   |Q^{m+1}| counts the scored examples.
-- `distance`: `euclidean` (default, the seed's word) or `squared` (Prototypical Networks).
-- `stage_reduction`: `sum` (default, Eq. 5 [R] summed over m) or `mean` over the stages scored. FedEvolve's loss is
-  the alignment alone, so the mean only divides its gradient by the M - 1 stages (a smaller step on Circle's 29
-  sources).
-- `aggregation`: `examples` (default; the seed's protocol, Section 3.4: "weighted averaging by local sample
-  counts", here the examples scored) or `uniform` (Section 4.1's "average aggregation").
+- `distance`: `euclidean` (default, the paper's word) or `squared` (Prototypical Networks).
+- `stage_reduction` (`packed` only: a pair batch holds one scored stage): `sum` (default, Eq. 5 [R] summed over m)
+  or `mean` over the stages scored.
+- `aggregation`: `examples` (default; the paper's Section 3.4: "weighted averaging by local sample counts", here the
+  examples scored) or `uniform` (Section 4.1's "average aggregation").
 - Evaluation needs each client's data of the last source domain (the scenario's held-out `target` clients, with
-  their sources): `target_accuracy` (the seed's client accuracy) predicts each client's target data with the global
-  towers and that client's own prototypes; `target_server_accuracy` and the centralized test sets (the seed's
-  server accuracy) use prototypes pooled over every client's last-source data. FedEvolve has no other per-client
-  part, so its client model is the global towers with the client's prototypes (digest section 5.7 leaves this
+  their sources): `target_accuracy` (the paper's client accuracy) predicts each client's target data with the
+  global towers and that client's own prototypes; `target_server_accuracy` and the centralized test sets (the
+  paper's server accuracy) use prototypes pooled over every client's last-source data. FedEvolve has no other
+  per-client part, so its client model is the global towers with the client's prototypes (the paper leaves this
   open).
 """
 
@@ -49,11 +50,13 @@ from algorithms.core import evaluation
 from algorithms.core import learning_process
 from algorithms.core import method
 from algorithms.core import prototypes
+from algorithms.core import stage_batches
 from models import representation
 from tasks import task as task_lib
 
 NAME = 'fedevolve'
 AGGREGATIONS = ('examples', 'uniform')
+BATCHINGS = ('stage_pairs', 'packed')
 HELD_OUT = 'target'
 
 
@@ -62,12 +65,17 @@ class Config:
   distance: str = method.setting('euclidean', 'FedEvolve: d of Eq. 5, euclidean (the seed\'s word) or squared.')
   aggregation: str = method.setting('examples', 'FedEvolve: server average weighted by the examples each client '
                                     'scored (examples) or a plain average (uniform).')
-  stage_reduction: str = method.setting('sum', 'FedEvolve: Eq. 5 summed over consecutive stages (sum, the '
-                                        'reconstruction) or averaged (mean).')
+  stage_reduction: str = method.setting('sum', 'FedEvolve, packed batching: Eq. 5 summed over consecutive stages '
+                                        '(sum, the reconstruction) or averaged (mean).')
+  batching: str = method.setting('stage_pairs', 'FedEvolve: a step per consecutive pair of stage batches '
+                                 '(stage_pairs, Algorithm 1) or the client\'s mixed batches (packed).')
+  stage_batch_size: int = method.setting(64, 'FedEvolve: examples of each stage in a step (stage_pairs).')
 
   def validate(self) -> None:
     method.check_settings(self, NAME, choices={'distance': prototypes.DISTANCES, 'aggregation': AGGREGATIONS,
-                                              'stage_reduction': prototypes.STAGE_REDUCTIONS})
+                                              'stage_reduction': prototypes.STAGE_REDUCTIONS,
+                                              'batching': BATCHINGS},
+                          at_least_one=('stage_batch_size',))
 
 
 def check_stages(task: task_lib.Task, name: str, at_least: int) -> None:
@@ -116,13 +124,15 @@ def last_source_prototypes(embeddings, labels, stages, clients, last_stage: int,
 
 
 def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparameters, config: Config):
-  """(model_fn, learning process): the two towers trained on Eq. 5 [R], averaged, the server step applied."""
+  """(model_fn, learning process): the two towers trained on Eq. 5 [R] over the client's stage batches
+  (`batching`), averaged, the server step applied."""
   network = task.representation_split()
   model_fn = lambda: representation.two_tower_model(network)
   client_work = client_training.objective_client_work(
       model_fn, task.batch_fn, tff.learning.optimizers.build_sgdm(hparams.client_learning_rate), element_spec,
       training_objective(task.num_stages, task.num_classes, config.distance, config.stage_reduction),
-      uniform_weights=config.aggregation == 'uniform')
+      uniform_weights=config.aggregation == 'uniform',
+      regroup=stage_batches.regrouped(config.batching, task.num_stages, config.stage_batch_size))
   return model_fn, learning_process.compose(model_fn, client_work, hparams.server_step)
 
 
