@@ -13,9 +13,10 @@ Rules that keep results from being lost or mixed:
 - `prepare(..., overwrite=True)` deletes the run's outputs (only the files and directories named above, plus
   `tensorboard/` and `summary.json`) and starts afresh.
 - `Checkpoints.save` writes each checkpoint under `checkpoints/.staging/` and renames it into place, so a process
-  killed while saving leaves the earlier checkpoints whole and no partial one. `Checkpoints.load_latest` never
-  skips a checkpoint that does not load: it raises `RunDirectoryError`, since a fresh start would overwrite the
-  rows of the run that wrote it.
+  killed while saving leaves the earlier checkpoints whole and no partial one. `Checkpoints.load_latest` restores
+  the newest checkpoint that loads: one that does not (a damaged file) is moved to `checkpoints/unloadable/` and
+  reported, and the run resumes from an earlier one. When none loads it raises `RunDirectoryError`, never a fresh
+  start, since that would overwrite the rows of the run that wrote them.
 - `truncate_metrics` keeps the header and the complete rows up to the restored round, dropping a row cut short by
   a kill, before the resumed run appends to the file.
 """
@@ -26,7 +27,7 @@ import io
 import json
 import os
 import shutil
-from typing import Mapping, Optional
+from typing import Mapping, NamedTuple, Optional
 
 import tensorflow_federated as tff
 
@@ -35,6 +36,7 @@ METRICS = 'metrics.csv'
 CHECKPOINTS = 'checkpoints'
 _OUTPUTS = (CONFIG, METRICS, CHECKPOINTS, 'tensorboard', 'summary.json')
 _STAGING = '.staging'
+_UNLOADABLE = 'unloadable'
 _PREFIX = 'program_state_'
 
 
@@ -174,17 +176,44 @@ class Checkpoints:
       os.rename(os.path.join(self._root, f'{_PREFIX}{old}'), discarded)
       shutil.rmtree(discarded)
 
-  def load_latest(self, structure) -> tuple[Optional[object], int]:
-    """The newest checkpoint loaded with `structure`, and its round; (None, 0) if there is none.
+  def load_latest(self, structure) -> 'Restored':
+    """The newest checkpoint that loads with `structure` (state None and round 0 if there is no checkpoint).
 
-    Raises RunDirectoryError if it does not load: the directory holds the state of another process.
+    Newer checkpoints that do not load are moved to `checkpoints/unloadable/` (kept for inspection, out of the
+    rounds a later save keeps or a later resume reads) and listed in `Restored.unloadable`. Raises
+    RunDirectoryError if none loads: the directory holds the state of another process, or only damaged files.
     """
-    rounds = self.rounds()
+    rounds, unloadable = self.rounds(), []
+    for round_num in reversed(rounds):
+      try:
+        state = self._loop.run_until_complete(self._manager.load(round_num, structure))
+      except Exception as error:  # pylint: disable=broad-except
+        unloadable.append((round_num, str(error).splitlines()[0] if str(error) else type(error).__name__))
+        continue
+      for skipped, _ in unloadable:
+        self._move_aside(skipped)
+      return Restored(state, round_num, tuple(unloadable))
     if not rounds:
-      return None, 0
-    try:
-      return self._loop.run_until_complete(self._manager.load(rounds[-1], structure)), rounds[-1]
-    except Exception as error:  # pylint: disable=broad-except
-      reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-      raise RunDirectoryError(f'the checkpoint of round {rounds[-1]} in {self._root} does not load into this run\'s '
-                              f'state ({reason}); rerun with --overwrite to start afresh.') from error
+      return Restored(None, 0, ())
+    newest, reason = unloadable[0]
+    raise RunDirectoryError(f'no checkpoint in {self._root} loads into this run\'s state (round {newest}: {reason}); '
+                            f'rerun with --overwrite to start afresh.')
+
+  def _move_aside(self, round_num: int) -> None:
+    aside = os.path.join(self._root, _UNLOADABLE)
+    os.makedirs(aside, exist_ok=True)
+    target = os.path.join(aside, f'{_PREFIX}{round_num}')
+    shutil.rmtree(target, ignore_errors=True)
+    os.rename(os.path.join(self._root, f'{_PREFIX}{round_num}'), target)
+
+  def path(self, round_num: int) -> str:
+    """Where the checkpoint of `round_num` is (or was, before it was moved aside)."""
+    return os.path.join(self._root, f'{_PREFIX}{round_num}')
+
+
+class Restored(NamedTuple):
+  """What `Checkpoints.load_latest` restored: the state (None: no checkpoint), its round (0: none) and the newer
+  checkpoints that did not load, (round, first line of the error), newest first."""
+  state: Optional[object]
+  round_num: int
+  unloadable: tuple[tuple[int, str], ...]

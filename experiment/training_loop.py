@@ -9,10 +9,10 @@ Outputs in `output_dir` (all through `tff.program`):
   checkpoints/   the learning-process state after each checkpointed round (`experiment.run_directory.Checkpoints`,
                  written atomically).
 
-Resuming: on start the latest checkpoint is restored (one that does not load stops the run), metrics.csv is cut
-back to the rows up to its round, and training continues with the next round. The scenario's plans and client
-shuffling depend only on (seed, round), so an interrupted and resumed run produces the same metrics as an
-uninterrupted one, wherever it was killed. A SIGTERM or SIGHUP ends the run at once, or at the latest after the
+Resuming: on start the newest checkpoint that loads is restored (a damaged newer one is moved aside, saying so in
+one line; none loading stops the run), metrics.csv is cut back to the rows up to its round, and training continues
+with the next round. The scenario's plans and client shuffling depend only on (seed, round), so an interrupted and
+resumed run produces the same metrics as an uninterrupted one, wherever it was killed. A SIGTERM or SIGHUP ends the run at once, or at the latest after the
 round it arrived in (`execution_context.exit_if_signalled`), with status 128 + signal.
 
 Numeric faults: after every round the loop checks that some client trained finitely (clients that did not are
@@ -27,6 +27,7 @@ import collections
 import csv
 import dataclasses
 import os
+import sys
 import time
 from typing import Optional
 
@@ -174,8 +175,8 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
   Each round's `next` runs in `round_context` when given (`utils.remote_workers.round_context`: its clients on
   several TFF workers), else in the default context.
 
-  Raises `NumericFault` (after checkpointing the last good state), `run_directory.RunDirectoryError` (a
-  checkpoint that does not load) and `remote_workers.WorkerUnavailableError` (a worker stopped answering; the
+  Raises `NumericFault` (after checkpointing the last good state), `run_directory.RunDirectoryError` (no
+  checkpoint loads) and `remote_workers.WorkerUnavailableError` (a worker stopped answering; the
   checkpoints written so far are kept).
   """
   checkpoints = run_directory.Checkpoints(output_dir)
@@ -183,7 +184,10 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
   store = None
   if algorithm.initial_client_state is not None:
     store = client_states.ClientStateStore(algorithm.initial_client_state)
-  restored, last_round = checkpoints.load_latest(_checkpointed(state, store))
+  restored, last_round, unloadable = checkpoints.load_latest(_checkpointed(state, store))
+  for round_num, reason in unloadable:
+    print(f'The checkpoint of round {round_num} does not load ({reason}); moved aside from '
+          f'{checkpoints.path(round_num)}, resuming from round {last_round}.', file=sys.stderr, flush=True)
   if restored is not None:
     state = restored if store is None else restored['process']
     if store is not None:

@@ -67,7 +67,7 @@ class ClientStateStoreTest(tf.test.TestCase):
       checkpoints = run_directory.Checkpoints(self.create_tempdir().full_path)
       checkpoints.save({'process': np.zeros(2, np.float32), 'client_states': store.snapshot()}, 4)
       empty = client_states.ClientStateStore({'pi': [0.5, 0.5]})
-      loaded, _ = checkpoints.load_latest({'process': np.zeros(2, np.float32), 'client_states': empty.snapshot()})
+      loaded, _, _ = checkpoints.load_latest({'process': np.zeros(2, np.float32), 'client_states': empty.snapshot()})
       restored = client_states.ClientStateStore({'pi': [0.5, 0.5]})
       restored.restore(loaded['client_states'])
       self.assertLen(restored, len(states))

@@ -108,12 +108,12 @@ class CheckpointsTest(absltest.TestCase):
     for round_num in (2, 4, 6, 8):
       checkpoints.save(self._state(round_num), round_num)
     self.assertEqual(checkpoints.rounds(), [4, 6, 8])
-    state, round_num = run_directory.Checkpoints(output_dir).load_latest(self._state(0))
-    self.assertEqual(round_num, 8)
+    state, round_num, unloadable = run_directory.Checkpoints(output_dir).load_latest(self._state(0))
+    self.assertEqual((round_num, unloadable), (8, ()))
     np.testing.assert_array_equal(state['weights'][0], np.full([3], 8.0))
 
   def test_no_checkpoint_is_a_fresh_start(self):
-    state, round_num = run_directory.Checkpoints(self.create_tempdir().full_path).load_latest(self._state(0))
+    state, round_num, _ = run_directory.Checkpoints(self.create_tempdir().full_path).load_latest(self._state(0))
     self.assertIsNone(state)
     self.assertEqual(round_num, 0)
 
@@ -121,8 +121,46 @@ class CheckpointsTest(absltest.TestCase):
     output_dir = self.create_tempdir().full_path
     run_directory.Checkpoints(output_dir).save(self._state(8), 8)
     other = collections.OrderedDict(mixture=np.zeros([2], np.float32))
-    with self.assertRaisesRegex(run_directory.RunDirectoryError, 'round 8 .* does not load'):
+    with self.assertRaisesRegex(run_directory.RunDirectoryError, 'no checkpoint .* loads .*round 8'):
       run_directory.Checkpoints(output_dir).load_latest(other)
+
+  def _damaged_newest(self, damage):
+    output_dir = self.create_tempdir().full_path
+    checkpoints = run_directory.Checkpoints(output_dir)
+    for round_num in (4, 6, 8):
+      checkpoints.save(self._state(round_num), round_num)
+    index = os.path.join(checkpoints.path(8), 'variables', 'variables.index')
+    with open(index, 'r+b') as f:
+      damage(f)
+    return output_dir
+
+  def test_a_damaged_newest_checkpoint_falls_back_to_the_newest_that_loads(self):
+    truncate = lambda f: f.truncate(7)
+    garble = lambda f: f.write(b'\xff' * 64)
+    for damage in (truncate, garble):
+      output_dir = self._damaged_newest(damage)
+      checkpoints = run_directory.Checkpoints(output_dir)
+      state, round_num, unloadable = checkpoints.load_latest(self._state(0))
+      self.assertEqual(round_num, 6)
+      np.testing.assert_array_equal(state['weights'][0], np.full([3], 6.0))
+      self.assertEqual([r for r, _ in unloadable], [8])
+      # Moved aside: out of the saved rounds, so the next save and resume do not meet it again.
+      self.assertEqual(checkpoints.rounds(), [4, 6])
+      self.assertTrue(os.path.isdir(os.path.join(output_dir, run_directory.CHECKPOINTS, 'unloadable',
+                                                 'program_state_8')))
+      checkpoints.save(self._state(7), 7)
+      self.assertEqual(run_directory.Checkpoints(output_dir).load_latest(self._state(0))[1:], (7, ()))
+
+  def test_when_no_checkpoint_loads_the_run_is_refused_and_nothing_moves(self):
+    output_dir = self.create_tempdir().full_path
+    checkpoints = run_directory.Checkpoints(output_dir)
+    for round_num in (4, 6):
+      checkpoints.save(self._state(round_num), round_num)
+      with open(os.path.join(checkpoints.path(round_num), 'variables', 'variables.index'), 'r+b') as f:
+        f.truncate(3)
+    with self.assertRaisesRegex(run_directory.RunDirectoryError, 'no checkpoint .* loads .*round 6'):
+      checkpoints.load_latest(self._state(0))
+    self.assertEqual(checkpoints.rounds(), [4, 6])
 
 
 if __name__ == '__main__':
