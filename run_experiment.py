@@ -365,7 +365,8 @@ def main(argv):
     output_dir = _output_dir(values)
     config = _run_config(values)
     if not _OVERWRITE.value:
-      run_directory.check_compatible(output_dir, config, {name: flags.FLAGS[name].default for name in config})
+      run_directory.check_compatible(output_dir, config, {name: flags.FLAGS[name].default for name in config},
+                                     _scenario_config(values).length_dependence())
     workers = _workers()
   except ValueError as error:
     _fail(str(error))
@@ -423,7 +424,9 @@ def main(argv):
     if workers:
       for computation in (algorithm.split_round or [algorithm.process.next]):
         remote_workers.check_splittable(computation, f'--algorithm={_ALGORITHM.value}')
-    run_directory.prepare(output_dir, config, _OVERWRITE.value)
+    extended_from = run_directory.prepare(
+        output_dir, config, _OVERWRITE.value,
+        lambda r: r % _ROUNDS_PER_EVAL.value == 0 and r % _ROUNDS_PER_CHECKPOINT.value == 0)
   except ValueError as error:
     _fail(str(error))
   model_fn = algorithm.model_fn or model_fn
@@ -436,6 +439,8 @@ def main(argv):
   loop_config = training_loop.LoopConfig(
       total_rounds=values['total_rounds'], rounds_per_eval=_ROUNDS_PER_EVAL.value, client_spec=client_spec,
       seed=_SEED.value, rounds_per_checkpoint=_ROUNDS_PER_CHECKPOINT.value)
+  if extended_from is not None:
+    print(f'Extending the run of {extended_from} rounds in {output_dir} to {values["total_rounds"]} rounds')
   round_context = None
   if workers:
     round_context = remote_workers.round_context(workers, _SUBROUNDS.value, _WORKER_TIMEOUT.value)

@@ -10,6 +10,8 @@ Rules that keep results from being lost or mixed:
 - `check_compatible` refuses a directory whose `config.json` differs from this run's configuration, naming the
   flags that differ, and a directory that holds outputs but no `config.json` (it cannot be known what wrote
   them). A flag that is absent from an older record matches when it has its default value now.
+- A larger `--total_rounds` extends a run whose rounds do not depend on its length (`check_compatible`,
+  `prepare`): the same experiment with more rounds, its lengths kept in `config.json`; a smaller one is refused.
 - `prepare(..., overwrite=True)` deletes the run's outputs (only the files and directories named above, plus
   `tensorboard/` and `summary.json`) and starts afresh.
 - `Checkpoints.save` writes each checkpoint under `checkpoints/.staging/` and renames it into place, so a process
@@ -27,11 +29,13 @@ import io
 import json
 import os
 import shutil
-from typing import Mapping, NamedTuple, Optional
+from typing import Callable, Mapping, NamedTuple, Optional
 
 import tensorflow_federated as tff
 
 CONFIG = 'config.json'
+TOTAL_ROUNDS = 'total_rounds'
+HISTORY = 'total_rounds_history'  # The lengths an extended run had, in config.json.
 METRICS = 'metrics.csv'
 CHECKPOINTS = 'checkpoints'
 _OUTPUTS = (CONFIG, METRICS, CHECKPOINTS, 'tensorboard', 'summary.json')
@@ -77,11 +81,13 @@ def differences(recorded: Mapping[str, object], config: Mapping[str, object],
   return changed
 
 
-def check_compatible(output_dir: str, config: Mapping[str, object], defaults: Mapping[str, object]) -> None:
+def check_compatible(output_dir: str, config: Mapping[str, object], defaults: Mapping[str, object],
+                     length_dependence: Optional[str] = None) -> None:
   """Raises RunDirectoryError if `output_dir` holds a run of another configuration, or outputs of unknown origin.
 
-  Reads only; call it before building anything. `config` maps flag names to values (JSON-serializable), `defaults`
-  flag names to their default values.
+  A larger `total_rounds` than recorded extends the run (`prepare`), unless `length_dependence` says why the run's
+  rounds depend on its length; a smaller one is refused. Reads only; call it before building anything. `config`
+  maps flag names to values (JSON-serializable), `defaults` flag names to their default values.
   """
   if not os.path.isdir(output_dir):
     if os.path.exists(output_dir):
@@ -93,6 +99,15 @@ def check_compatible(output_dir: str, config: Mapping[str, object], defaults: Ma
       raise RunDirectoryError(f'{output_dir} holds outputs of a run without a {CONFIG}; rerun with --overwrite to '
                               'start afresh, or choose another --experiment_name.')
     return
+  before, now = recorded.get(TOTAL_ROUNDS), config.get(TOTAL_ROUNDS)
+  if before is not None and now is not None and now != before:
+    if now < before:
+      raise RunDirectoryError(f'{output_dir} holds a run of {before} rounds; --total_rounds={now} would shorten it '
+                              '(a run can be extended, not shortened); --overwrite replaces it.')
+    if length_dependence is not None:
+      raise RunDirectoryError(f'{output_dir} holds a run of {before} rounds that cannot be extended to {now}: '
+                              f'{length_dependence}; --overwrite replaces it, or choose another --experiment_name.')
+    config = dict(config, **{TOTAL_ROUNDS: before})
   changed = differences(recorded, config, defaults)
   if changed:
     raise RunDirectoryError(f'{output_dir} holds a run with another configuration ({"; ".join(changed)}); rerun '
@@ -108,8 +123,16 @@ def write_json(path: str, value: Mapping[str, object]) -> None:
   os.replace(temporary, path)
 
 
-def prepare(output_dir: str, config: Mapping[str, object], overwrite: bool) -> None:
+def prepare(output_dir: str, config: Mapping[str, object], overwrite: bool,
+            scheduled: Callable[[int], bool] = lambda round_num: True) -> Optional[int]:
   """Creates `output_dir` (deleting the run's outputs first when `overwrite`) and records `config` in it.
+
+  A run recorded with fewer `total_rounds` (`check_compatible` allowed it) is extended: its `config.json` takes
+  the new length and keeps the lengths it had in `total_rounds_history`, its `summary.json` (of the shorter run) is
+  removed, and the recorded length is returned; otherwise None. The shorter run's last round was evaluated and
+  checkpointed because it was last; unless `scheduled(round)` says a run of the new length does both there too,
+  its checkpoint is deleted first, so the run resumes from the checkpoint before and recomputes the rounds in
+  between as a run of the new length does (a kill in between finds the same state).
 
   Raises RunDirectoryError, with the operating system's reason, when the directory cannot be created or written.
   """
@@ -122,8 +145,21 @@ def prepare(output_dir: str, config: Mapping[str, object], overwrite: bool) -> N
         elif os.path.exists(path):
           os.remove(path)
     os.makedirs(output_dir, exist_ok=True)
-    if _read_config(output_dir) is None:
+    recorded = _read_config(output_dir)
+    if recorded is None:
       write_json(os.path.join(output_dir, CONFIG), dict(config))
+      return None
+    before, now = recorded.get(TOTAL_ROUNDS), config.get(TOTAL_ROUNDS)
+    if before is None or now is None or now <= before:
+      return None
+    if not scheduled(before):
+      Checkpoints(output_dir).discard(before)
+    history = recorded.get(HISTORY, [before]) + [now]
+    write_json(os.path.join(output_dir, CONFIG), dict(recorded, **{TOTAL_ROUNDS: now, HISTORY: history}))
+    summary = os.path.join(output_dir, 'summary.json')
+    if os.path.exists(summary):
+      os.remove(summary)
+    return before
   except OSError as error:
     raise RunDirectoryError(f'cannot write the run directory {output_dir}: {error.strerror or error}.') from error
 
@@ -205,6 +241,10 @@ class Checkpoints:
     target = os.path.join(aside, f'{_PREFIX}{round_num}')
     shutil.rmtree(target, ignore_errors=True)
     os.rename(os.path.join(self._root, f'{_PREFIX}{round_num}'), target)
+
+  def discard(self, round_num: int) -> None:
+    """Deletes the checkpoint of `round_num`, if there is one."""
+    shutil.rmtree(self.path(round_num), ignore_errors=True)
 
   def path(self, round_num: int) -> str:
     """Where the checkpoint of `round_num` is (or was, before it was moved aside)."""

@@ -79,6 +79,14 @@ class Config:
   component_alpha: float = 0.4
   unseen_fraction: float = 0.0
 
+  def length_dependence(self) -> Optional[str]:
+    """Why this scenario's rounds depend on `total_rounds` (so a finished run cannot be extended into the same
+    experiment with more rounds), or None when round t's plan is the same whatever the run's length."""
+    return {'mixture_drift': 'its cycles are laid over --total_rounds (--num_cycles)',
+            'concept_drift': 'its change points are fractions of --total_rounds',
+            'windowed': 'its windows\' regimes are drawn for ceil(--total_rounds / --window_rounds) windows at once',
+            }.get(self.name)
+
   def validate(self) -> None:
     """Raises ValueError (one line, naming the flag) for settings that no population can make valid."""
     if self.name not in SCENARIOS:

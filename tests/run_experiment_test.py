@@ -296,6 +296,38 @@ class ReliabilityTest(absltest.TestCase):
     self.assertEqual([int(row['round']) for row in rows], [1, 2, 3, 4])
     self.assertIn('prior', rows[0])
 
+  def test_a_larger_total_rounds_extends_the_run_to_an_uninterrupted_runs_metrics(self):
+    root = self.create_tempdir().full_path
+    # Round 6 of the short run is evaluated and checkpointed because it is last; a 10-round run does neither there.
+    args = _SMALL_RUN + ['--rounds_per_checkpoint=4', f'--root_output_dir={root}']
+    in_process_run.start_worker()
+    for name, rounds in (('straight', 10), ('extended', 6)):
+      status, stderr = in_process_run.run(args + [f'--total_rounds={rounds}', f'--experiment_name={name}'])
+      self.assertEqual(status, 0, stderr)
+    status, stdout, stderr = in_process_run.run_with_stdout(args + ['--total_rounds=10', '--experiment_name=extended'])
+    self.assertEqual(status, 0, stderr)
+    self.assertIn('Extending the run of 6 rounds', stdout)
+    self.assertIn('Resuming after round 4', stdout)
+    expected, actual = _rows(os.path.join(root, 'straight')), _rows(os.path.join(root, 'extended'))
+    self.assertEqual(len(actual), 10)
+    for expected_row, actual_row in zip(expected, actual):
+      self.assertEqual({k: v for k, v in actual_row.items() if k != 'round_seconds'},
+                       {k: v for k, v in expected_row.items() if k != 'round_seconds'})
+    with open(os.path.join(root, 'extended', 'config.json')) as f:
+      recorded = json.load(f)
+    self.assertEqual((recorded['total_rounds'], recorded['total_rounds_history']), (10, [6, 10]))
+    status, stderr = in_process_run.run(args + ['--total_rounds=8', '--experiment_name=extended'])
+    self.assertEqual(status, 2)
+    self.assertRegex(stderr, 'holds a run of 10 rounds; --total_rounds=8 would shorten it')
+
+  def test_a_run_whose_schedule_spans_its_length_is_not_extended(self):
+    root = self.create_tempdir().full_path
+    args = _SMALL_RUN + ['--scenario=mixture_drift', '--num_clients=10', f'--root_output_dir={root}',
+                         '--experiment_name=x']
+    self.assertEqual(_run(args + ['--total_rounds=6']).returncode, 0)
+    self._assert_one_line_error(_run(args + ['--total_rounds=12']), 2,
+                                '.* holds a run of 6 rounds that cannot be extended to 12: its cycles are laid over')
+
   def test_diverging_training_stops_with_one_line_and_exit_status_3(self):
     root = self.create_tempdir().full_path
     result = _run(_SMALL_RUN + ['--client_learning_rate=1e37', '--total_rounds=8', f'--root_output_dir={root}',
