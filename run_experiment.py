@@ -279,7 +279,8 @@ def _scenario_config(values: dict) -> scenarios.Config:
       switch_fraction=_SWITCH_FRACTION.value,
       dirichlet_components=values['dirichlet_components'] or 'transformed', component_alpha=_COMPONENT_ALPHA.value,
       unseen_fraction=_UNSEEN_FRACTION.value,
-      num_clients=_NUM_CLIENTS.value or {'evolving_domains': 20, 'dirichlet_mixture': None}.get(_SCENARIO.value, 80))
+      num_clients=({'evolving_domains': 20, 'dirichlet_mixture': None}.get(_SCENARIO.value, 80)
+                   if _NUM_CLIENTS.value is None else _NUM_CLIENTS.value))
 
 
 def _absolute(path: Optional[str]) -> Optional[str]:
