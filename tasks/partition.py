@@ -11,13 +11,14 @@ def iid_partition(num_examples: int, client_size: int, seed: int) -> list[np.nda
 
 
 def dirichlet_partition(labels: np.ndarray, client_size: int, alpha: float, seed: int) -> list[np.ndarray]:
-  """Indices of len(labels) // client_size clients of `client_size` examples each, class mixes ~ Dir(alpha)."""
+  """Indices of len(labels) // client_size clients of `client_size` examples each, class mixes ~ Dir(alpha); alpha
+  inf: every client draws from the uniform mix (IID clients)."""
   rng = np.random.default_rng(seed)
   classes = np.unique(labels)
   pools = [list(rng.permutation(np.flatnonzero(labels == c))) for c in classes]
   clients = []
   for _ in range(len(labels) // client_size):
-    mix = rng.dirichlet(np.full(len(classes), alpha))
+    mix = np.full(len(classes), 1.0 / len(classes)) if np.isinf(alpha) else rng.dirichlet(np.full(len(classes), alpha))
     chosen = []
     while len(chosen) < client_size:
       available = np.array([len(pool) > 0 for pool in pools])

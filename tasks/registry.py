@@ -39,6 +39,10 @@ _TASKS = {
                             {name: _TEXT_ONLY for name in scenarios.SCENARIOS if name != 'periodic'}),
     'emnist_fashion': _Entry(emnist_fashion.create_task, emnist_fashion.DEFAULTS, {'periodic': _THREE_BASES}),
     'digits': _Entry(lambda cache_dir, tfds_data_dir, seed: digits.create_task(seed=seed), digits.DEFAULTS),
+    'digits_written': _Entry(
+        lambda cache_dir, tfds_data_dir, seed: digits.create_task(
+            seed, digits.DigitsConfig(one_base=True, label_concentration=float('inf'))),
+        digits.DEFAULTS, {'periodic': _ONE_BASE, 'mixture_drift': _ONE_BASE}),
     'mnist': _Entry(lambda cache_dir, tfds_data_dir, seed: mnist.create_task(tfds_data_dir, seed), mnist.DEFAULTS),
     'gaussian_mixture': _Entry(lambda cache_dir, tfds_data_dir, seed: gaussian_mixture.create_task(seed=seed),
                                gaussian_mixture.DEFAULTS, {'periodic': _NOT_DAY_NIGHT}),

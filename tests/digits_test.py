@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 from sklearn import datasets
 
+from periodic_shift import scenarios
 from tasks import digits
 from tasks import registry
 from tests import in_process_run
@@ -74,6 +75,37 @@ class DigitsTaskTest(tf.test.TestCase):
     self.assertEqual(outputs['logits'].shape, (5, 2, 20))
     for scenario in ('periodic', 'mixture_drift', 'evolving_domains', 'dirichlet_mixture', 'windowed'):
       registry.validate_scenario('digits', scenario)
+
+
+class DigitsWrittenTest(tf.test.TestCase):
+  """`digits_written`: every digit as written in one base of IID clients, the base of rotated real handwriting."""
+
+  def test_one_base_of_iid_clients_holding_the_digits_as_written(self):
+    task = registry.create('digits_written', None, 4)
+    self.assertEqual(task.mode_names, ('written',))
+    self.assertEqual(task.num_classes, 10)
+    images, labels = _mode_examples(task, 0)
+    original = _keys(datasets.load_digits().images, datasets.load_digits().target)
+    self.assertEqual(_keys(images, labels) - original, collections.Counter())  # As written, not mirrored.
+    self.assertBetween(len(labels), 1797 - 20, 1797)
+    self.assertLen(task.mode_client_ids()[0], 62)  # 1,258 training digits in clients of 20.
+    # IID clients of 20 from 10 balanced classes hold about 10 (1 - 0.9^20) = 8.8 distinct classes.
+    distinct = [len(set(next(iter(task.train_data[0].create_tf_dataset_for_client(c).batch(100)))['label']
+                        .numpy())) for c in task.mode_client_ids()[0]]
+    self.assertBetween(np.mean(distinct), 8.0, 9.5)
+    batch = task.batch_fn(next(iter(task.test_data[0].batch(3))))
+    self.assertEqual(task.model_fn(1)(batch['x'])['logits'].shape, (3, 1, 10))
+
+  def test_evolving_domains_fit_twelve_domains_of_five_clients(self):
+    task = registry.create('digits_written', None, 0)
+    build = lambda clients: scenarios.build(
+        scenarios.Config(name='evolving_domains', num_domains=12, num_clients=clients), task.mode_client_ids(),
+        task.client_sizes, clients_per_round=5, seed=0, num_classes=10)
+    self.assertLen(build(5).round_plan(1).clients[0].parts, 11)  # Eleven sources, one distinct client each.
+    with self.assertRaisesRegex(ValueError, 'needs that many clients'):
+      build(6)
+    with self.assertRaisesRegex(ValueError, 'one base population'):
+      registry.validate_scenario('digits_written', 'periodic')
 
 
 class DigitsLearnTest(tf.test.TestCase):
