@@ -127,7 +127,7 @@ class GridTest(absltest.TestCase):
     # at 2 p; 6 x 3 and FedTKM's leak x 3; 4 methods x 2 windowings x 3 seeds; 3 x 6; 2 inits x 2 x 6 seeds; 4 x 2 x 3.
     self.assertEqual(counts, {'every_method.toml': 6 * 21 * 3 - (4 + 5) * 3, 'seed_000.toml': 30,
                               'seed_000_pretrained.toml': 2 * 2 * 6, 'seed_000_separation.toml': 4 * 2 * 3,
-                              'seed_001.toml': 90, 'seed_001_rotation.toml': 3 * 3 * (3 + 2 * 2),
+                              'seed_001.toml': 135, 'seed_001_rotation.toml': 2 * 3 * 3 * (3 + 2 * 2),
                               'seed_002_synthetic.toml': 66 + 9,
                               'seed_002_digits.toml': 6 * 3 + 3, 'seed_003.toml': 4 * 2 * 3, 'seed_004.toml': 18})
 
