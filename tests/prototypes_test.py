@@ -1,4 +1,5 @@
-"""Seed 001's prototypes and prototypical loss against numpy references written from the digest's equations."""
+"""FedEvolve's and FedEvp's prototypes and prototypical loss (Tan et al., "Federated Learning Under Evolving
+Distribution Shifts", 2024, Eq. 4-7 as reconstructed in `algorithms.core.prototypes`) against numpy references."""
 
 import numpy as np
 import tensorflow as tf

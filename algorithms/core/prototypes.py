@@ -1,23 +1,22 @@
-"""Class prototypes of time stages and the prototypical loss, the building blocks of seed 001's methods.
+"""Class prototypes of time stages and the prototypical loss, the building blocks of FedEvolve and FedEvp.
 
-Seed 001 (FedEvolve, FedEvp; formulas lost in the seed's text, reconstructed in the digest, section 2, marked [R])
+Tan et al., "Federated Learning Under Evolving Distribution Shifts" (2024; FedEvolve, FedEvp; the formulas of the
+text available to us are lost and reconstructed from its prose, marked [R])
 compares a representation with class prototypes: the mean representation of a class in one domain (time stage).
 Everything here works on one batch holding examples of several stages (`batch['stage']` [B], the time stage a
 client knows of its data, `periodic_shift.domains.Domain.stage`), so prototypes are computed inside the autodiff
-graph and gradients reach the network that made them (digest section 2.1: "the gradient has to reach theta_psi
-through the prototypes").
+graph and gradients reach the network that made them (FedEvolve's psi is trained only through them).
 
 - `stage_class_means`: c_{s,y} = mean of e(x) over the batch's examples of stage s and class y (Eq. 4 [R]) [S, C, d],
   with the counts [S, C] (a class absent from a stage has no prototype there).
-- `distances`: d(a, c) = ||a - c||_2, the seed's "Euclidean distance", or ||a - c||^2 (Prototypical Networks).
+- `distances`: d(a, c) = ||a - c||_2, the paper's "Euclidean distance", or ||a - c||^2 (Prototypical Networks).
 - `prototype_nll`: the prototypical NLL of Eq. 5 [R],
     L^m = -(1 / |Q^{m+1}|) sum_{(x, y) in Q^{m+1}} log softmax_{y' in Y^m}(-d(q(x), c^m_{y'}))_y,
   for each example of stage s >= 1 against the prototypes of stage s - 1 over the classes present there; Q^{m+1}
   is the examples of stage m + 1 whose class has a prototype (an example of a class absent from the previous stage
-  cannot be scored: digest section 5.5). The loss is sum_m L^m, the client objective of Eq. 5 summed over
-  consecutive stages, or with `stage_reduction` 'mean' its mean over the stages scored: the sum weighs the
-  alignment by the number of stages (28 on Circle's 29 sources, against FedEvp's one cross-entropy term), the mean
-  does not (a departure, `--fedevp_stage_reduction`, `--fedevolve_stage_reduction`).
+  cannot be scored). The loss is sum_m L^m, the client objective of Eq. 5 summed over the consecutive stages in
+  the batch, or with `stage_reduction` 'mean' its mean over the stages scored (`--fedevolve_stage_reduction` for
+  mixed batches; FedEvp divides the sum by the stages in its batch itself, `algorithms.methods.fedevp`).
 - `evolving_prototypes`: FedEvp's prototypes accumulated over stages (Eq. 6 [R]), c^s = running mean of the class
   means of stages 0..s (the 1/m weights of "averaging over all previous domains") or an exponential moving average
   from zero, c^s = (1 - beta) c^{s-1} + beta mean_s.
@@ -135,7 +134,7 @@ def prototype_nll(queries: tf.Tensor, labels: tf.Tensor, stages: tf.Tensor, prot
 def nearest_prototype_result(queries: tf.Tensor, labels: tf.Tensor, prototypes: tf.Tensor,
                              has_prototype: tf.Tensor, distance: str,
                              clients: Optional[tf.Tensor] = None) -> objectives.BatchResult:
-  """Prediction by the nearest prototype (FedEvolve on the target, digest section 2.1): the loss and accuracy of
+  """Prediction by the nearest prototype (FedEvolve on the target domain): the loss and accuracy of
   softmax(-d(q, c_y)) for queries [B, d] against prototypes [C, d] with has_prototype [C], or, with `clients` [B],
   against each example's client's prototypes [clients, C, d] / [clients, C]."""
   if clients is not None:
