@@ -13,6 +13,7 @@ process (`tests.in_process_run`).
 """
 
 import os
+import tempfile
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -37,7 +38,7 @@ class BaselinesLearnTest(parameterized.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     in_process_run.start_worker()
-    cls._fedavg = _accuracy_by_round('vanilla', absltest.get_default_test_tmpdir() + '/vanilla')
+    cls._fedavg = _accuracy_by_round('vanilla', tempfile.mkdtemp())
 
   @parameterized.parameters('scsgd', 'tshot_kmeans', 'min_loss', 'fedem', 'vanilla_single', 'nds_single')
   def test_learns_as_fedavg_does(self, algorithm):
