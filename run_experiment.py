@@ -35,6 +35,7 @@ from algorithms.core import certainty
 from algorithms.core import evaluation
 from algorithms.core import learning_process
 from algorithms.core import method
+from algorithms.core import privacy_accounting
 from experiment import run_directory
 from experiment import shift_metrics
 from experiment import training_loop
@@ -110,6 +111,12 @@ _SERVER_OPTIMIZER = flags.DEFINE_string(
     'server_optimizer', 'adam', 'The server step on the averaged update: adam '
     '(FedAdam, the optimizer of "Diurnal or Nocturnal?", Zhu et al., 2022) or sgd (w - lr * update; lr 1 is the '
     'parameter averaging of FedAvg, pFedEM, FedGMM and FedEvolve).')
+_AGGREGATOR = flags.DEFINE_string(
+    'aggregator', 'mean', 'How the server aggregates the clients\' model updates: mean (example-weighted) or dp '
+    '(TFF\'s DP-FedAvg aggregator: adaptive clipping, zeroing, Gaussian noise; methods whose update is one mean).')
+_DP_NOISE_MULTIPLIER = flags.DEFINE_float(
+    'dp_noise_multiplier', 0.0, '--aggregator=dp: the Gaussian noise on the sum of clipped updates, in units of the '
+    'clip norm; summary.json reports the run\'s epsilon at delta 1e-5.')
 _SERVER_LR = flags.DEFINE_float('server_learning_rate', None, 'Server learning rate. Default: the task\'s with '
                                 '--server_optimizer=adam, 1.0 (parameter averaging) with sgd.')
 _SERVER_EPSILON = flags.DEFINE_float('server_adam_epsilon', None, 'Server Adam epsilon. Default: the task\'s.')
@@ -194,7 +201,8 @@ def _shared_hyperparameters(values: dict) -> dict:
       clients_per_round=values['clients_per_round'], window_rounds=_WINDOW_ROUNDS.value,
       smoothing_weight=_LABEL_SMOOTH_W.value,
       smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value, seed=_SEED.value,
-      oracle_test_labels=_ORACLE_TEST_LABELS.value, server_optimizer=_SERVER_OPTIMIZER.value)
+      oracle_test_labels=_ORACLE_TEST_LABELS.value, server_optimizer=_SERVER_OPTIMIZER.value,
+      aggregator=_AGGREGATOR.value, dp_noise_multiplier=_DP_NOISE_MULTIPLIER.value)
 
 
 _POSITIVE_INTEGERS = (_CLIENT_EPOCHS, _CLIENT_BATCH_SIZE, _TOTAL_ROUNDS, _ROUNDS_PER_EVAL, _ROUNDS_PER_CHECKPOINT,
@@ -227,6 +235,12 @@ def _hyperparameters() -> dict:
   if _SERVER_OPTIMIZER.value not in learning_process.SERVER_OPTIMIZERS:
     raise ValueError(f'server_optimizer must be one of {", ".join(learning_process.SERVER_OPTIMIZERS)}; got '
                      f'{_SERVER_OPTIMIZER.value!r}.')
+  if _AGGREGATOR.value not in learning_process.AGGREGATORS:
+    raise ValueError(f'aggregator must be one of {", ".join(learning_process.AGGREGATORS)}; got '
+                     f'{_AGGREGATOR.value!r}.')
+  if _DP_NOISE_MULTIPLIER.value < 0 or (_DP_NOISE_MULTIPLIER.value > 0 and _AGGREGATOR.value != 'dp'):
+    raise ValueError(f'--dp_noise_multiplier must be >= 0 and is the noise of --aggregator=dp; got '
+                     f'{_DP_NOISE_MULTIPLIER.value:g} with --aggregator={_AGGREGATOR.value}.')
   if _SERVER_OPTIMIZER.value == 'sgd':
     defaults = dict(defaults, server_learning_rate=1.0)
   values = {flag.name: _resolved(flag, defaults) for flag in (
@@ -337,6 +351,15 @@ def _shift_summary(scenario, domain_names, rows: list[dict]) -> dict:
   return summary
 
 
+def _privacy_summary(total_rounds: int) -> dict:
+  """With --aggregator=dp, the run's (epsilon, delta) (`algorithms.core.privacy_accounting`)."""
+  if _AGGREGATOR.value != 'dp':
+    return {}
+  return {'privacy': dict(aggregator='dp', noise_multiplier=_DP_NOISE_MULTIPLIER.value, rounds=total_rounds,
+                          delta=privacy_accounting.DEFAULT_DELTA,
+                          epsilon=privacy_accounting.epsilon(_DP_NOISE_MULTIPLIER.value, total_rounds))}
+
+
 NUMERIC_FAULT_STATUS = 3
 WORKER_LOST_STATUS = 4
 
@@ -437,6 +460,10 @@ def main(argv):
   branch = (f', one branch {parameters["branch"]:,} ({parameters["branch_overhead_percent"]:.1f}% of the '
             'single-branch network)' if 'branch' in parameters else '')
   print(f'Model: {parameters["total"]:,} parameters{branch}')
+  privacy = _privacy_summary(values['total_rounds']).get('privacy')
+  if privacy:
+    print(f'Differential privacy: noise multiplier {privacy["noise_multiplier"]:g}, epsilon {privacy["epsilon"]:.3g} '
+          f'at delta {privacy["delta"]:g} over {privacy["rounds"]} rounds (every client in every round)')
   loop_config = training_loop.LoopConfig(
       total_rounds=values['total_rounds'], rounds_per_eval=_ROUNDS_PER_EVAL.value, client_spec=client_spec,
       seed=_SEED.value, rounds_per_checkpoint=_ROUNDS_PER_CHECKPOINT.value)
@@ -465,6 +492,7 @@ def main(argv):
       'parameters': parameters,
       'final_metrics': final,
       **_shift_summary(scenario, task.domain_names, rows),
+      **_privacy_summary(values['total_rounds']),
       'seconds_this_invocation': time.monotonic() - started,
   }
   run_directory.write_json(os.path.join(output_dir, 'summary.json'), summary)
@@ -483,7 +511,7 @@ _FLAG_NAMES = frozenset(flag.name for flag in (
     _DRIFT_START, _DRIFT_END, _DRIFT_LENGTH, _CONCEPT_PERIOD, _WINDOW_ROUNDS, _WINDOWING, _WINDOW_OVERLAP,
     _CORRUPTIONS, _LABEL_SKEW_ALPHA, _SWITCH_FRACTION, _DIRICHLET_COMPONENTS, _COMPONENT_ALPHA, _UNSEEN_FRACTION,
     _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS, _CLIENT_BATCH_SIZE,
-    _MAX_ELEMENTS, _CLIENT_LR, _SERVER_OPTIMIZER, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
+    _MAX_ELEMENTS, _CLIENT_LR, _SERVER_OPTIMIZER, _AGGREGATOR, _DP_NOISE_MULTIPLIER, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
     _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _EVAL_INFERENCE_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME,
     _CACHE_DIR, _TFDS_DATA_DIR, _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _EVAL_ROUTING, _ORACLE_TEST_LABELS, _MIXED_TEST_Q,
     _WORKERS, _SUBROUNDS, _WORKER_TIMEOUT)) | frozenset(_METHOD_FLAGS)

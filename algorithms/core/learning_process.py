@@ -25,6 +25,9 @@ from typing import Callable, NamedTuple, Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
+# pylint: disable=g-direct-tensorflow-import
+from tensorflow_federated.python.aggregators import factory_utils  # as_weighted_aggregator: not public in 0.87.
+# pylint: enable=g-direct-tensorflow-import
 
 from models import multi_branch
 
@@ -134,16 +137,38 @@ def stateless_client_work(client_update: tff.Computation,
 
 
 SERVER_OPTIMIZERS = ('adam', 'sgd')
+AGGREGATORS = ('mean', 'dp')
 
 
 @dataclasses.dataclass(frozen=True)
 class ServerStep:
-  """How the server applies the aggregated update Delta (the clients' mean of initial - trained weights):
-  `adam`: FedAdam's step with `learning_rate` and `adam_epsilon`; `sgd`: w <- w - learning_rate * Delta (learning
-  rate 1: w becomes the clients' weighted mean of their trained weights, parameter averaging)."""
+  """How the server turns the clients' updates (initial - trained weights) into the next model: their aggregate
+  Delta, then `adam`: FedAdam's step with `learning_rate` and `adam_epsilon`; `sgd`: w <- w - learning_rate * Delta
+  (learning rate 1: w becomes the clients' mean of their trained weights, parameter averaging).
+
+  `aggregator`: `mean` (the example-weighted mean, `tff.aggregators.MeanFactory`) or `dp` (TFF's DP-FedAvg
+  aggregator, `tff.aggregators.DifferentiallyPrivateFactory.gaussian_adaptive`: each update clipped to an
+  adaptively estimated norm C, Gaussian noise on the sum so that value and clip-count queries together have the
+  effective noise multiplier `dp_noise_multiplier`, an unweighted mean over the expected `clients_per_round`;
+  McMahan et al., "Learning Differentially Private Recurrent Language Models", 2018, and Andrew et al.,
+  "Differentially Private Learning with Adaptive Clipping", 2021)."""
   optimizer: str
   learning_rate: float
   adam_epsilon: float
+  aggregator: str = 'mean'
+  dp_noise_multiplier: float = 0.0
+  clients_per_round: int = 1
+
+  def update_aggregator(self) -> tff.aggregators.WeightedAggregationFactory:
+    if self.aggregator == 'mean':
+      return tff.aggregators.MeanFactory()
+    if self.aggregator == 'dp':
+      # The clipped-count query's noise must exceed z / 2 for the value noise to reach an effective z; TFF's default
+      # 0.05 m (m clients per round) is below that for small rounds.
+      return factory_utils.as_weighted_aggregator(tff.aggregators.DifferentiallyPrivateFactory.gaussian_adaptive(
+          self.dp_noise_multiplier, self.clients_per_round,
+          clipped_count_stddev=max(0.05 * self.clients_per_round, self.dp_noise_multiplier)))
+    raise ValueError(f'aggregator must be one of {", ".join(AGGREGATORS)}; got {self.aggregator!r}.')
 
   def build(self) -> tff.learning.optimizers.Optimizer:
     if self.optimizer == 'adam':
@@ -183,8 +208,11 @@ def _server_pieces(model_fn: ModelFn, client_result_type, server_step: ServerSte
                    aggregator_factory: Optional[tff.aggregators.WeightedAggregationFactory] = None) -> tuple:
   """(broadcast, aggregator, finalizer) of `compose` for client results of `client_result_type`."""
   weights_type = model_weights_type(model_fn)
-  aggregator = (aggregator_factory or tff.aggregators.MeanFactory()).create(client_result_type.update,
-                                                                            client_result_type.update_weight)
+  if aggregator_factory is not None and server_step.aggregator != 'mean':
+    raise ValueError(f'--aggregator={server_step.aggregator} replaces the mean of one model update; this method '
+                     'aggregates its updates its own way (per network of a pool, or with its statistics).')
+  aggregator = (aggregator_factory or server_step.update_aggregator()).create(client_result_type.update,
+                                                                              client_result_type.update_weight)
   return (tff.learning.templates.build_broadcast_process(weights_type), aggregator,
           build_server_finalizer(server_step, weights_type))
 

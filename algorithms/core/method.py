@@ -50,10 +50,13 @@ class Hyperparameters:
   # papers grant a baseline (Zhu et al., 2022 grant FedEM the labels of its test batches); reports mark such runs.
   oracle_test_labels: bool = False
   server_optimizer: str = 'adam'  # `learning_process.ServerStep`: adam (FedAdam) or sgd (1.0: parameter averaging).
+  aggregator: str = 'mean'  # `learning_process.ServerStep`: mean or dp (TFF's DP-FedAvg aggregator).
+  dp_noise_multiplier: float = 0.0
 
   @property
   def server_step(self) -> learning_process.ServerStep:
-    return learning_process.ServerStep(self.server_optimizer, self.server_learning_rate, self.server_adam_epsilon)
+    return learning_process.ServerStep(self.server_optimizer, self.server_learning_rate, self.server_adam_epsilon,
+                                       self.aggregator, self.dp_noise_multiplier, self.clients_per_round)
 
 
 class Algorithm(NamedTuple):

@@ -1,0 +1,83 @@
+"""--aggregator=dp: TFF's DP-FedAvg aggregator in a run, its noise, its refusal, and the reported epsilon against the
+exact privacy curve of the Gaussian mechanism (Balle and Wang, "Improving the Gaussian Mechanism for Differential
+Privacy", 2018), computed here with scipy.
+
+T rounds of a Gaussian mechanism of noise multiplier z on clipped (sensitivity-1 after scaling) contributions are
+one Gaussian mechanism of multiplier z / sqrt(T); its exact delta(epsilon) is
+Phi(-epsilon s + 1 / (2 s)) - e^epsilon Phi(-epsilon s - 1 / (2 s)) with s = z / sqrt(T). The RDP accountant's
+epsilon is an upper bound on the exact one, and a tight one for these parameters.
+"""
+
+import json
+import os
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+from scipy import optimize
+from scipy import stats
+
+from algorithms.core import privacy_accounting
+from tests import in_process_run
+
+_RUN = ['--task=synthetic', '--clients_per_round=5', '--period=8', '--total_rounds=8', '--rounds_per_eval=8',
+        '--eval_batch_size=500', '--experiment_name=r']
+
+
+def _exact_epsilon(noise_multiplier: float, rounds: int, delta: float) -> float:
+  sigma = noise_multiplier / np.sqrt(rounds)
+  curve = lambda eps: (stats.norm.cdf(-eps * sigma + 1 / (2 * sigma))
+                       - np.exp(eps) * stats.norm.cdf(-eps * sigma - 1 / (2 * sigma)) - delta)
+  return optimize.brentq(curve, 0.0, 500.0)
+
+
+def _run(args):
+  root = tempfile.mkdtemp()
+  status, stderr = in_process_run.run([*_RUN, *args, f'--root_output_dir={root}'])
+  if status != 0:
+    raise AssertionError(stderr[-3000:])
+  with open(os.path.join(root, 'r', 'summary.json')) as f:
+    return json.load(f)
+
+
+class PrivateAggregationTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    in_process_run.start_worker()
+
+  def test_epsilon_bounds_the_exact_gaussian_curve_tightly(self):
+    for noise, rounds in ((1.0, 100), (2.0, 1000), (0.8, 10)):
+      exact = _exact_epsilon(noise, rounds, 1e-5)
+      reported = privacy_accounting.epsilon(noise, rounds, 1e-5)
+      self.assertBetween(reported, exact, 1.3 * exact, (noise, rounds))
+    self.assertEqual(privacy_accounting.epsilon(0.0, 10), float('inf'))
+
+  def test_dp_runs_report_epsilon_and_noise_costs_accuracy(self):
+    mean = _run([])
+    clipped = _run(['--aggregator=dp'])
+    noisy = _run(['--aggregator=dp', '--dp_noise_multiplier=1.0'])
+    self.assertNotIn('privacy', mean)
+    self.assertEqual(clipped['privacy']['epsilon'], float('inf'))
+    self.assertAlmostEqual(noisy['privacy']['epsilon'], privacy_accounting.epsilon(1.0, 8))
+    accuracy = lambda summary: summary['final_metrics']['test_accuracy']
+    # Clipping alone (no noise) still learns, as the mean does; noise of 1.0 on 5 clients' sum drowns the update.
+    self.assertGreater(accuracy(clipped), 0.15)
+    self.assertGreater(accuracy(clipped), accuracy(noisy) + 0.05)
+
+  def test_methods_with_their_own_aggregation_and_bad_settings_are_refused_in_one_line(self):
+    for args, message in ((['--algorithm=cfl', '--aggregator=dp'], 'aggregates its updates its own way'),
+                          (['--aggregator=median'], 'aggregator must be one of mean, dp'),
+                          (['--dp_noise_multiplier=0.5'], 'is the noise of --aggregator=dp')):
+      status, stderr = in_process_run.run([*_RUN, *args, f'--root_output_dir={tempfile.mkdtemp()}'])
+      self.assertEqual(status, 2, stderr[-2000:])
+      # One line (a Python warning an earlier run of this process triggered may precede it).
+      errors = [line for line in stderr.strip().splitlines() if line.startswith('run_experiment: error: ')]
+      self.assertLen(errors, 1, stderr[-2000:])
+      self.assertEqual(errors[0], stderr.strip().splitlines()[-1])
+      self.assertIn(message, errors[0])
+
+
+if __name__ == '__main__':
+  absltest.main()
