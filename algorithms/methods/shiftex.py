@@ -1,16 +1,17 @@
-"""ShiftEx (seed 003, Bhope et al. 2025): shift-aware mixture of experts for windows of covariate and label shift.
+"""ShiftEx (Bhope, Jayaram, Venkateswaran and Venkatasubramanian, "Shift Happens: Mixture of Experts based
+Continual Adaptation in Federated Learning", 2025): shift-aware mixture of experts for windows of covariate and
+label shift.
 
-Seed `003_09263288c1c036a1`; formulas and open decisions in `../shared/notes/seed_003_digest.md`. Parties stream
-data in windows of `window_rounds` rounds. A pool of experts (full networks) serves them; each party is assigned one
-expert. Per party and window (Algorithm 1), the party embeds its data with an encoder (the penultimate layer, the
-task network's features), keeps a sample of the embeddings and its label histogram, and compares them with the
+Parties stream data in windows of `window_rounds` rounds. A pool of experts (full networks) serves them; each
+party is assigned one expert. Per party and window (Algorithm 1), the party embeds its data with an encoder (the
+penultimate layer, the task network's features), keeps a sample of the embeddings and its label histogram, and compares them with the
 previous window's:
 
   covariate shift  <=>  MMD^2(P_t^c(X), P_{t-1}^c(X)) > delta_cov      (Eq. 1, `algorithms.core.drift_statistics`)
   label shift      <=>  JSD(y_t^c, y_{t-1}^c) > delta_label
 
 The thresholds are the (1 - alpha) quantiles of null statistics collected in the bootstrap window W0 (each party
-splits its window's sample in two halves and reports their MMD^2 and JSD; digest section 2.2, reconstructed). At
+splits its window's sample in two halves and reports their MMD^2 and JSD; reconstructed from the paper's prose). At
 the server (Algorithm 2), the profiles (mean embeddings) of the shifted parties are clustered by k-means with k by
 the Davies-Bouldin index (`algorithms.core.kmeans`); a cluster of at least gamma parties reuses the expert whose
 latent memory M^(k) is within epsilon,
@@ -22,7 +23,7 @@ new expert, Clone(theta_0), with memory c_j. At the end of every window, experts
 cosine similarity above tau are consolidated into their average weighted by the examples each has trained on.
 Each expert is trained by federated averaging (the suite's FedAdam) on the parties assigned to it.
 
-How the suite realizes it (documented choices; the seed gives no values, digest section 5):
+How the suite realizes it (documented choices; the paper gives no values):
 - Experts are the networks of a `build_multi_network_model`: K = `--num_branches` slots, of which the last holds
   theta_0, the bootstrap expert frozen at the end of W0 (copied by the server step, `algorithms.core.network_pool`,
   with zero FedAdam moments so it never moves), and the others hold the pool (at most K - 1 experts). A spawn copies
@@ -38,7 +39,7 @@ How the suite realizes it (documented choices; the seed gives no values, digest 
   round. Parties of clusters smaller than gamma (|G_j| < gamma) keep their expert and fine-tune locally: they train
   without sending their update for the rest of the window (Algorithm 2 line 31).
 - Encoder (`--shiftex_encoder`): `bootstrap` (default) embeds with the frozen theta_0, so thresholds, profiles and
-  memories live in one space (digest section 5 item 3); `assigned` embeds with the party's own expert (the seed's
+  memories live in one space (an open choice of the paper); `assigned` embeds with the party's own expert (the seed's
   words), so profiles of parties on different experts live in different spaces. In W0 both use expert 1.
 - MMD: the V-statistic (`--shiftex_unbiased_mmd` for the U-statistic) between random halves of the two windows'
   samples, the sizes of the null's halves, with gamma_k by the median heuristic of the pooled halves; the label
@@ -55,7 +56,7 @@ How the suite realizes it (documented choices; the seed gives no values, digest 
 
 Evaluation (`--shiftex_evaluation`): `assigned` (default) scores a domain's test data with the experts its parties
 are assigned to, weighted by a decaying count of the parties seen per domain and expert (the seed's measure: each
-party's expert on its current-window data, digest section 3.2; the true domain is used for this metric only), and
+party's expert on its current-window data, the paper's Section 3.2; the true domain is used for this metric only), and
 falls back to `memory` for a domain no party holds; `memory` sends a test batch to the active expert whose latent
 memory is nearest to the batch's mean embedding (how a new party would be matched).
 
