@@ -4,8 +4,8 @@ label shift.
 
 Parties stream data in windows of `window_rounds` rounds. A pool of experts (full networks) serves them; each
 party is assigned one expert. Per party and window (Algorithm 1), the party embeds its data with an encoder (the
-penultimate layer, the task network's features), keeps a sample of the embeddings and its label histogram, and compares them with the
-previous window's:
+penultimate layer, the task network's features), keeps a sample of the embeddings and its label histogram, and
+compares them with the previous window's:
 
   covariate shift  <=>  MMD^2(P_t^c(X), P_{t-1}^c(X)) > delta_cov      (Eq. 1, `algorithms.core.drift_statistics`)
   label shift      <=>  JSD(y_t^c, y_{t-1}^c) > delta_label
