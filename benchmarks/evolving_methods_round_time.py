@@ -4,7 +4,7 @@ Workloads: the synthetic task and Circle under `evolving_domains` (synthetic: 5 
 each client holding its 4 sources; Circle: the seed's 30 domains, 29 sources), the same sampled clients and
 batches for every method, all as TFF learning processes. FedAvg is the task's single-branch network (on both
 tasks the same layers as FedEvp's tower and head); FedEvolve trains two towers and no head; each with its default
-batches by stage (`stage_pairs`, `stage_strata`) and with the client's mixed batches (`_packed`); FedRep (default 10
+batches by stage (`stage_pairs`, `stage_strata`) and with the client's mixed batches (`packed`); FedRep (default 10
 head epochs and one representation epoch) every client at its first round (the same computation as later rounds).
 
     bazel run //benchmarks:evolving_methods_round_time -- --rounds=10
@@ -60,11 +60,9 @@ def _measure(task, rounds):
   model_fn, process = vanilla.build_single_network_process(task, element_spec, _CLIENT_LR, _SERVER_STEP)
   seconds['fedavg'] = timing.process_seconds_per_round(model_fn, process, rounds)
   for name, module in (('fedevp', fedevp), ('fedevolve', fedevolve)):
-    for batching in (module.Config().batching, 'packed'):
-      config = module.Config(batching=batching)
-      suffix = '' if batching == module.Config().batching else '_packed'
-      seconds[name + suffix] = timing.process_seconds_per_round(
-          *module.build_process(task, element_spec, hparams, config), rounds)
+    for batching in module.BATCHINGS:
+      seconds[f'{name}_{batching}'] = timing.process_seconds_per_round(
+          *module.build_process(task, element_spec, hparams, module.Config(batching=batching)), rounds)
   model_fn, process, initial_state = fedrep.build_process(task, element_spec, hparams, fedrep.Config())
   seconds['fedrep'] = timing.process_seconds_per_round(model_fn, process,
                                                       timing.with_client_states(rounds, initial_state))

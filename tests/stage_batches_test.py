@@ -47,6 +47,7 @@ class StageBatchesTest(tf.test.TestCase):
           expected.append((support + query, [m] * len(support) + [m + 1] * len(query)))
           step[m] += 1
     self.assertEqual(_batches(stage_batches.stage_pairs(dataset, len(STAGE_SIZES), b)), expected)
+    self.assertEqual(_batches(stage_batches.stage_pairs(dataset, len(STAGE_SIZES) + 1, b)), expected)
     queries = [i for ids, batch_stages in expected for i, s in zip(ids, batch_stages) if s == batch_stages[-1]]
     self.assertCountEqual(queries, [i for s in range(1, len(STAGE_SIZES)) for i in order[s]])  # Once each.
     for ids, batch_stages in expected:  # Full support: b examples of stage m, or all it has.
@@ -62,6 +63,8 @@ class StageBatchesTest(tf.test.TestCase):
       ids = [i for s in range(len(STAGE_SIZES)) for i in order[s][k * b:(k + 1) * b]]
       expected.append((ids, [int(stages[i]) for i in ids]))
     self.assertEqual(_batches(stage_batches.stage_strata(dataset, len(STAGE_SIZES), b)), expected)
+    # A stage the client does not hold (the target's) adds nothing.
+    self.assertEqual(_batches(stage_batches.stage_strata(dataset, len(STAGE_SIZES) + 1, b)), expected)
 
   def test_packed_leaves_the_batches(self):
     self.assertIsNone(stage_batches.regrouped('packed', 4, 8))
