@@ -1,8 +1,14 @@
 """Chaos test of resuming: kill -9 a run at random moments, resume it each time, compare with an uninterrupted run.
 
     bazel run //benchmarks:chaos_resume -- --kills=20 --algorithms=vanilla,fedtem,fedtkm
+    bazel run //benchmarks:chaos_resume -- --kills=20 \
+        --algorithms=fedgmm,fedem_client_state,pfedem,shiftex,feddrift,fedrep,fedevp
 
-Per method: one uninterrupted run of `run_experiment.py` on the synthetic task, then the same command started,
+Per method: one uninterrupted run of `run_experiment.py` on the synthetic task, on the scenario the method targets
+(`_TARGETS`: the methods with per-client state or a server-side pool each where that state matters: FedGMM's
+pi_c on dirichlet_mixture, FedEM with its clients' weights kept, pFedEM on mixture_drift, ShiftEx's experts and
+stored samples and FedDrift's models on windowed, FedRep's heads and FedEvp on evolving_domains), then the same
+command started,
 SIGKILLed and restarted `--kills` times before it may finish. The kill moments are drawn from the run's seed:
 half at a uniform random time after the restarted run's first progress line, a quarter as soon as a checkpoint
 is being written (its staging directory appears), a quarter as soon as metrics.csv grows (a row being appended).
@@ -40,8 +46,21 @@ _RUN_FLAGS = ['--task=synthetic', '--clients_per_round=5', '--period=16', '--rou
               '--rounds_per_checkpoint=4', '--eval_batch_size=500']
 
 
+# Each method on the scenario where its state matters; a name may stand for a method with settings.
+_TARGETS = {
+    'fedgmm': ['--algorithm=fedgmm', '--scenario=dirichlet_mixture', '--num_clients=40', '--unseen_fraction=0.2'],
+    'fedem_client_state': ['--algorithm=fedem', '--fedem_client_state'],
+    'pfedem': ['--algorithm=pfedem', '--scenario=mixture_drift', '--num_clients=20'],
+    'shiftex': ['--algorithm=shiftex', '--scenario=windowed', '--window_rounds=16', '--num_branches=4'],
+    'feddrift': ['--algorithm=feddrift', '--scenario=windowed', '--window_rounds=16', '--num_branches=4'],
+    'fedrep': ['--algorithm=fedrep', '--scenario=evolving_domains', '--num_domains=4', '--num_clients=10'],
+    'fedevp': ['--algorithm=fedevp', '--scenario=evolving_domains', '--num_domains=4', '--num_clients=10'],
+}
+
+
 def _command(algorithm: str, root: str, name: str) -> list[str]:
-  return [sys.executable, _BINARY, *_RUN_FLAGS, f'--algorithm={algorithm}', f'--total_rounds={_TOTAL_ROUNDS.value}',
+  method = _TARGETS.get(algorithm, [f'--algorithm={algorithm}'])
+  return [sys.executable, _BINARY, *_RUN_FLAGS, *method, f'--total_rounds={_TOTAL_ROUNDS.value}',
           f'--root_output_dir={root}', f'--experiment_name={name}']
 
 
