@@ -11,8 +11,8 @@ mixture_drift) add seed 000's measures from their metrics.csv (`experiment.shift
 two cycles (`test_mixture_accuracy_std_last_cycles`, Table I), the last evaluation's mean of the per-domain
 accuracies (`balanced_mix_accuracy`: every base in equal share, the 50/50 mix of Figure 2) and, for a method that
 learns mixture weights, the signed correlation of the share matched to base 0 with the imposed share
-(`share_correlation`, Figure 4) and beside it what noise reaches for that run length (`share_correlation_floor`). A
-column appears when at least one run reports it; `columns` chooses and orders them. Rows are settings (`experiment.run_results`); within a comparison (settings that differ only in
+(`share_correlation`, Figure 4) and beside it what noise reaches for that run length (`share_correlation_floor`).
+Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`, lower is better). A column appears when at least one run reports it; `columns` chooses and orders them. Rows are settings (`experiment.run_results`); within a comparison (settings that differ only in
 the method) the best mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for
 losses, drops, recovery times and forgetting.
 """
@@ -37,7 +37,7 @@ MAIN_COLUMNS = (
     ('balanced_mix_accuracy', False), ('share_correlation', False), ('share_correlation_floor', False), ('routing_ari', False),
     ('train_routing_accuracy_run_matched', False), ('novelty_auroc', False),
     ('novelty_average_precision', False), ('novelty_max_f1', False), ('window_drop', True), ('window_recovery_rounds', True),
-    ('window_max_accuracy', False), ('forgetting', True))
+    ('window_max_accuracy', False), ('forgetting', True), ('dp_epsilon', True))
 _HELD_OUT = ('personalized', 'unseen', 'target')
 WINDOW_FIELDS = (('drop', True), ('recovery_rounds', True), ('max_accuracy', False))  # (field, lower is better)
 
@@ -60,6 +60,8 @@ def run_metrics(run: run_results.RunResult) -> dict[str, float]:
   forgetting = list((run.summary.get('forgetting') or {}).values())
   if forgetting:
     final['forgetting'] = float(np.mean(forgetting))
+  if 'privacy' in run.summary:  # --aggregator=dp: the run's epsilon (`algorithms.core.privacy_accounting`).
+    final['dp_epsilon'] = float(run.summary['privacy']['epsilon'])
   if run.rows and 'scheduled_share_0' in run.rows[0]:
     final.update(_mixture_drift_measures(run))
   return final

@@ -18,6 +18,8 @@ from scipy import optimize
 from scipy import stats
 
 from algorithms.core import privacy_accounting
+from experiment import report_tables
+from experiment import run_results
 from tests import in_process_run
 
 _RUN = ['--task=synthetic', '--clients_per_round=5', '--period=8', '--total_rounds=8', '--rounds_per_eval=8',
@@ -37,7 +39,10 @@ def _run(args):
   if status != 0:
     raise AssertionError(stderr[-3000:])
   with open(os.path.join(root, 'r', 'summary.json')) as f:
-    return json.load(f)
+    summary = json.load(f)
+  (run,) = run_results.load(root)
+  summary['report'] = report_tables.run_metrics(run)
+  return summary
 
 
 class PrivateAggregationTest(absltest.TestCase):
@@ -61,6 +66,8 @@ class PrivateAggregationTest(absltest.TestCase):
     self.assertNotIn('privacy', mean)
     self.assertEqual(clipped['privacy']['epsilon'], float('inf'))
     self.assertAlmostEqual(noisy['privacy']['epsilon'], privacy_accounting.epsilon(1.0, 8))
+    self.assertAlmostEqual(noisy['report']['dp_epsilon'], noisy['privacy']['epsilon'])  # The report's column.
+    self.assertNotIn('dp_epsilon', mean['report'])
     accuracy = lambda summary: summary['final_metrics']['test_accuracy']
     # Clipping alone (no noise) still learns, as the mean does; noise of 1.0 on 5 clients' sum drowns the update.
     self.assertGreater(accuracy(clipped), 0.15)
