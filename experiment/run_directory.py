@@ -203,13 +203,13 @@ class Checkpoints:
     shutil.rmtree(self._staging, ignore_errors=True)  # What a killed save left.
     staging = tff.program.FileProgramStateManager(self._staging, prefix=_PREFIX)
     self._loop.run_until_complete(staging.save(state, round_num))
-    final = os.path.join(self._root, f'{_PREFIX}{round_num}')
+    final = self.path(round_num)
     if os.path.exists(final):
       shutil.rmtree(final)
     os.rename(os.path.join(self._staging, f'{_PREFIX}{round_num}'), final)
     for old in self.rounds()[:-self._keep]:  # Moved out of sight first, so a kill cannot leave half of one.
       discarded = os.path.join(self._staging, f'discarded_{old}')
-      os.rename(os.path.join(self._root, f'{_PREFIX}{old}'), discarded)
+      os.rename(self.path(old), discarded)
       shutil.rmtree(discarded)
 
   def load_latest(self, structure) -> 'Restored':
@@ -240,7 +240,7 @@ class Checkpoints:
     os.makedirs(aside, exist_ok=True)
     target = os.path.join(aside, f'{_PREFIX}{round_num}')
     shutil.rmtree(target, ignore_errors=True)
-    os.rename(os.path.join(self._root, f'{_PREFIX}{round_num}'), target)
+    os.rename(self.path(round_num), target)
 
   def discard(self, round_num: int) -> None:
     """Deletes the checkpoint of `round_num`, if there is one."""
