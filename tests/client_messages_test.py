@@ -157,7 +157,7 @@ PINNED = {
         'nonfinite_clients, routing, slot_examples, label_counts, true_shifts, detected_shifts, '
         'stable_checks, false_alarms; 12 tensors, 23 values per client',
         'federated_aggregate (client state): position, expert_id, pending, local_window, checked_window, '
-        'ref_window, profile, ref_inputs, ref_weights, ref_hist, ref_domain; 11 tensors, 2,139 values '
+        'ref_window, profile, ref_inputs, ref_weights, ref_label_half, ref_domain; 11 tensors, 2,139 values '
         'per client',
         'federated_sum (aggregate): unnamed; 12 tensors, 13,800 values per client',
         'federated_sum (aggregate): unnamed; 12 tensors, 12 values per client',

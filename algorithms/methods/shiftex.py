@@ -41,10 +41,14 @@ How the suite realizes it (documented choices; the paper gives no values):
 - Encoder (`--shiftex_encoder`): `bootstrap` (default) embeds with the frozen theta_0, so thresholds, profiles and
   memories live in one space (an open choice of the paper); `assigned` embeds with the party's own expert (the seed's
   words), so profiles of parties on different experts live in different spaces. In W0 both use expert 1.
-- MMD: the V-statistic (`--shiftex_unbiased_mmd` for the U-statistic) between random halves of the two windows'
-  samples, the sizes of the null's halves, with gamma_k by the median heuristic of the pooled halves; the label
-  null splits all the window's labels in two, as the detection's JSD uses all. Measured on the synthetic windowed
-  run (README): a false-alarm rate of 5.8% on stable parties at alpha = 5%, 69% of the regime changes found.
+- Calibration at the detection's sample sizes: a null statistic compares two random halves of one window (the
+  embedding sample's, all its labels'), and the detection compares a half of the current window with a half of
+  the reference window, so the two have the same sample sizes and a threshold at the nulls' (1 - alpha) quantile
+  is a test of level alpha (`null_statistics`, `detection_statistics`). Comparing whole windows instead would make
+  the detection's statistics smaller than the nulls' under no shift (the JSD's by about half), a level far below
+  alpha and a lower power; halves cost power too, but the level is the one asked for. Tested on stationary and
+  shifted streams (tests/shiftex_calibration_test.py: false alarms within [alpha / 2, 2 alpha], power per shift).
+- MMD: the V-statistic (`--shiftex_unbiased_mmd` for the U-statistic), gamma_k by the median heuristic.
 - Matching: profiles are mean embeddings ("a single d-dimensional feature vector" per party, seed Sec. 5.4), so
   the matching MMD is that of two point masses, with gamma_k = 1 / the median squared distance between the parties'
   profiles in W0 (a moving average over its rounds): epsilon is in units of the spread of unshifted parties.
@@ -158,7 +162,7 @@ def initial_client_state(input_shape: tuple, feature_dim: int, num_classes: int,
           'profile': np.zeros([feature_dim], np.float32),
           'ref_inputs': np.zeros((config.samples,) + tuple(input_shape), np.float32),
           'ref_weights': np.zeros([config.samples], np.float32),
-          'ref_hist': np.zeros([num_classes], np.float32), 'ref_domain': np.float32(-1)}
+          'ref_label_half': np.zeros([num_classes], np.float32), 'ref_domain': np.float32(-1)}
 
 
 def initial_server_state(feature_dim: int, num_modes: int, num_classes: int,
@@ -202,7 +206,7 @@ def nearest_active(profile: tf.Tensor, memory: tf.Tensor, active: tf.Tensor) -> 
   return tf.argmin(tf.where(active > 0, distance, np.inf), -1, output_type=tf.int32)
 
 
-def _sample(rows: tf.Tensor, size: int, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+def sample_rows(rows: tf.Tensor, size: int, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
   """Up to `size` rows of rows [N, ...] at random, zero-padded: (sample [size, ...], weights [size], 1 for real
   rows); the same `seed` picks the same rows."""
   order = tf.argsort(tf.random.stateless_uniform(tf.shape(rows)[:1], seed))[:size]
@@ -210,6 +214,41 @@ def _sample(rows: tf.Tensor, size: int, seed: tf.Tensor) -> tuple[tf.Tensor, tf.
   padding = size - tf.shape(taken)[0]
   return (tf.ensure_shape(tf.pad(taken, [[0, padding]] + [[0, 0]] * (rows.shape.rank - 1)), [size] + rows.shape[1:]),
           tf.ensure_shape(tf.pad(tf.ones(tf.shape(order), tf.float32), [[0, padding]]), [size]))
+
+
+def label_halves(labels: tf.Tensor, num_classes: int, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+  """The normalized label histograms [C] of two random disjoint halves of a window's labels [n] (`seed` picks
+  them; the first half holds ceil(n / 2))."""
+  halves = drift_statistics.split_weights(tf.ones(tf.shape(labels)), seed + 4)
+  return tuple(tf.ensure_shape(tf.math.divide_no_nan(
+      tf.math.bincount(tf.cast(labels, tf.int32), half, num_classes, num_classes, tf.float32), tf.reduce_sum(half)),
+                               [num_classes]) for half in halves)
+
+
+def null_statistics(sample: tf.Tensor, sample_weights: tf.Tensor, labels: tf.Tensor, num_classes: int,
+                    seed: tf.Tensor, unbiased: bool) -> tuple[tf.Tensor, tf.Tensor]:
+  """One window's statistics under no shift, by construction: (MMD^2 between two random halves of its embedding
+  sample [S, D] (weights [S], gamma_k by the median heuristic of the whole sample), JSD between the label
+  histograms of two random halves of its labels [n]). `detection_statistics` compares halves of the same sizes, so
+  the (1 - alpha) quantiles of these statistics are thresholds at the detection's sample sizes."""
+  first, second = drift_statistics.split_weights(sample_weights, seed + 1)
+  gamma = drift_statistics.median_heuristic_gamma(sample, sample_weights)
+  return (drift_statistics.mmd_squared(sample, sample, gamma, first, second, unbiased),
+          drift_statistics.jensen_shannon(*label_halves(labels, num_classes, seed)))
+
+
+def detection_statistics(sample: tf.Tensor, sample_weights: tf.Tensor, reference: tf.Tensor,
+                         reference_weights: tf.Tensor, label_half: tf.Tensor, reference_label_half: tf.Tensor,
+                         seed: tf.Tensor, unbiased: bool) -> tuple[tf.Tensor, tf.Tensor]:
+  """Algorithm 1's statistics between the current window and the reference (previous) one, each at the size of a
+  null half: (MMD^2 between a random half of the current sample [S, D] and one of the reference's [S, D], gamma_k by
+  the median heuristic of the two halves pooled; JSD between the histograms [C] of half of each window's labels)."""
+  current_half, _ = drift_statistics.split_weights(sample_weights, seed + 2)
+  reference_half, _ = drift_statistics.split_weights(reference_weights, seed + 3)
+  gamma = drift_statistics.median_heuristic_gamma(tf.concat([sample, reference], 0),
+                                                  tf.concat([current_half, reference_half], 0))
+  return (drift_statistics.mmd_squared(sample, reference, gamma, current_half, reference_half, unbiased),
+          drift_statistics.jensen_shannon(label_half, reference_label_half))
 
 
 def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.BatchFn, config: Config,
@@ -244,34 +283,25 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
     features = model(examples['x'], training=False)[multi_branch.FEATURES]  # [N, K, D]
     encoder = slot if config.encoder == 'assigned' else tf.where(window >= 1, config.bootstrap_slot, slot)
     embeddings = tf.gather(features, encoder, axis=1)
-    sample, sample_weights = _sample(embeddings, config.samples, seed)
-    inputs, _ = _sample(tf.cast(examples['x'], tf.float32), config.samples, seed)
+    sample, sample_weights = sample_rows(embeddings, config.samples, seed)
+    inputs, _ = sample_rows(tf.cast(examples['x'], tf.float32), config.samples, seed)
     histogram = drift_statistics.label_histogram(examples['y'], num_classes)
     profile = tf.reduce_mean(embeddings, 0)
 
-    # Null statistics (W0): two random halves of the window's sample.
-    first, second = drift_statistics.split_weights(sample_weights, seed + 1)
-    null_mmd = drift_statistics.mmd_squared(sample, sample, drift_statistics.median_heuristic_gamma(
-        sample, sample_weights), first, second, config.unbiased_mmd)
-    labels = tf.cast(examples['y'], tf.int32)  # The label null splits all the window's labels, as JSD uses all.
-    halves = drift_statistics.split_weights(tf.ones(tf.shape(labels)), seed + 4)
-    null_jsd = drift_statistics.jensen_shannon(*[tf.ensure_shape(tf.math.divide_no_nan(
-        tf.math.bincount(labels, half, num_classes, num_classes, tf.float32), tf.reduce_sum(half)), [num_classes])
-                                                 for half in halves])
+    # Null statistics (W0): two random halves of the window's sample and of its labels.
+    labels = tf.cast(examples['y'], tf.int32)
+    null_mmd, null_jsd = null_statistics(sample, sample_weights, labels, num_classes, seed, config.unbiased_mmd)
+    label_half = label_halves(labels, num_classes, seed)[0]  # What this window's detection compares (and keeps).
 
     # Detection: the first round of a window after the one of the party's reference statistics.
     delta_cov, delta_label = state['delta_cov'], state['delta_label']
     ref_window = tf.cast(stored['ref_window'], tf.int32)
     check = ((window >= 1) & (tf.cast(stored['checked_window'], tf.int32) < window) & (ref_window >= 0)
              & (ref_window < window) & tf.math.is_finite(delta_cov))
-    current_half, _ = drift_statistics.split_weights(sample_weights, seed + 2)
-    reference_half, _ = drift_statistics.split_weights(stored['ref_weights'], seed + 3)
     reference = tf.gather(model(tf.cast(stored['ref_inputs'], model.inputs[0].dtype), training=False)[
         multi_branch.FEATURES], encoder, axis=1)  # The previous window's sample through today's encoder.
-    pooled = tf.concat([sample, reference], 0)
-    gamma = drift_statistics.median_heuristic_gamma(pooled, tf.concat([current_half, reference_half], 0))
-    mmd = drift_statistics.mmd_squared(sample, reference, gamma, current_half, reference_half, config.unbiased_mmd)
-    jsd = drift_statistics.jensen_shannon(histogram, stored['ref_hist'])
+    mmd, jsd = detection_statistics(sample, sample_weights, reference, stored['ref_weights'], label_half,
+                                    stored['ref_label_half'], seed, config.unbiased_mmd)
     shifted = check & ((mmd > delta_cov) | (jsd > delta_label))
     domain = routing.client_mode(examples)  # Simulation only: scores the detector, never decides.
     truly = tf.not_equal(domain, tf.cast(stored['ref_domain'], tf.int32))
@@ -300,7 +330,7 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
         pending=tf.cast(pending, tf.float32), local_window=tf.cast(local_window, tf.float32),
         checked_window=tf.where(check, tf.cast(window, tf.float32), stored['checked_window']),
         ref_window=tf.cast(window, tf.float32), profile=tf.where(shifted, profile, stored['profile']),
-        ref_inputs=inputs, ref_weights=sample_weights, ref_hist=histogram, ref_domain=tf.cast(domain, tf.float32))
+        ref_inputs=inputs, ref_weights=sample_weights, ref_label_half=label_half, ref_domain=tf.cast(domain, tf.float32))
     return result, report, sums, new_state
 
   return run
