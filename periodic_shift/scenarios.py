@@ -45,7 +45,8 @@ class Config:
   concept_drift:  drift_type, num_concepts, drift_start / drift_end (fractions of total_rounds between which the
                   clients' change points fall), drift_length (incremental), concept_period (recurring);
   windowed:       window_rounds, windowing (tumbling or sliding), window_overlap (sliding), corruptions (the
-                  families windows draw from), label_skew_alpha (0: no label shift), switch_fraction (seed 003);
+                  families windows draw from), label_skew_alpha (0: no label shift), switch_fraction,
+                  window_chunks (window w holds chunk w mod N of each client's data; 1: all of it) (seed 003);
   dirichlet_mixture: dirichlet_components, component_alpha, unseen_fraction, num_clients (None: all) (seed 004).
   """
   name: str = 'periodic'
@@ -75,6 +76,7 @@ class Config:
   corruptions: tuple[str, ...] = ('noise', 'brightness', 'contrast', 'rotation', 'scale')
   label_skew_alpha: float = 1.0
   switch_fraction: float = 0.5
+  window_chunks: int = 2
   dirichlet_components: str = 'transformed'
   component_alpha: float = 0.4
   unseen_fraction: float = 0.0
@@ -122,6 +124,8 @@ class Config:
       if not self.corruptions or unknown:
         raise ValueError(f'corruptions must be some of {", ".join(domains_lib.CORRUPTIONS)}; got '
                          f'{",".join(self.corruptions)}.')
+      if self.window_chunks < 1:
+        raise ValueError(f'window_chunks must be >= 1; got {self.window_chunks}.')
       if self.label_skew_alpha < 0 or not 0 < self.switch_fraction <= 1:
         raise ValueError(f'label_skew_alpha must be >= 0 and switch_fraction in (0, 1]; got '
                          f'{self.label_skew_alpha:g}, {self.switch_fraction:g}.')

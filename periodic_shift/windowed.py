@@ -26,6 +26,14 @@ class WindowedScenario(scenario.Scenario):
   first `window_overlap` rounds of a window a client that just moved holds both regimes, the new one's share
   growing (t - start + 1) / (overlap + 1), split binomially into disjoint parts of its data (overlapping windows).
 
+  Data per window (`window_chunks` N): a client's examples are cut, in one seeded order per client, into N disjoint
+  chunks of (nearly) equal size, and window w holds chunk w mod N. With N >= 2 consecutive windows hold disjoint
+  examples, so a party whose distribution did not change compares its window with the previous one as two fresh
+  samples of the same distribution (the seed's parties stream new data each window; its detector's statistics then
+  follow their null). N = 1 replays all of a client's examples in every window (an unchanged party's label
+  histogram is then identical across windows, its JSD exactly 0). A sliding window's binomial split cuts the
+  window's chunk.
+
   Domains: (base b, regime r), index b R + r, named `<base>_w<r>` (+ the corruption); test sets are the bases' test
   data corrupted by the regime (no label skew). `test_weights` weighs them by the current window's population
   (each client's examples in its regime), so `test_mixture_accuracy` is the accuracy on the data the parties hold
@@ -55,6 +63,7 @@ class WindowedScenario(scenario.Scenario):
       self.assignments[window, movers] = window
     skew = np.random.default_rng([seed, 10])
     self._label_seed = int(np.random.default_rng([seed, 13]).integers(2**31))
+    self._order_seed = int(np.random.default_rng([seed, 14]).integers(2**31))  # The clients' chunk order.
     self._label_weights = [None] + [
         tuple(float(w) for w in skew.dirichlet(np.full(num_classes, config.label_skew_alpha)))
         if config.label_skew_alpha > 0 else None for _ in range(self._num_regimes - 1)]
@@ -105,15 +114,16 @@ class WindowedScenario(scenario.Scenario):
     for position, index in enumerate(chosen):
       base, client_id = self._clients[index]
       old, new, share = self._regime_shares(index, round_num)
-      first = base * self._num_regimes
-      if share == 0.0:
-        parts = (scenario.Part(first + old, client_id, label_weights=self.label_weights(old),
-                               label_seed=self._label_seed),)
-      else:
-        rng = np.random.default_rng([self._seed, 12, round_num, position])
-        parts = scenario.binomial_split(client_id, self._sizes[base][client_id], share, rng, first + old,
-                                        first + new, self.label_weights(old), self.label_weights(new),
-                                        self._label_seed)
+      first, size = base * self._num_regimes, self._sizes[base][client_id]
+      chunks = self._config.window_chunks
+      chunk = self.window(round_num) % chunks
+      start, stop = (chunk * size) // chunks, ((chunk + 1) * size) // chunks
+      moved = int(np.random.default_rng([self._seed, 12, round_num, position]).binomial(stop - start, share))
+      ranges = ((first + old, start, stop - start - moved), (first + new, stop - moved, moved))
+      order_seed = self._order_seed if chunks > 1 else None  # N = 1: the whole data, in the round's order.
+      parts = tuple(scenario.Part(domain, client_id, count, skip=skip, label_weights=self.label_weights(
+          domain - first), order_seed=order_seed, label_seed=self._label_seed)
+                    for domain, skip, count in ranges if count)
       clients.append(scenario.ClientPlan(f'{base}/{client_id}', parts))
     return scenario.RoundPlan(tuple(clients))
 

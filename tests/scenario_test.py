@@ -368,6 +368,53 @@ class WindowedScenarioTest(absltest.TestCase):
       count = int(np.sum(kept == label))
       self.assertLess(abs(count - 1000 * p), 4 * np.sqrt(1000 * p * (1 - p)) + 1e-9, f'label {label}')
 
+  def _size(self, client_id: str) -> int:
+    base, source_id = client_id.split('/')
+    return self.sizes[int(base)][source_id]
+
+  def _held_examples(self, windowed, round_num: int) -> dict[str, tuple[set, ...]]:
+    """Per client of round `round_num`, the identities of the examples each of its parts yields, read from the
+    datasets the task builds (x holds an example's identity)."""
+    data = [tff.simulation.datasets.TestClientData({client_id: collections.OrderedDict(
+        x=(1000 * base + 100 * int(client_id.split('_')[1]) + np.arange(size, dtype=np.float32))[:, np.newaxis],
+        y=np.zeros(size, np.int32)) for client_id, size in self.sizes[base].items()}) for base in (0, 1)]
+    task = task_lib.Task(name='t', train_data=data, client_sizes=self.sizes, test_data=[], test_sizes=[],
+                         batch_fn=lambda b: b, model_fn=None, num_classes=4, mode_names=('a', 'b'))
+    task = task.with_domains(windowed.domains(['a', 'b'], 4))
+    spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=100)
+    held = {}
+    for position, client in enumerate(windowed.round_plan(round_num).clients):
+      held[client.client_id] = tuple(
+          {int(x) for raw, _ in task.plan_dataset(scenario.ClientPlan(client.client_id, (part,)), spec,
+                                                  (round_num, position)).unbatch().as_numpy_iterator()
+           for x in raw['x']} for part in client.parts)
+    return held
+
+  def test_consecutive_windows_hold_disjoint_chunks_and_one_chunk_replays(self):
+    windowed = self._build(label_skew_alpha=0.0)  # Every example kept: the chunks are whole.
+    rounds = {window: self._held_examples(windowed, 1 + 10 * window) for window in range(3)}
+    for client_id, sets in rounds[0].items():
+      chunk = [set().union(*rounds[window][client_id]) for window in range(3)]
+      self.assertEmpty(chunk[0] & chunk[1], client_id)  # Fresh examples in the next window,
+      self.assertEqual(chunk[0], chunk[2], client_id)  # chunk w mod 2,
+      size = self._size(client_id)
+      self.assertLen(chunk[0] | chunk[1], size)  # and the two chunks are the client's data.
+      self.assertBetween(len(chunk[0]), size // 2, size - size // 2)
+    self.assertEqual(self._held_examples(windowed, 5), rounds[0])  # The same chunk in every round of a window.
+    replayed = self._build(label_skew_alpha=0.0, window_chunks=1)
+    for client_id, sets in self._held_examples(replayed, 11).items():
+      self.assertLen(set().union(*sets), self._size(client_id))
+
+  def test_a_sliding_window_splits_the_windows_chunk(self):
+    windowed = self._build(label_skew_alpha=0.0, windowing='sliding', window_overlap=4)
+    tumbling = self._build(label_skew_alpha=0.0)
+    split, whole = self._held_examples(windowed, 12), self._held_examples(tumbling, 12)
+    self.assertGreater(sum(len(sets) == 2 for sets in split.values()), 0)  # Movers hold both regimes.
+    for client_id, sets in split.items():
+      self.assertEqual(set().union(*sets), set().union(*whole[client_id]), client_id)
+      if len(sets) == 2:
+        self.assertEmpty(sets[0] & sets[1])
+
   def test_no_shift_stays_in_the_clean_regime(self):
     config = scenarios.Config(name='windowed', total_rounds=50, window_rounds=10)
     flat = scenarios.build(config, self.ids, self.sizes, clients_per_round=101, seed=2, shift_free=True,
