@@ -336,16 +336,25 @@ def _run_config(values: dict) -> dict:
   return config
 
 
-def _shift_summary(scenario, domain_names, rows: list[dict]) -> dict:
+def _shift_summary(scenario, domains, rows: list[dict]) -> dict:
   """Per window, drop / rounds to 95% recovery / max of the test accuracy on the window's data
-  (`test_mixture_accuracy`, seed 003) for windowed scenarios, and the forgetting of each recurring concept for
+  (`test_mixture_accuracy`, seed 003) for windowed scenarios, with the detector's rates and the assignment's ARI
+  against the true regimes where the method reports them, and the forgetting of each recurring concept for
   concept-drift scenarios (`experiment.shift_metrics`)."""
   summary = {}
+  domain_names = [domain.name for domain in domains]
   starts = scenario.window_starts()
   if starts is not None:
     evaluated = [row for row in rows if 'test_mixture_accuracy' in row]
     summary['window_metrics'] = [dataclasses.asdict(window) for window in shift_metrics.window_metrics(
         [int(row['round']) for row in evaluated], [row['test_mixture_accuracy'] for row in evaluated], starts)]
+    detection = shift_metrics.detection_summary(rows, [domain.severity for domain in domains])
+    if detection is not None:
+      summary['detection'] = detection
+    if scenario.domain_regimes() is not None:
+      regime_ari = shift_metrics.regime_ari(rows, starts, scenario.domain_regimes())
+      if regime_ari is not None:
+        summary['regime_ari'] = regime_ari
   concepts = scenario.concept_domains()
   if concepts is not None:
     columns = [[f'test_{domain_names[d]}_accuracy' for d in domains] for domains in concepts]
@@ -494,7 +503,7 @@ def main(argv):
       'population': task.population_summary(),
       'parameters': parameters,
       'final_metrics': final,
-      **_shift_summary(scenario, task.domain_names, rows),
+      **_shift_summary(scenario, task.domain_list, rows),
       **_privacy_summary(values['total_rounds']),
       'seconds_this_invocation': time.monotonic() - started,
   }

@@ -31,9 +31,13 @@ class ClientStateStore:
   def get(self, client_id: str) -> dict:
     return self._states.get(client_id, self._initial)
 
-  def datasets(self, client_ids: Sequence[str]) -> list[tf.data.Dataset]:
-    """The one-element state dataset of each client, with its position in the round."""
-    return [tf.data.Dataset.from_tensors(client_state.element(self.get(client_id), position))
+  def datasets(self, client_ids: Sequence[str], trainers: Optional[int] = None,
+               census: bool = False) -> list[tf.data.Dataset]:
+    """The one-element state dataset of each client, with its position in the round; the clients after the first
+    `trainers` (None: all train) only report, and `census` marks a census round (`client_state.element`)."""
+    trainers = len(client_ids) if trainers is None else trainers
+    return [tf.data.Dataset.from_tensors(client_state.element(self.get(client_id), position, position < trainers,
+                                                              census))
             for position, client_id in enumerate(client_ids)]
 
   def update(self, client_ids: Sequence[str], collected: dict) -> None:

@@ -34,6 +34,13 @@ What a correlation of noise reaches (`share_correlation_floor`): the 95th percen
 series and 2,000 Gaussian random walks of the same length (seeded). Random walks wander slowly, as learned shares
 do, so their correlation with a smooth schedule is far from 0 by chance; a shuffled series, whose neighbours are
 independent, would give a much lower and misleading floor. A share correlation is evidence of tracking only above it.
+
+Detection (seed 003's detector, scored against the simulation's truth; `detection_summary`): over a run's census
+checks, the share of the parties whose regime changed that were flagged (by either test, and by each) and the share
+of the others that were (false alarms), and the first share per severity (1-5) of the regime moved to: a power
+curve. The assignment against the true regime (`regime_ari`): per window after W0, the adjusted Rand index of the
+training parties' experts against their regimes (the window's training routing counts, domains pooled by regime, so
+the two bases of one regime count as one class), the measure the regimes' experts are meant to recover.
 """
 
 import dataclasses
@@ -41,6 +48,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from algorithms.core import routing
 from experiment import routing_summary
 
 RECOVERY_FRACTION = 0.95
@@ -181,3 +189,43 @@ def share_correlation_floor(rows: Sequence[dict], quantile: float = 0.95, sample
   centered = imposed - imposed.mean()
   correlations = walks @ centered / (np.linalg.norm(walks, axis=1) * np.linalg.norm(centered))
   return float(np.quantile(np.abs(correlations), quantile))
+
+
+def detection_summary(rows: Sequence[dict], severities: Sequence[int]) -> Optional[dict]:
+  """Detection and false-alarm rates of a run's census checks (module docstring), None without checks.
+  `severities[i]` is the corruption severity of domain i (0: uncorrupted)."""
+  total = lambda key: float(sum(row.get(key, 0.0) for row in rows))
+  if total('true_shifts') + total('stable_checks') == 0:
+    return None
+  rate = lambda part, whole: total(part) / total(whole) if total(whole) else None
+  summary = {'checks_moved': total('true_shifts'), 'checks_stayed': total('stable_checks'),
+             'detection_rate': rate('detected_shifts', 'true_shifts'),
+             'false_alarm_rate': rate('false_alarms', 'stable_checks')}
+  for test in ('covariate', 'label'):
+    summary[f'detection_rate_{test}'] = rate(f'detected_{test}', 'true_shifts')
+    summary[f'false_alarm_rate_{test}'] = rate(f'false_alarms_{test}', 'stable_checks')
+  power = {}
+  for severity in sorted(set(severities) - {0}):
+    domains = [i for i, s in enumerate(severities) if s == severity]
+    moved = sum(total(f'moved_{i}') for i in domains)
+    if moved:
+      power[str(severity)] = {'moved': moved, 'detection_rate': sum(total(f'found_{i}') for i in domains) / moved}
+  summary['detection_rate_by_severity'] = power
+  return summary
+
+
+def regime_ari(rows: Sequence[dict], window_starts: Sequence[int], regimes: Sequence[int]) -> Optional[dict]:
+  """Per window after W0, the ARI of the training parties' experts against their regimes (`regimes[i]`: the
+  regime of domain i), and their mean; None without routing counts."""
+  counts = routing_summary.routing_counts(list(rows))
+  if counts is None:
+    return None
+  rounds = np.array([int(row['round']) for row in rows])
+  pooled = np.zeros([max(regimes) + 1, len(regimes)])
+  pooled[list(regimes), range(len(regimes))] = 1.0  # [regimes, domains]
+  per_window = []
+  for start, end in zip(window_starts[1:], list(window_starts[2:]) + [rounds.max() + 1]):
+    confusion = pooled @ counts[(rounds >= start) & (rounds < end)].sum(0)  # [regimes, branches]
+    per_window.append(float(routing.adjusted_rand_index(confusion)) if confusion.sum() else None)
+  scored = [value for value in per_window if value is not None]
+  return {'per_window': per_window, 'mean': float(np.mean(scored)) if scored else None}

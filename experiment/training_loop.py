@@ -167,6 +167,17 @@ def _next_round(algorithm: algorithms.Algorithm, state, datasets, round_context)
     return (algorithm.split_round or algorithm.process.next)(state, datasets)
 
 
+def _round_clients(algorithm: algorithms.Algorithm, scenario: scenario_lib.Scenario, plan: scenario_lib.RoundPlan,
+                   round_num: int) -> tuple[list[scenario_lib.ClientPlan], bool]:
+  """(The round's clients: its participants, then, in a census round of a method that asks for one, every other
+  party of the population, which only reports; whether the round is a census round)."""
+  census = scenario.census_plan(round_num) if algorithm.census else None
+  if census is None:
+    return list(plan.clients), False
+  sampled = {client.client_id for client in plan.clients}
+  return list(plan.clients) + [client for client in census.clients if client.client_id not in sampled], True
+
+
 def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario_lib.Scenario,
         initial_weights: tff.learning.models.ModelWeights, config: LoopConfig, output_dir: str,
         round_context: Optional[tff.framework.SyncContext] = None) -> None:
@@ -201,13 +212,14 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
   for round_num in range(last_round + 1, config.total_rounds + 1):
     round_started = time.monotonic()
     plan = scenario.round_plan(round_num)
+    clients, census = _round_clients(algorithm, scenario, plan, round_num)
     datasets = [task.plan_dataset(client, config.client_spec,
                                   (config.seed, client_sampler.derived_seed(config.seed, round_num, index)))
-                for index, client in enumerate(plan.clients)]
-    client_ids = [client.client_id for client in plan.clients]
+                for index, client in enumerate(clients)]
+    client_ids = [client.client_id for client in clients]
     if store is not None:
-      datasets = [collections.OrderedDict(dataset=dataset, client_state=state_dataset)
-                  for dataset, state_dataset in zip(datasets, store.datasets(client_ids))]
+      datasets = [collections.OrderedDict(dataset=dataset, client_state=state_dataset) for dataset, state_dataset
+                  in zip(datasets, store.datasets(client_ids, len(plan.clients), census))]
     output = _next_round(algorithm, state, datasets, round_context)
     fault = numeric_fault(output, len(datasets))
     if fault is not None:

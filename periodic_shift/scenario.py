@@ -100,6 +100,17 @@ class Scenario(abc.ABC):
     """Per concept, the domains holding it, for scenarios whose concepts can recur (forgetting); else None."""
     return None
 
+  def census_plan(self, round_num: int) -> Optional[RoundPlan]:
+    """At the rounds where every party reports to a method that asks for it (ShiftEx's window boundaries), every
+    client of the population with the data it holds in round `round_num` (the round's participants hold the same
+    as in `round_plan`); else None. A pure function of (seed, round_num)."""
+    del round_num  # Unused.
+    return None
+
+  def domain_regimes(self) -> Optional[list[int]]:
+    """The regime of every domain, for scenarios whose domains are (base population, regime) pairs; else None."""
+    return None
+
   def window_starts(self) -> Optional[list[int]]:
     """The first round of every window, for scenarios that shift at window boundaries; else None."""
     return None

@@ -39,7 +39,9 @@ class WindowedScenario(scenario.Scenario):
   (each client's examples in its regime), so `test_mixture_accuracy` is the accuracy on the data the parties hold
   now, the seed's measure (digest section 3.2: each party's current-window test data, sample-weighted). `window` and `new_regime_share` (the share of the round's examples
   in the newest regime) go to metrics.csv, whose window boundaries `experiment.shift_metrics` cuts at.
-  `shift_free` (No-Dist-Shift): every client stays in regime 0.
+  Census (`census_plan`, for methods whose parties all report at window boundaries, ShiftEx's Algorithm 2): in W0's
+  last round and at each later window's census round (`census_rounds`) every client of the population holds the
+  data it holds in that round. `shift_free` (No-Dist-Shift): every client stays in regime 0.
   """
 
   def __init__(self, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
@@ -78,6 +80,10 @@ class WindowedScenario(scenario.Scenario):
                                     corruption=family, severity=severity)
                  for b in range(self._num_bases) for r, (family, severity) in enumerate(self.regimes))
 
+  def domain_regimes(self) -> list[int]:
+    """The regime of every domain (domain b R + r is regime r)."""
+    return [domain % self._num_regimes for domain in range(self.num_domains)]
+
   def window_starts(self) -> list[int]:
     return [1 + window * self._config.window_rounds for window in range(self._num_regimes)]
 
@@ -107,25 +113,39 @@ class WindowedScenario(scenario.Scenario):
       return previous, current, (since + 1) / (self._config.window_overlap + 1)
     return current, current, 0.0
 
+  def census_rounds(self) -> list[int]:
+    """The census rounds: W0's last round (every party's reference window) and, in each later window, its first
+    round (tumbling) or the first round in which a mover's new regime holds more than half of its data (sliding:
+    round start + floor((overlap + 1) / 2))."""
+    offset = (self._config.window_overlap + 1) // 2 if self._config.windowing == 'sliding' else 0
+    return [self._config.window_rounds] + [start + offset for start in self.window_starts()[1:]]
+
+  def census_plan(self, round_num: int) -> Optional[scenario.RoundPlan]:
+    if round_num not in self.census_rounds():
+      return None
+    return scenario.RoundPlan(tuple(self._client_plan(index, round_num) for index in range(len(self._clients))))
+
   def round_plan(self, round_num: int) -> scenario.RoundPlan:
     chosen = np.random.default_rng([self._seed, 11, round_num]).choice(len(self._clients), self._clients_per_round,
                                                                        replace=False)
-    clients = []
-    for position, index in enumerate(chosen):
-      base, client_id = self._clients[index]
-      old, new, share = self._regime_shares(index, round_num)
-      first, size = base * self._num_regimes, self._sizes[base][client_id]
-      chunks = self._config.window_chunks
-      chunk = self.window(round_num) % chunks
-      start, stop = (chunk * size) // chunks, ((chunk + 1) * size) // chunks
-      moved = int(np.random.default_rng([self._seed, 12, round_num, position]).binomial(stop - start, share))
-      ranges = ((first + old, start, stop - start - moved), (first + new, stop - moved, moved))
-      order_seed = self._order_seed if chunks > 1 else None  # N = 1: the whole data, in the round's order.
-      parts = tuple(scenario.Part(domain, client_id, count, skip=skip, label_weights=self.label_weights(
-          domain - first), order_seed=order_seed, label_seed=self._label_seed)
-                    for domain, skip, count in ranges if count)
-      clients.append(scenario.ClientPlan(f'{base}/{client_id}', parts))
-    return scenario.RoundPlan(tuple(clients))
+    return scenario.RoundPlan(tuple(self._client_plan(int(index), round_num) for index in chosen))
+
+  def _client_plan(self, index: int, round_num: int) -> scenario.ClientPlan:
+    """What client `index` holds in round `round_num`: its window's chunk, in its regime (a sliding window's mover:
+    split binomially between its old and new regime, drawn from (seed, round, client))."""
+    base, client_id = self._clients[index]
+    old, new, share = self._regime_shares(index, round_num)
+    first, size = base * self._num_regimes, self._sizes[base][client_id]
+    chunks = self._config.window_chunks
+    chunk = self.window(round_num) % chunks
+    start, stop = (chunk * size) // chunks, ((chunk + 1) * size) // chunks
+    moved = int(np.random.default_rng([self._seed, 12, round_num, index]).binomial(stop - start, share))
+    ranges = ((first + old, start, stop - start - moved), (first + new, stop - moved, moved))
+    order_seed = self._order_seed if chunks > 1 else None  # N = 1: the whole data, in the round's order.
+    parts = tuple(scenario.Part(domain, client_id, count, skip=skip, label_weights=self.label_weights(domain - first),
+                                order_seed=order_seed, label_seed=self._label_seed)
+                  for domain, skip, count in ranges if count)
+    return scenario.ClientPlan(f'{base}/{client_id}', parts)
 
   def round_metrics(self, round_num: int, plan: scenario.RoundPlan) -> dict[str, float]:
     """`window`; `new_regime_share`: the share of the round's planned examples (before label thinning) in the

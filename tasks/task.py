@@ -185,8 +185,10 @@ class Task:
       if part.num_examples is not None:
         source = source.take(part.num_examples)
       source = _with_mode(source, part.domain)
-      if thinned:
-        source = tf.data.Dataset.zip((source, tf.data.Dataset.from_tensors(tf.constant(index, tf.int32)).repeat()))
+      if thinned:  # The part's index, and whether the example is the part's first (always kept).
+        first = tf.data.Dataset.from_tensors(True).concatenate(tf.data.Dataset.from_tensors(False).repeat())
+        source = tf.data.Dataset.zip((source, tf.data.Dataset.from_tensors(tf.constant(index, tf.int32)).repeat(),
+                                      first))
       parts.append(source)
     examples = functools.reduce(tf.data.Dataset.concatenate, parts)
     return self._thinned(examples, plan) if thinned else examples
@@ -201,12 +203,13 @@ class Task:
     return self._label_cache[key]
 
   def _thinned(self, examples: tf.data.Dataset, plan: scenario_lib.ClientPlan) -> tf.data.Dataset:
-    """Label thinning of the plan's examples `(((position, raw_element), domain), part)`: an example of label y in a
+    """Label thinning of the plan's examples `(((position, raw_element), domain), part, first)`: an example of label y in a
     part with weights w is kept with probability w[y] / max w over the labels its source holds (so the labels'
     shares move from the source's p(y) to p(y) w[y] / sum p w, and the source's most weighted label is always
     kept). The draw is a function of (the part's `label_seed`, the source, the example's position in the source):
-    a source keeps the same examples in every round. One filter and one map for the whole plan: a round's
-    datasets trace two small functions per client, not per part."""
+    a source keeps the same examples in every round. A part's first example is always kept, so no part is empty
+    (a part of a few examples, e.g. a window's chunk, may hold none of its source's most weighted label). One
+    filter and one map for the whole plan: a round's datasets trace two small functions per client, not per part."""
     num_labels = max(len(part.label_weights) for part in plan.parts if part.label_weights is not None)
     keep = np.ones([len(plan.parts), num_labels], np.float32)
     seeds = np.zeros([len(plan.parts)], np.int64)
@@ -218,12 +221,12 @@ class Task:
         seeds[index] = client_sampler.derived_seed(part.label_seed, zlib.crc32(part.source_id.encode()))
     keep, seeds = tf.constant(keep), tf.constant(seeds)
 
-    def kept(example, part):
+    def kept(example, part, first):
       (position, element), _ = example
       draw = tf.random.stateless_uniform([], seed=tf.stack([seeds[part], position]))
-      return draw < keep[part, tf.cast(element[self.raw_label_key], tf.int32)]
+      return first | (draw < keep[part, tf.cast(element[self.raw_label_key], tf.int32)])
 
-    return examples.filter(kept).map(lambda example, part: ((example[0][1], example[1])))
+    return examples.filter(kept).map(lambda example, part, first: ((example[0][1], example[1])))
 
   def pooled_training_examples(self, seed: int) -> tf.data.Dataset:
     """Every training example of every domain once, `(raw_element, domain)`, domain after domain (each base's

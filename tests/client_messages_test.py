@@ -151,13 +151,13 @@ PINNED = {
         'federated_sum (aggregate): unnamed; 1 tensors, 1 values per client',
     ],
     'shiftex': [
-        'federated_aggregate (per-client): valid, shifted, profile, histogram, size, null_mmd, null_jsd; '
-        '7 tensors, 57 values per client',
+        'federated_aggregate (per-client): valid, census, shifted, profile, histogram, size; '
+        '6 tensors, 56 values per client',
         'federated_sum (aggregate): loss_sum, num_correct, num_examples, num_predictions, '
         'nonfinite_clients, routing, slot_examples, label_counts, true_shifts, detected_shifts, '
         'stable_checks, false_alarms; 12 tensors, 23 values per client',
         'federated_aggregate (client state): position, expert_id, pending, local_window, checked_window, '
-        'ref_window, profile, ref_inputs, ref_weights, ref_label_half, ref_domain; 11 tensors, 2,139 values '
+        'ref_window, profile, ref_inputs, ref_weights, ref_counts, ref_domain; 11 tensors, 2,139 values '
         'per client',
         'federated_sum (aggregate): unnamed; 12 tensors, 13,800 values per client',
         'federated_sum (aggregate): unnamed; 12 tensors, 12 values per client',

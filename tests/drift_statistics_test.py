@@ -2,6 +2,7 @@
 and the detection rule's false-positive rate on windows without a shift."""
 
 import numpy as np
+from scipy import stats
 from scipy.spatial import distance
 import tensorflow as tf
 
@@ -77,41 +78,56 @@ class JensenShannonTest(tf.test.TestCase):
     self.assertAllClose(drift_statistics.label_histogram(tf.constant([0, 2, 2, 3]), 5), [0.25, 0, 0.5, 0.25, 0])
 
 
-class DetectionRuleTest(tf.test.TestCase):
-  """Calibrate delta on split halves of shift-free windows, then test fresh windows with and without a shift."""
+class PermutationTest(tf.test.TestCase):
+  """The permutation tests against scipy.stats.permutation_test on the same data (independent random splits: the
+  p-values agree within their Monte Carlo error) and the exactness of the randomized p-value."""
 
-  def _window(self, rng, shift):
-    return tf.constant(rng.normal(shift, 1.0, size=(40, 4)), tf.float32)
+  def test_mmd_test_matches_scipy_and_pads(self):
+    rng = np.random.default_rng(4)
+    for shift in (0.0, 0.6):
+      x, y = rng.normal(size=(15, 3)), rng.normal(shift, 1.0, size=(12, 3))
+      padded_x = np.concatenate([x, np.zeros((5, 3))]).astype(np.float32)
+      x_weights = np.concatenate([np.ones(15), np.zeros(5)]).astype(np.float32)
+      mmd, p = drift_statistics.mmd_permutation_test(
+          tf.constant(padded_x), tf.constant(x_weights), tf.constant(y, tf.float32), tf.ones([12]),
+          tf.constant([1, 2]), 1999)
+      gamma_k = float(drift_statistics.median_heuristic_gamma(tf.constant(np.concatenate([x, y]), tf.float32)))
+      pooled = np.concatenate([x, y])  # scipy permutes 1-D samples: they are the rows' indices.
+      statistic = lambda a, b: _numpy_mmd(pooled[a.astype(int)], pooled[b.astype(int)], gamma_k)
+      reference = stats.permutation_test((np.arange(15), np.arange(15, 27)), statistic, n_resamples=1999,
+                                         alternative='greater', vectorized=False, random_state=0)
+      self.assertAllClose(mmd, reference.statistic, rtol=1e-4)
+      self.assertLess(abs(float(p) - reference.pvalue), 0.03)  # Two Monte Carlo p-values of 1,999 splits each.
 
-  def test_false_positive_rate_near_alpha_and_shift_detected(self):
-    rng = np.random.default_rng(5)
-    alpha, gamma_k = 0.1, 0.25
-    null = []
-    for trial in range(300):
-      first, second = drift_statistics.split_weights(tf.ones([80]), tf.constant([trial, 0]))
-      window = tf.constant(rng.normal(size=(80, 4)), tf.float32)
-      null.append(drift_statistics.mmd_squared(window, window, gamma_k, first, second).numpy())
-    delta = drift_statistics.null_threshold(tf.constant(null), tf.constant(len(null)), alpha).numpy()
-    stable = [drift_statistics.mmd_squared(self._window(rng, 0.0), self._window(rng, 0.0), gamma_k).numpy()
-              for _ in range(300)]
-    shifted = [drift_statistics.mmd_squared(self._window(rng, 0.0), self._window(rng, 1.0), gamma_k).numpy()
-               for _ in range(100)]
-    false_positives = np.mean(np.array(stable) > delta)
-    # Binomial(300, 0.1): standard deviation 0.017.
-    self.assertBetween(false_positives, alpha - 0.06, alpha + 0.06)
-    self.assertGreater(np.mean(np.array(shifted) > delta), 0.95)
+  def test_jsd_test_matches_scipy(self):
+    rng = np.random.default_rng(6)
+    for weights in ([0.25] * 4, [0.55, 0.15, 0.15, 0.15]):
+      current, reference = rng.choice(4, 40, p=weights), rng.choice(4, 50)
+      counts = [np.bincount(labels, minlength=4).astype(np.float32) for labels in (current, reference)]
+      jsd, p = drift_statistics.jsd_permutation_test(tf.constant(counts[0]), tf.constant(counts[1]),
+                                                      tf.constant([3, 4]), 1999)
+      histogram = lambda labels: np.bincount(labels, minlength=4) / len(labels)
+      statistic = lambda a, b: float(drift_statistics.jensen_shannon(tf.constant(histogram(a), tf.float32),
+                                                                     tf.constant(histogram(b), tf.float32)))
+      expected = stats.permutation_test((current, reference), statistic, n_resamples=1999, alternative='greater',
+                                        vectorized=False, random_state=0)
+      self.assertAllClose(jsd, expected.statistic, rtol=1e-5)
+      self.assertLess(abs(float(p) - expected.pvalue), 0.03)
 
-  def test_split_weights_halves_valid_rows(self):
-    weights = tf.constant([1, 1, 0, 1, 1, 1, 0, 1], tf.float32)
-    first, second = drift_statistics.split_weights(weights, tf.constant([3, 4]))
-    self.assertAllEqual(first + second, weights)
-    self.assertEqual(float(tf.reduce_sum(first)), 3.0)
-    self.assertAllEqual(first * second, tf.zeros([8]))
+  def test_randomized_p_value_is_uniform_with_ties(self):
+    # The observed statistic tied with all 9 permuted ones: p = U, uniform on (0, 1).
+    values = [float(drift_statistics.permutation_p_value(tf.constant(1.0), tf.ones([9]), tf.constant([i, 0])))
+              for i in range(400)]
+    self.assertGreater(stats.kstest(values, 'uniform').pvalue, 0.01)
+    # No ties: the observed statistic above all B permuted ones gives U / (B + 1).
+    self.assertLess(float(drift_statistics.permutation_p_value(tf.constant(5.0), tf.zeros([99]),
+                                                               tf.constant([0, 1]))), 0.01 + 1e-6)
 
-  def test_null_threshold_quantile(self):
-    values = tf.constant([5.0, 1.0, 4.0, 2.0, 3.0, 99.0])
-    self.assertEqual(float(drift_statistics.null_threshold(values, tf.constant(5), 0.2)), 4.0)
-    self.assertEqual(float(drift_statistics.null_threshold(values, tf.constant(0), 0.2)), np.inf)
+
+def _numpy_mmd(x: np.ndarray, y: np.ndarray, gamma_k: float) -> float:
+  """The V-statistic MMD^2 of Eq. 1 in numpy."""
+  kernel = lambda a, b: np.exp(-gamma_k * ((a[:, None] - b[None]) ** 2).sum(-1))
+  return kernel(x, x).mean() + kernel(y, y).mean() - 2 * kernel(x, y).mean()
 
 
 if __name__ == '__main__':

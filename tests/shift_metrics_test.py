@@ -1,9 +1,10 @@
 """Tests the window, forgetting and mixture-drift metrics against values worked out by hand on small accuracy series
-and against scipy's Pearson correlation."""
+and against scipy's Pearson correlation; the detection rates by hand and the regime ARI against scikit-learn."""
 
 from absl.testing import absltest
 import numpy as np
 from scipy import stats
+from sklearn import metrics
 
 from experiment import shift_metrics
 
@@ -128,6 +129,47 @@ class MixtureDriftTest(absltest.TestCase):
     unscheduled = [{'learned_share_0': a, 'train_routing_count_0_0': 1.0} for a in (0.1, 0.5, 0.9)]
     self.assertIsNone(shift_metrics.tracking_share(unscheduled))  # No schedule: nothing to track.
 
+
+
+class DetectionTest(absltest.TestCase):
+
+  def test_rates_by_test_and_power_by_severity_by_hand(self):
+    # Domains: 0 clean, 1 severity 2, 2 severity 5, 3 severity 2. Two census rounds.
+    rows = [dict(round=1, true_shifts=4, detected_shifts=3, stable_checks=10, false_alarms=1, detected_covariate=2,
+                 detected_label=2, false_alarms_covariate=1, false_alarms_label=0, moved_1=2, found_1=1, moved_2=2,
+                 found_2=2),
+            dict(round=2),
+            dict(round=3, true_shifts=2, detected_shifts=1, stable_checks=10, false_alarms=0, detected_covariate=0,
+                 detected_label=1, false_alarms_covariate=0, false_alarms_label=0, moved_3=2, found_3=1)]
+    summary = shift_metrics.detection_summary(rows, [0, 2, 5, 2])
+    self.assertEqual((summary['checks_moved'], summary['checks_stayed']), (6, 20))
+    self.assertAlmostEqual(summary['detection_rate'], 4 / 6)
+    self.assertAlmostEqual(summary['false_alarm_rate'], 1 / 20)
+    self.assertAlmostEqual(summary['detection_rate_covariate'], 2 / 6)
+    self.assertAlmostEqual(summary['detection_rate_label'], 3 / 6)
+    self.assertEqual(summary['detection_rate_by_severity'],
+                     {'2': {'moved': 4.0, 'detection_rate': 0.5}, '5': {'moved': 2.0, 'detection_rate': 1.0}})
+    self.assertIsNone(shift_metrics.detection_summary([dict(round=1)], [0]))
+
+  def test_regime_ari_pools_the_bases_of_a_regime_and_matches_sklearn(self):
+    # Two bases x two regimes: domain b * 2 + r. Window 2 (rounds 3-4): experts follow the regime, not the base.
+    rng = np.random.default_rng(0)
+    regimes = [0, 1, 0, 1]
+    rows, labels = [], {2: ([], [])}
+    for round_num in range(1, 5):
+      row = {'round': round_num}
+      for domain in range(4):
+        for branch in range(2):
+          count = int(rng.integers(0, 5)) if round_num <= 2 else (4 if branch == regimes[domain] else 1)
+          row[f'train_routing_count_{domain}_{branch}'] = float(count)
+          if round_num > 2:
+            labels[2][0].extend([regimes[domain]] * count)
+            labels[2][1].extend([branch] * count)
+      rows.append(row)
+    result = shift_metrics.regime_ari(rows, [1, 3], regimes)
+    self.assertLen(result['per_window'], 1)
+    self.assertAlmostEqual(result['per_window'][0], metrics.adjusted_rand_score(*labels[2]), places=6)
+    self.assertAlmostEqual(result['mean'], result['per_window'][0])
 
 if __name__ == '__main__':
   absltest.main()

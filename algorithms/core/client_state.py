@@ -5,9 +5,12 @@ training loop keeps it in one store (`experiment.client_states`), keyed by clien
 TFF's templates accept only sequences as client data, so each participating client receives its state as a
 one-element dataset beside its training data:
 
-  client data   OrderedDict(dataset=<the client's batches>, client_state=<one element {'position', **state}>)
+  client data   OrderedDict(dataset=<the client's batches>,
+                            client_state=<one element {'position', 'trains', 'census', **state}>)
 
-where `position` is the client's index in the round's list. The updated states return through the client work's
+where `position` is the client's index in the round's list, `trains` 1 for the round's participants and 0 for a
+party that only reports (a census round's other parties: every party of the population reports its statistics
+in such a round, for methods that ask for it, e.g. ShiftEx's window boundaries), and `census` 1 in a census round. The updated states return through the client work's
 measurements: `client_states` = {'position': [m], **state fields [m, ...]}, gathered with `federated_aggregate`
 and a concatenating accumulator. That is a per-client value at the server, which the simulation needs to hand it
 back to the store (a deployment would keep it on the client); no method may read it, and the training loop
@@ -24,18 +27,22 @@ import tensorflow_federated as tff
 from algorithms.core import learning_process
 
 POSITION = 'position'
+TRAINS = 'trains'
+CENSUS = 'census'
 CLIENT_STATES = 'client_states'
 
 
-def element(state: dict, position: int) -> collections.OrderedDict:
+def element(state: dict, position: int, trains: bool = True, census: bool = False) -> collections.OrderedDict:
   """The client-state element of the client at `position` (numpy)."""
-  return collections.OrderedDict([(POSITION, np.int32(position))] +
+  return collections.OrderedDict([(POSITION, np.int32(position)), (TRAINS, np.float32(trains)),
+                                  (CENSUS, np.float32(census))] +
                                  [(key, np.asarray(value, np.float32)) for key, value in state.items()])
 
 
 def client_data_type(element_spec, initial_state: dict) -> tff.StructWithPythonType:
   """The TFF type of a stateful client's data: its batches and its one-element state dataset."""
-  state_spec = collections.OrderedDict([(POSITION, tf.TensorSpec([], tf.int32))] + [
+  state_spec = collections.OrderedDict([(POSITION, tf.TensorSpec([], tf.int32)), (TRAINS, tf.TensorSpec([], tf.float32)),
+                                        (CENSUS, tf.TensorSpec([], tf.float32))] + [
       (key, tf.TensorSpec(np.shape(value), tf.float32)) for key, value in initial_state.items()])
   return tff.StructWithPythonType(
       [('dataset', learning_process.client_data_type(element_spec)),

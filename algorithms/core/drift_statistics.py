@@ -17,9 +17,9 @@ Choices (the seed states none of them):
   MMD^2 rather than MMD only rescales delta_cov.
 - `median_heuristic_gamma`: gamma_k = 1 / median of the pairwise squared distances, the usual choice when the
   kernel's bandwidth is not given.
-- `null_threshold`: delta = the (1 - alpha) quantile of statistics computed with no shift (digest section 2.2,
-  reconstructed: "p-value estimation from bootstrapped client feature representations assuming no shift").
-- `split_weights`: a null sample's two halves: a random split of one window's examples in two.
+- Thresholds: "p-value estimation from bootstrapped client feature representations assuming no shift" (the
+  paper's words) read as permutation tests (`mmd_permutation_test`, `jsd_permutation_test`): a party's two windows
+  pooled and split at random, the observed statistic's randomized p-value among the splits'.
 """
 
 import tensorflow as tf
@@ -86,25 +86,62 @@ def jensen_shannon(p: tf.Tensor, q: tf.Tensor) -> tf.Tensor:
   return 0.5 * kl(p) + 0.5 * kl(q)
 
 
-def split_weights(weights: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-  """Two disjoint halves of the rows with weight > 0, at random (`seed`: int [2] of a stateless draw): the halves'
-  weight vectors [n], each row's weight kept in one of them."""
-  order = tf.argsort(tf.random.stateless_uniform(tf.shape(weights), seed))
-  rank = tf.scatter_nd(order[:, tf.newaxis], tf.range(tf.size(weights)), tf.shape(weights))
-  valid = tf.cast(weights, tf.float32) > 0
-  # Rank among the valid rows: valid rows first in the random order.
-  valid_rank = tf.gather(tf.cumsum(tf.cast(tf.gather(valid, order), tf.int32)) - 1, rank)
-  first = valid & tf.equal(valid_rank % 2, 0)  # tf.equal: `==` on tensors is not elementwise in TFF's graphs.
-  second = valid & tf.equal(valid_rank % 2, 1)
-  weights = tf.cast(weights, tf.float32)
-  return tf.where(first, weights, 0.0), tf.where(second, weights, 0.0)
+def permutation_p_value(observed: tf.Tensor, permuted: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+  """The randomized permutation p-value of `observed` against `permuted` [B] (statistics of B random relabellings):
+  p = (#{permuted > observed} + U (1 + #{permuted == observed})) / (B + 1), U ~ Uniform(0, 1) from `seed`. Under
+  exchangeability (no shift) the observed statistic is one of B + 1 exchangeable values, so P(p <= alpha) = alpha
+  exactly, ties included (Hemerik and Goeman, "Exact testing with random permutations", 2018)."""
+  greater = tf.reduce_sum(tf.cast(permuted > observed, tf.float32))
+  ties = tf.reduce_sum(tf.cast(tf.equal(permuted, observed), tf.float32))
+  u = tf.random.stateless_uniform([], seed)
+  return (greater + u * (1.0 + ties)) / (tf.cast(tf.size(permuted), tf.float32) + 1.0)
 
 
-def null_threshold(null_values: tf.Tensor, count: tf.Tensor, alpha: float) -> tf.Tensor:
-  """delta = the (1 - alpha) quantile (the order statistic ceil((1 - alpha) n)) of the first `count` entries of
-  `null_values` [B]; +inf when count is 0 (no detection before calibration)."""
-  n = tf.minimum(tf.cast(count, tf.int32), tf.size(null_values))
-  ordered = tf.sort(null_values[:n])
-  index = tf.cast(tf.math.ceil((1.0 - alpha) * tf.cast(n, tf.float32)), tf.int32) - 1
-  return tf.cond(n > 0, lambda: ordered[tf.clip_by_value(index, 0, n - 1)],
-                 lambda: tf.constant(float('inf'), null_values.dtype))
+def _random_split(valid: tf.Tensor, first_size: tf.Tensor, permutations: int, seed: tf.Tensor) -> tf.Tensor:
+  """Memberships [B, n] (1.0: the first group) of B random splits of the rows with `valid` [n] into a group of
+  `first_size` and the rest (invalid rows in neither)."""
+  keys = tf.where(valid[tf.newaxis], tf.random.stateless_uniform([permutations, tf.size(valid)], seed), 2.0)
+  rank = tf.argsort(tf.argsort(keys, axis=1), axis=1)
+  return tf.cast((rank < tf.cast(first_size, tf.int32)) & valid[tf.newaxis], tf.float32)
+
+
+def mmd_permutation_test(x: tf.Tensor, x_weights: tf.Tensor, y: tf.Tensor, y_weights: tf.Tensor, seed: tf.Tensor,
+                         permutations: int, unbiased: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
+  """(MMD^2 of x [n, D] and y [m, D], its permutation p-value): rows of weight 0 are padding, the others weigh 1;
+  gamma_k by the median heuristic of the pooled rows, fixed across permutations (it does not depend on the split).
+  Each of the B = `permutations` relabellings splits the pooled rows at random into groups of the two samples'
+  sizes; MMD^2 of a split u, v (normalized memberships) is u'Ku + v'Kv - 2u'Kv (V-statistic) or with the diagonal
+  left out of the first two (U-statistic), as `mmd_squared`."""
+  z = tf.concat([x, y], 0)
+  valid = tf.concat([x_weights, y_weights], 0) > 0
+  kernel = rbf_kernel(z, z, median_heuristic_gamma(z, tf.cast(valid, tf.float32)))
+  observed = tf.concat([tf.cast(x_weights > 0, tf.float32), tf.zeros(tf.shape(y_weights))], 0)
+  memberships = tf.concat([observed[tf.newaxis], _random_split(
+      valid, tf.reduce_sum(observed), permutations, seed)], 0)  # [B + 1, n + m], the observed split first.
+  first = memberships
+  second = tf.cast(valid, tf.float32)[tf.newaxis] - memberships
+
+  def mean(u, v, exclude_diagonal):
+    total = tf.einsum('bi,ij,bj->b', u, kernel, v)
+    pairs = tf.reduce_sum(u, 1) * tf.reduce_sum(v, 1)
+    if exclude_diagonal:  # Memberships are 0/1 and u = v: the diagonal is sum_i u_i K_ii = sum_i u_i.
+      total, pairs = total - tf.reduce_sum(u, 1), pairs - tf.reduce_sum(u, 1)
+    return tf.math.divide_no_nan(total, pairs)
+
+  statistics = mean(first, first, unbiased) + mean(second, second, unbiased) - 2.0 * mean(first, second, False)
+  return statistics[0], permutation_p_value(statistics[0], statistics[1:], seed + 1)
+
+
+def jsd_permutation_test(counts: tf.Tensor, reference_counts: tf.Tensor, seed: tf.Tensor,
+                         permutations: int) -> tuple[tf.Tensor, tf.Tensor]:
+  """(JSD of the label histograms of counts [C] and reference_counts [C], its permutation p-value): each
+  relabelling deals the pooled labels at random into groups of the two windows' sizes."""
+  num_classes = tf.shape(counts)[-1]
+  pooled = counts + reference_counts
+  labels = tf.repeat(tf.range(num_classes), tf.cast(tf.round(pooled), tf.int32))  # [N] pooled labels.
+  split = _random_split(tf.ones(tf.shape(labels), tf.bool), tf.reduce_sum(counts), permutations, seed)
+  first = tf.matmul(split, tf.one_hot(labels, num_classes))  # [B, C] counts of the first group.
+  normalized = lambda c: tf.math.divide_no_nan(c, tf.reduce_sum(c, -1, keepdims=True))
+  observed = jensen_shannon(normalized(counts), normalized(reference_counts))
+  permuted = jensen_shannon(normalized(first), normalized(pooled[tf.newaxis] - first))
+  return observed, permutation_p_value(observed, permuted, seed + 1)

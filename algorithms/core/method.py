@@ -69,6 +69,9 @@ class Algorithm(NamedTuple):
   # The round as two computations (`learning_process.SplitRound`) when `process.next` has an aggregation that
   # depends on another, which TFF cannot split over several workers; None when `process.next` splits as it is.
   split_round: Optional[Callable] = None
+  # Every party of the population reports in the scenario's census rounds (`Scenario.census_plan`; the round's
+  # other parties beside its participants, marked by `client_state.TRAINS` 0): ShiftEx's window boundaries.
+  census: bool = False
 
 
 def window_of(round_num, window_rounds: int):
