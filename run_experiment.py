@@ -59,8 +59,9 @@ _NUM_CYCLES = flags.DEFINE_float('num_cycles', 3.0, 'mixture_drift: cycles of th
 _MIXTURE_TEST = flags.DEFINE_string('mixture_test', 'current', 'mixture_drift: test_mixture_accuracy weighs the '
                                     'domains by the round\'s shares (current) or equally (balanced).')
 _NUM_CLIENTS = flags.DEFINE_integer('num_clients', None, 'mixture_drift, evolving_domains and dirichlet_mixture: '
-                                    'clients, each holding data of every domain. Default: 80 (mixture_drift, seed '
-                                    '000), 20 (evolving_domains, seed 001), all (dirichlet_mixture).')
+                                    'clients, each holding data of every domain; windowed: the population, drawn '
+                                    'from every base\'s clients. Default: 80 (mixture_drift, seed 000), 20 '
+                                    '(evolving_domains, seed 001), all (dirichlet_mixture, windowed).')
 _NUM_DOMAINS = flags.DEFINE_integer('num_domains', 12, 'evolving_domains: M + 1 domains, the last the target.')
 _ROTATION_STEP = flags.DEFINE_float('rotation_step', 15.0, 'evolving_domains: Delta, degrees between domains.')
 _TARGET_EXTRA_ROTATION = flags.DEFINE_float('target_extra_rotation', 0.0, 'evolving_domains: degrees the target '
@@ -296,7 +297,7 @@ def _scenario_config(values: dict) -> scenarios.Config:
       switch_fraction=_SWITCH_FRACTION.value, window_chunks=_WINDOW_CHUNKS.value,
       dirichlet_components=values['dirichlet_components'] or 'transformed', component_alpha=_COMPONENT_ALPHA.value,
       unseen_fraction=_UNSEEN_FRACTION.value,
-      num_clients=({'evolving_domains': 20, 'dirichlet_mixture': None}.get(_SCENARIO.value, 80)
+      num_clients=({'evolving_domains': 20, 'dirichlet_mixture': None, 'windowed': None}.get(_SCENARIO.value, 80)
                    if _NUM_CLIENTS.value is None else _NUM_CLIENTS.value))
 
 

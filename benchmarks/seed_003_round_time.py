@@ -45,7 +45,7 @@ _WINDOW_ROUNDS = 4
 def _windowed(task):
   """The task with the windowed scenario's domains, and per round its sampled clients' preprocessed datasets."""
   total = _ROUNDS.value + timing.WARMUP_ROUNDS
-  config = scenarios.Config(name='windowed', total_rounds=total, window_rounds=_WINDOW_ROUNDS)
+  config = scenarios.Config(name='windowed', total_rounds=total, window_rounds=_WINDOW_ROUNDS, num_clients=None)
   scenario = scenarios.build(config, task.mode_client_ids(), task.client_sizes, _CLIENTS_PER_ROUND.value, seed=0,
                              num_classes=task.num_classes)
   task = task.with_domains(scenario.domains(task.mode_names, task.num_classes))

@@ -12,7 +12,10 @@ two cycles (`test_mixture_accuracy_std_last_cycles`, Table I), the last evaluati
 accuracies (`balanced_mix_accuracy`: every base in equal share, the 50/50 mix of Figure 2) and, for a method that
 learns mixture weights, the signed correlation of the share matched to base 0 with the imposed share
 (`share_correlation`, Figure 4) and beside it what noise reaches for that run length (`share_correlation_floor`).
-Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`, lower is better). A column appears when at least one run reports it; `columns` chooses and orders them. Rows are settings (`experiment.run_results`); within a comparison (settings that differ only in
+Windowed runs of a method that detects shifts add the detector's rates against the simulation's truth
+(`detection_rate`, `false_alarm_rate`) and the ARI of its assignment against the true regimes (`regime_ari`), from
+`summary.json` (`experiment.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`, lower is
+better). A column appears when at least one run reports it; `columns` chooses and orders them. Rows are settings (`experiment.run_results`); within a comparison (settings that differ only in
 the method) the best mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for
 losses, drops, recovery times and forgetting.
 """
@@ -37,7 +40,8 @@ MAIN_COLUMNS = (
     ('balanced_mix_accuracy', False), ('share_correlation', False), ('share_correlation_floor', False), ('routing_ari', False),
     ('train_routing_accuracy_run_matched', False), ('novelty_auroc', False),
     ('novelty_average_precision', False), ('novelty_max_f1', False), ('window_drop', True), ('window_recovery_rounds', True),
-    ('window_max_accuracy', False), ('forgetting', True), ('dp_epsilon', True))
+    ('window_max_accuracy', False), ('regime_ari', False), ('detection_rate', False), ('false_alarm_rate', True),
+    ('forgetting', True), ('dp_epsilon', True))
 _HELD_OUT = ('personalized', 'unseen', 'target')
 WINDOW_FIELDS = (('drop', True), ('recovery_rounds', True), ('max_accuracy', False))  # (field, lower is better)
 
@@ -57,6 +61,12 @@ def run_metrics(run: run_results.RunResult) -> dict[str, float]:
     for w in windows:  # Per window, for the per-window table (seed 003's Tables 1 and 2).
       if w.get(field) is not None:
         final[f'window_{w["window"]}_{field}'] = float(w[field])
+  detection = run.summary.get('detection') or {}  # Seed 003's detector against the simulation's truth.
+  for key in ('detection_rate', 'false_alarm_rate'):
+    if detection.get(key) is not None:
+      final[key] = float(detection[key])
+  if (run.summary.get('regime_ari') or {}).get('mean') is not None:
+    final['regime_ari'] = float(run.summary['regime_ari']['mean'])
   forgetting = list((run.summary.get('forgetting') or {}).values())
   if forgetting:
     final['forgetting'] = float(np.mean(forgetting))

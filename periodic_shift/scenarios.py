@@ -46,7 +46,8 @@ class Config:
                   clients' change points fall), drift_length (incremental), concept_period (recurring);
   windowed:       window_rounds, windowing (tumbling or sliding), window_overlap (sliding), corruptions (the
                   families windows draw from), label_skew_alpha (0: no label shift), switch_fraction,
-                  window_chunks (window w holds chunk w mod N of each client's data; 1: all of it) (seed 003);
+                  window_chunks (window w holds chunk w mod N of each client's data; 1: all of it), num_clients
+                  (the population, None: every base's clients) (seed 003);
   dirichlet_mixture: dirichlet_components, component_alpha, unseen_fraction, num_clients (None: all) (seed 004).
   """
   name: str = 'periodic'

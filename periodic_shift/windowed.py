@@ -18,8 +18,9 @@ class WindowedScenario(scenario.Scenario):
   weights drawn from Dir(label_skew_alpha 1) over the classes (label shift: a client in the regime keeps an example
   of label y with probability w_y / max w; alpha 0 turns label shift off). Regimes are drawn from the run's seed.
 
-  Clients: every client of every base population; each round draws `clients_per_round` of them uniformly without
-  replacement (the seed selects 20% of its pool per round: set the flag to that). At each window boundary exactly
+  Clients: every client of every base population, or `num_clients` of them drawn at random (seeded); each round
+  draws `clients_per_round` of them uniformly without replacement (the seed selects 20% of its pool per round: set
+  the flags to that). At each window boundary exactly
   floor(switch_fraction N) clients, drawn anew, move to the new regime and the others keep theirs ("50% of the
   participating clients keep their previous distribution and the other 50% receive a new one"; here over the whole
   population, so the split is exact). `tumbling`: a client's data are wholly in its regime. `sliding`: for the
@@ -48,6 +49,12 @@ class WindowedScenario(scenario.Scenario):
                clients_per_round: int, config: 'scenarios.Config', seed: int, num_classes: int,
                shift_free: bool = False):
     self._clients = scenario.union_population(base_client_ids, clients_per_round)
+    if config.num_clients is not None:  # A population drawn from the union (seeded).
+      if not clients_per_round <= config.num_clients <= len(self._clients):
+        raise ValueError(f'--num_clients must be between --clients_per_round ({clients_per_round}) and the '
+                         f'clients of every base ({len(self._clients)}); got {config.num_clients}.')
+      kept = np.sort(np.random.default_rng([seed, 15]).permutation(len(self._clients))[:config.num_clients])
+      self._clients = [self._clients[index] for index in kept]
     self._sizes = base_client_sizes
     self._num_bases = len(base_client_ids)
     self._clients_per_round = clients_per_round

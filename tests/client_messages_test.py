@@ -21,7 +21,7 @@ _SCENARIOS = {
     'periodic': [],
     'dirichlet_mixture': ['--num_clients=12', '--unseen_fraction=0.25'],
     'evolving_domains': ['--num_domains=4', '--num_clients=6'],
-    'windowed': ['--window_rounds=2'],
+    'windowed': ['--window_rounds=2', '--num_clients=20'],
 }
 _METHOD_SCENARIO = dict(
     **{name: 'periodic' for name in ('vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans',

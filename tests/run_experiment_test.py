@@ -230,6 +230,7 @@ class EndToEndTest(parameterized.TestCase):
       # (client state); windows of 4 rounds, so the interruption lands inside one, with spawns and merges (measured:
       # 3 and 2 in 40 rounds); evaluated twice, as its 40 domains' test sets take most of a round's time.
       ('shiftex', 40, ['--algorithm=shiftex', '--scenario=windowed', '--window_rounds=4', '--num_branches=4',
+                       '--num_clients=40',
                        '--rounds_per_eval=20']),
       # FedDrift's models, ids and window scores (server state), every client's model and reference (client state);
       # windows of 4 rounds under recurring concept drift, so models are created, evicted and merged (80 rounds: in

@@ -299,7 +299,7 @@ class WindowedScenarioTest(absltest.TestCase):
     self.ids, self.sizes = _populations([[30] * 41, [20] * 60])
 
   def _build(self, **settings):
-    config = scenarios.Config(name='windowed', total_rounds=50, window_rounds=10, **settings)
+    config = scenarios.Config(name='windowed', total_rounds=50, window_rounds=10, num_clients=None, **settings)
     return scenarios.build(config, self.ids, self.sizes, clients_per_round=101, seed=2, num_classes=4)
 
   def test_exactly_the_switch_fraction_moves_at_every_boundary(self):
@@ -416,7 +416,7 @@ class WindowedScenarioTest(absltest.TestCase):
         self.assertEmpty(sets[0] & sets[1])
 
   def test_no_shift_stays_in_the_clean_regime(self):
-    config = scenarios.Config(name='windowed', total_rounds=50, window_rounds=10)
+    config = scenarios.Config(name='windowed', total_rounds=50, window_rounds=10, num_clients=None)
     flat = scenarios.build(config, self.ids, self.sizes, clients_per_round=101, seed=2, shift_free=True,
                           num_classes=4)
     self.assertEqual(flat.num_domains, 2)
