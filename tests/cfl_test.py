@@ -8,6 +8,7 @@ from sklearn import cluster
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import client_state
 from algorithms.core import learning_process
 from algorithms.core import per_tensor_mean
 from algorithms.methods import cfl
@@ -98,7 +99,7 @@ class ProcessTest(tf.test.TestCase):
     initial = tff.learning.models.ModelWeights(trainable=list(same) * 3, non_trainable=[])
     state = process.set_model_weights(state, initial)
     data = collections.OrderedDict(dataset=dataset, client_state=tf.data.Dataset.from_tensors(
-        collections.OrderedDict(position=np.int32(0), cluster=np.float32(0.0))))
+        client_state.element({'cluster': 0.0}, 0)))
     output = process.next(state, [data])
     after = process.get_model_weights(output.state).trainable
     per_network = len(same)

@@ -155,7 +155,8 @@ PINNED = {
         '6 tensors, 56 values per client',
         'federated_sum (aggregate): loss_sum, num_correct, num_examples, num_predictions, '
         'nonfinite_clients, routing, slot_examples, label_counts, true_shifts, detected_shifts, '
-        'stable_checks, false_alarms; 12 tensors, 23 values per client',
+        'stable_checks, false_alarms, detected_covariate, detected_label, false_alarms_covariate, '
+        'false_alarms_label, moved_by_domain, found_by_domain; 18 tensors, 31 values per client',
         'federated_aggregate (client state): position, expert_id, pending, local_window, checked_window, '
         'ref_window, profile, ref_inputs, ref_weights, ref_counts, ref_domain; 11 tensors, 2,139 values '
         'per client',

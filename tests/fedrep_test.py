@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import client_state
 from algorithms.methods import fedrep
 from models import representation
 from utils import execution_context
@@ -63,7 +64,7 @@ class FedRepTest(tf.test.TestCase):
     for stored in (None, own_head):
       state = dict(initial, **({} if stored is None else {
           fedrep.INITIALIZED: np.float32(1.0), **{fedrep.head_key(i): h for i, h in enumerate(stored)}}))
-      element = collections.OrderedDict(position=np.int32(0), **state)
+      element = client_state.element(state, 0)
       data = collections.OrderedDict(dataset=dataset, client_state=tf.data.Dataset.from_tensors(element))
       output = client_work.next(client_work.initialize(), [weights], [data])
       trained = _reference_round(start, stored, batches, config.head_epochs)

@@ -415,6 +415,20 @@ class WindowedScenarioTest(absltest.TestCase):
       if len(sets) == 2:
         self.assertEmpty(sets[0] & sets[1])
 
+  def test_num_clients_draws_the_population_that_trains_and_reports(self):
+    config = scenarios.Config(name='windowed', total_rounds=50, window_rounds=10, num_clients=30)
+    windowed = scenarios.build(config, self.ids, self.sizes, clients_per_round=8, seed=2, num_classes=4)
+    census = {client.client_id for client in windowed.census_plan(10).clients}  # W0's last round.
+    self.assertLen(census, 30)
+    sampled = {client.client_id for r in range(1, 51) for client in windowed.round_plan(r).clients}
+    self.assertLessEqual(sampled, census)
+    self.assertEqual(windowed.census_rounds(), [10, 11, 21, 31, 41])
+    self.assertIsNone(windowed.census_plan(12))
+    for too_few in (5, 102):
+      with self.assertRaisesRegex(ValueError, '--num_clients must be between'):
+        scenarios.build(dataclasses.replace(config, num_clients=too_few), self.ids, self.sizes, clients_per_round=8,
+                        seed=2, num_classes=4)
+
   def test_no_shift_stays_in_the_clean_regime(self):
     config = scenarios.Config(name='windowed', total_rounds=50, window_rounds=10, num_clients=None)
     flat = scenarios.build(config, self.ids, self.sizes, clients_per_round=101, seed=2, shift_free=True,
