@@ -47,7 +47,7 @@ class Config:
   windowed:       window_rounds, windowing (tumbling or sliding), window_overlap (sliding), corruptions (the
                   families windows draw from), label_skew_alpha (0: no label shift), switch_fraction,
                   window_chunks (window w holds chunk w mod N of each client's data; 1: all of it), num_clients
-                  (the population, None: every base's clients) (seed 003);
+                  (the population, None: every base's clients), window_severity (0: drawn per window) (seed 003);
   dirichlet_mixture: dirichlet_components, component_alpha, unseen_fraction, num_clients (None: all) (seed 004).
   """
   name: str = 'periodic'
@@ -78,6 +78,7 @@ class Config:
   label_skew_alpha: float = 1.0
   switch_fraction: float = 0.5
   window_chunks: int = 2
+  window_severity: int = 0
   dirichlet_components: str = 'transformed'
   component_alpha: float = 0.4
   unseen_fraction: float = 0.0
@@ -125,8 +126,9 @@ class Config:
       if not self.corruptions or unknown:
         raise ValueError(f'corruptions must be some of {", ".join(domains_lib.CORRUPTIONS)}; got '
                          f'{",".join(self.corruptions)}.')
-      if self.window_chunks < 1:
-        raise ValueError(f'window_chunks must be >= 1; got {self.window_chunks}.')
+      if self.window_chunks < 1 or not 0 <= self.window_severity <= 5:
+        raise ValueError(f'window_chunks must be >= 1 and window_severity in 0-5; got {self.window_chunks}, '
+                         f'{self.window_severity}.')
       if self.label_skew_alpha < 0 or not 0 < self.switch_fraction <= 1:
         raise ValueError(f'label_skew_alpha must be >= 0 and switch_fraction in (0, 1]; got '
                          f'{self.label_skew_alpha:g}, {self.switch_fraction:g}.')

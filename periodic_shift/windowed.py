@@ -14,7 +14,7 @@ class WindowedScenario(scenario.Scenario):
   """Seed 003's windows: the run is cut into windows W0, W1, ... of `window_rounds` rounds.
 
   Regimes: regime 0 (W0, the bootstrap window) is the clean data. Window w >= 1 brings regime w: a corruption family
-  drawn from `corruptions` with a severity drawn from 1-5 (covariate shift, `periodic_shift.domains`) and label
+  drawn from `corruptions` with a severity drawn from 1-5 (`window_severity` s: s in every window) (covariate shift, `periodic_shift.domains`) and label
   weights drawn from Dir(label_skew_alpha 1) over the classes (label shift: a client in the regime keeps an example
   of label y with probability w_y / max w; alpha 0 turns label shift off). Regimes are drawn from the run's seed.
 
@@ -64,6 +64,8 @@ class WindowedScenario(scenario.Scenario):
     rng = np.random.default_rng([seed, 9])
     self.regimes = [(None, 0)] + [(str(rng.choice(config.corruptions)), int(rng.integers(1, 6)))
                                   for _ in range(self._num_regimes - 1)]
+    if config.window_severity:  # One severity for every window (the same draws otherwise).
+      self.regimes = [(family, config.window_severity if family else 0) for family, _ in self.regimes]
     count = len(self._clients)
     self.assignments = np.zeros((self._num_regimes, count), np.int64)  # Regime of each client in each window.
     for window in range(1, self._num_regimes):

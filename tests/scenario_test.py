@@ -424,6 +424,10 @@ class WindowedScenarioTest(absltest.TestCase):
     self.assertLessEqual(sampled, census)
     self.assertEqual(windowed.census_rounds(), [10, 11, 21, 31, 41])
     self.assertIsNone(windowed.census_plan(12))
+    fixed = scenarios.build(dataclasses.replace(config, window_severity=4), self.ids, self.sizes, clients_per_round=8,
+                            seed=2, num_classes=4)
+    self.assertEqual([family for family, _ in fixed.regimes], [family for family, _ in windowed.regimes])
+    self.assertEqual([severity for _, severity in fixed.regimes], [0, 4, 4, 4, 4])
     for too_few in (5, 102):
       with self.assertRaisesRegex(ValueError, '--num_clients must be between'):
         scenarios.build(dataclasses.replace(config, num_clients=too_few), self.ids, self.sizes, clients_per_round=8,
