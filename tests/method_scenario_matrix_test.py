@@ -15,6 +15,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 from scipy import stats
+from sklearn import metrics
 
 from experiment import report_writer
 from tests import in_process_run
@@ -92,6 +93,27 @@ def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
       if f'{name}_accuracy' in final and f'{name}_server_accuracy' not in final:
         final[f'{name}_server_accuracy'] = final[f'{name}_accuracy']
   return final
+
+
+def _windowed_measures(rows: list[dict]) -> dict[str, float]:
+  """The detector's rates (ShiftEx: its census checks' totals) and the ARI of the training parties' models against
+  the true regimes in window 2 (round 2; 2 regimes, domain d is regime d mod 2), by scikit-learn from the counts."""
+  measures = {}
+  total = lambda key: sum(row.get(key, 0.0) for row in rows)
+  if total('true_shifts') + total('stable_checks'):
+    if total('true_shifts'):
+      measures['detection_rate'] = total('detected_shifts') / total('true_shifts')
+    if total('stable_checks'):
+      measures['false_alarm_rate'] = total('false_alarms') / total('stable_checks')
+  regimes, branches = [], []
+  for key, count in rows[1].items():
+    if key.startswith('train_routing_count_'):
+      domain, branch = (int(i) for i in key.split('_')[-2:])
+      regimes += [domain % 2] * int(count)
+      branches += [branch] * int(count)
+  if regimes:
+    measures['regime_ari'] = metrics.adjusted_rand_score(regimes, branches)
+  return measures
 
 
 def _seeds(scenario: str, algorithm: str) -> tuple[int, ...]:
@@ -197,6 +219,8 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
           if values:
             final[f'window_{field}'] = np.mean(values)
           final.update({f'window_{w["window"]}_{field}': w[field] for w in windows if w[field] is not None})
+        if scenario == 'windowed':
+          final.update(_windowed_measures(rows))
         for column, value in final.items():
           expected.setdefault(algorithm, {}).setdefault(column, []).append(value)
     self.assertContainsSubset(['tables.csv', 'tables.md', 'index.html'], files)
@@ -222,7 +246,8 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
             self.assertAlmostEqual(float(row[f'{column}_se']), error, places=5)
             means[algorithm] = float(row[f'{column}_mean'])
           if len(means) > 1:
-            lower_is_better = column.startswith(('window_drop', 'window_recovery')) or '_std' in column
+            lower_is_better = (column.startswith(('window_drop', 'window_recovery')) or '_std' in column
+                               or column == 'false_alarm_rate')
             best = (min if lower_is_better else max)(means.values())
             marked = {a for a in means if rows[a][f'{column}_best'] == '1'}
             self.assertEqual(marked, {a for a, mean in means.items() if abs(mean - best) < 1e-5 * max(1, abs(best))})
