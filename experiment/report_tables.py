@@ -15,9 +15,10 @@ learns mixture weights, the signed correlation of the share matched to base 0 wi
 Windowed runs of a method that detects shifts add the detector's rates against the simulation's truth
 (`detection_rate`, `false_alarm_rate`) and the ARI of its assignment against the true regimes (`regime_ari`), from
 `summary.json` (`experiment.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`, lower is
-better). A column appears when at least one run reports it; `columns` chooses and orders them. Rows are settings (`experiment.run_results`); within a comparison (settings that differ only in
-the method) the best mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for
-losses, drops, recovery times and forgetting.
+better). A column appears when at least one run reports it; `columns` chooses and orders them. Rows are settings
+(`experiment.run_results`); within a comparison (settings that differ only in the method) the best mean of each
+column is marked (bold in markdown, `best` in the CSV): highest, or lowest for losses, drops, recovery times,
+false alarms and forgetting.
 """
 
 import csv

@@ -14,8 +14,8 @@ class WindowedScenario(scenario.Scenario):
   """Seed 003's windows: the run is cut into windows W0, W1, ... of `window_rounds` rounds.
 
   Regimes: regime 0 (W0, the bootstrap window) is the clean data. Window w >= 1 brings regime w: a corruption family
-  drawn from `corruptions` with a severity drawn from 1-5 (`window_severity` s: s in every window) (covariate shift, `periodic_shift.domains`) and label
-  weights drawn from Dir(label_skew_alpha 1) over the classes (label shift: a client in the regime keeps an example
+  drawn from `corruptions` with a severity drawn from 1-5, or `window_severity` in every window (covariate shift,
+  `periodic_shift.domains`), and label weights drawn from Dir(label_skew_alpha 1) over the classes (label shift: a client in the regime keeps an example
   of label y with probability w_y / max w; alpha 0 turns label shift off). Regimes are drawn from the run's seed.
 
   Clients: every client of every base population, or `num_clients` of them drawn at random (seeded); each round

@@ -39,16 +39,17 @@ How the suite realizes it (documented choices; the paper gives no values):
   round, or with sliding windows the first in which a mover's new regime holds more than half of its data). In a
   census round every party of the population runs the client round on the data it holds then; the round's
   participants train as in any round, the others only report (`client_state.TRAINS`). Each party compares a sample
-  of `--shiftex_samples` inputs and half of its labels with those it kept from its last round in an earlier window
+  of `--shiftex_samples` inputs and its label counts with those it kept from its last round in an earlier window
   (Algorithm 1 reads D_{t-1}; the kept inputs are embedded anew with the current encoder, so the MMD compares
   data, not two states of a model in training). The server clusters the profiles of all the census's shifted
   parties at once and assigns the clusters at the end of the round; a shifted party sits out of training until it
   takes the expert of its nearest cluster centroid, at its next round (at the latest in the next census round).
   Parties of clusters smaller than gamma (|G_j| < gamma) keep their expert and fine-tune locally: they train
   without sending their update for the rest of the window (Algorithm 2 line 31). Where the simulation still
-  departs: training participation per round is the scenario's (a random 6% of parties), not every party; W0's
-  census is its last round, so the references are embedded (when W0 ends) by theta_0; the reference a party keeps is its data of its last round in the previous window (for a party that trained after
-  the census, its latest data of that window).
+  departs: training participation per round is the scenario's (a random share of the parties, 20% in seed 003's
+  grid), not every party; W0's census is its last round, so W0's profiles (the reuse radius, expert 1's memory)
+  are embedded by expert 1 one round before it is frozen as theta_0; the reference a party keeps is its data of
+  its last round in the previous window (for a party that trained after the census, its latest data of it).
 - Encoder (`--shiftex_encoder`): `bootstrap` (default) embeds with the frozen theta_0, so tests, profiles and
   memories live in one space (an open choice of the paper); `assigned` embeds with the party's own expert (the seed's
   words), so profiles of parties on different experts live in different spaces. In W0 both use expert 1.
@@ -70,7 +71,8 @@ How the suite realizes it (documented choices; the paper gives no values):
 - FLIPS' label clusters come from W0's census (every party's label histogram); before them the balance is 1.
 - FLIPS' label-balanced cohorts become aggregation weights (`flips_balance`): the scenario chooses the parties.
 - Eq. 2 (facility location) of every assignment is reported, with the exact optimum when at most EXACT_PARTIES
-  parties shifted (`algorithms.core.facility_location`); the heuristic does not use lambda and mu.
+  parties shifted (`algorithms.core.facility_location`); the heuristic does not use lambda and mu
+  (`experiment/shiftex_eq2_gap.py` sweeps them against the optimum).
 
 Evaluation (`--shiftex_evaluation`): `assigned` (default) scores a domain's test data with the experts its parties
 are assigned to, weighted by a decaying count of the parties seen per domain and expert (the seed's measure: each
@@ -81,11 +83,11 @@ memory is nearest to the batch's mean embedding (how a new party would be matche
 Metrics: `num_experts`, `spawned`, `reused` (of which `reused_forced`: farther than epsilon from every memory, reused
 because the pool was full), `merged`, `match_mmd` and `match_radius` (the means over the assignment's trained
 clusters of their MMD to the nearest memory and of their epsilon), `assignment_objective` / `optimal_objective` /
-`solved_exactly` (Eq. 2), `label_clusters` (FLIPS'); scored against the true domains (simulation only): `true_shifts` / `detected_shifts` (parties whose domain changed since
-their reference, and those flagged) and `stable_checks` / `false_alarms`, the same per test (`detected_covariate`,
-`detected_label`, `false_alarms_covariate`, `false_alarms_label`), and per new domain i `moved_<i>` / `found_<i>`
-(the report's power per severity); `train_routing_accuracy` /
-`train_routing_ari` of the parties' experts against their domains.
+`solved_exactly` (Eq. 2), `label_clusters` (FLIPS'); scored against the true domains (simulation only):
+`true_shifts` / `detected_shifts` (parties whose domain changed since their reference, and those flagged) and
+`stable_checks` / `false_alarms`, the same per test (`detected_covariate`, `detected_label`,
+`false_alarms_covariate`, `false_alarms_label`), and per new domain i `moved_<i>` / `found_<i>` (the report's power
+per severity); `train_routing_accuracy` / `train_routing_ari` of the parties' experts against their domains.
 """
 
 import collections
