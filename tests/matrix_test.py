@@ -129,7 +129,8 @@ class GridTest(absltest.TestCase):
                               'seed_000_pretrained.toml': 2 * 2 * 6, 'seed_000_separation.toml': 4 * 2 * 3,
                               'seed_001.toml': 135, 'seed_001_rotation.toml': 2 * 3 * 3 * (3 + 2 * 2),
                               'seed_002_synthetic.toml': 66 + 9,
-                              'seed_002_digits.toml': 6 * 3 + 3, 'seed_003.toml': 4 * 2 * 3, 'seed_004.toml': 18,
+                              'seed_002_digits.toml': 6 * 3 + 3, 'seed_003.toml': 4 * 2 * 3,
+                              'seed_003_severity.toml': 2 * 5 * 3, 'seed_004.toml': 18,
                               'privacy.toml': 3 * (1 + 3) * 3})
 
 
