@@ -1,4 +1,5 @@
-"""Seed 003's (ShiftEx) windows of covariate and label shift as a scenario (digest section 3)."""
+"""ShiftEx's windows of covariate and label shift as a scenario (Bhope et al., "Shift Happens: Mixture of Experts based
+Continual Adaptation in Federated Learning", 2025, Section 6)."""
 
 from typing import Optional, Sequence
 
@@ -11,7 +12,7 @@ WINDOWINGS = ('tumbling', 'sliding')
 
 
 class WindowedScenario(scenario.Scenario):
-  """Seed 003's windows: the run is cut into windows W0, W1, ... of `window_rounds` rounds.
+  """ShiftEx's windows: the run is cut into windows W0, W1, ... of `window_rounds` rounds.
 
   Regimes: regime 0 (W0, the bootstrap window) is the clean data. Window w >= 1 brings regime w: a corruption family
   drawn from `corruptions` with a severity drawn from 1-5, or `window_severity` in every window (covariate shift,
@@ -19,7 +20,7 @@ class WindowedScenario(scenario.Scenario):
   of label y with probability w_y / max w; alpha 0 turns label shift off). Regimes are drawn from the run's seed.
 
   Clients: every client of every base population, or `num_clients` of them drawn at random (seeded); each round
-  draws `clients_per_round` of them uniformly without replacement (the seed selects 20% of its pool per round: set
+  draws `clients_per_round` of them uniformly without replacement (the paper selects 20% of its pool per round: set
   the flags to that). At each window boundary exactly
   floor(switch_fraction N) clients, drawn anew, move to the new regime and the others keep theirs ("50% of the
   participating clients keep their previous distribution and the other 50% receive a new one"; here over the whole
@@ -30,7 +31,7 @@ class WindowedScenario(scenario.Scenario):
   Data per window (`window_chunks` N): a client's examples are cut, in one seeded order per client, into N disjoint
   chunks of (nearly) equal size, and window w holds chunk w mod N. With N >= 2 consecutive windows hold disjoint
   examples, so a party whose distribution did not change compares its window with the previous one as two fresh
-  samples of the same distribution (the seed's parties stream new data each window; its detector's statistics then
+  samples of the same distribution (the paper's parties stream new data each window; its detector's statistics then
   follow their null). N = 1 replays all of a client's examples in every window (an unchanged party's label
   histogram is then identical across windows, its JSD exactly 0). A sliding window's binomial split cuts the
   window's chunk.
@@ -38,8 +39,9 @@ class WindowedScenario(scenario.Scenario):
   Domains: (base b, regime r), index b R + r, named `<base>_w<r>` (+ the corruption); test sets are the bases' test
   data corrupted by the regime (no label skew). `test_weights` weighs them by the current window's population
   (each client's examples in its regime), so `test_mixture_accuracy` is the accuracy on the data the parties hold
-  now, the seed's measure (digest section 3.2: each party's current-window test data, sample-weighted). `window` and `new_regime_share` (the share of the round's examples
-  in the newest regime) go to metrics.csv, whose window boundaries `experiment.shift_metrics` cuts at.
+  now, the paper's measure (each party's current-window test data, sample-weighted). `window` and
+  `new_regime_share` (the share of the round's examples in the newest regime) go to metrics.csv, whose window
+  boundaries `experiment.shift_metrics` cuts at.
   Census (`census_plan`, for methods whose parties all report at window boundaries, ShiftEx's Algorithm 2): in W0's
   last round and at each later window's census round (`census_rounds`) every client of the population holds the
   data it holds in that round. `shift_free` (No-Dist-Shift): every client stays in regime 0.

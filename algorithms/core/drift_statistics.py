@@ -1,15 +1,17 @@
-"""Two-sample statistics that detect covariate and label shift between a party's windows (seed 003, ShiftEx).
+"""Two-sample statistics that detect covariate and label shift between a party's windows, for ShiftEx (Bhope,
+Jayaram, Venkateswaran and Venkatasubramanian, "Shift Happens: Mixture of Experts based Continual Adaptation in
+Federated Learning", 2025).
 
-Seed `003_09263288c1c036a1` (digest section 2.2), Algorithm 1: a party compares its current window with the previous
-one by the MMD of their embeddings (covariate shift) and the JSD of their label histograms (label shift):
+Its Algorithm 1: a party compares its current window with the previous one by the MMD of their embeddings
+(covariate shift) and the JSD of their label histograms (label shift):
 
   Eq. 1   MMD^2(P, Q) = E_{x,x'~P} k(x, x') + E_{y,y'~Q} k(y, y') - 2 E_{x~P, y~Q} k(x, y),
           k(x, y) = exp(-gamma_k ||x - y||^2)
   JSD     JSD(P || Q) = 1/2 KL(P || M) + 1/2 KL(Q || M),  M = (P + Q) / 2   (natural log: [0, log 2])
 
-The seed uses gamma both for the kernel and for the minimum cluster size; here the kernel's is `gamma_k`.
+The paper uses gamma both for the kernel and for the minimum cluster size; here the kernel's is `gamma_k`.
 
-Choices (the seed states none of them):
+Choices (the paper states none of them):
 - Samples are weighted: a weight vector w >= 0 per sample (0 for padding rows of a fixed-size buffer), normalized
   inside. `mmd_squared` estimates Eq. 1 by the V-statistic (`unbiased=False`: every pair, the diagonal included,
   which is >= 0) or the U-statistic (`unbiased=True`: pairs i != i' within each sample, unbiased for MMD^2 and
@@ -70,7 +72,7 @@ def median_heuristic_gamma(x: tf.Tensor, weights=None) -> tf.Tensor:
 
 
 def label_histogram(labels: tf.Tensor, num_classes: int) -> tf.Tensor:
-  """The normalized label histogram y_hat [num_classes] of integer labels [n] (digest section 2.1)."""
+  """The normalized label histogram y_hat [num_classes] of integer labels [n]."""
   counts = tf.math.bincount(tf.cast(labels, tf.int32), minlength=num_classes, maxlength=num_classes,
                             dtype=tf.float32)
   return tf.ensure_shape(tf.math.divide_no_nan(counts, tf.reduce_sum(counts)), [num_classes])

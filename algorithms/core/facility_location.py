@@ -1,17 +1,18 @@
-"""Seed 003's facility-location objective (Eq. 2) of a party-to-expert assignment, and its exact optimum on small
-instances, in TF for a server computation.
+"""ShiftEx's facility-location objective (Eq. 2 of Bhope et al., "Shift Happens: Mixture of Experts based Continual
+Adaptation in Federated Learning", 2025) of a party-to-expert assignment, and its exact optimum on small instances,
+in TF for a server computation.
 
-Eq. 2 (digest section 2.6), for parties c with profiles P_c, label histograms y_c and sizes n_c:
+Eq. 2, for parties c with profiles P_c, label histograms y_c and sizes n_c:
 
   min_{z, w}  sum_c sum_k z_ck MMD(P_c, P^k) + lambda sum_{k in Kn} w_k + mu sum_{k in K0 u Kn} JSD(y^k, y_bar)
 
 with each party on exactly one expert, existing experts K0 always open, new experts Kn opened by w_k. Choices
-(the seed defines neither P^k of a new expert nor y^k, y_bar; digest [R]):
+(the paper defines neither P^k of a new expert nor y^k, y_bar):
 - P^k is an existing expert's latent memory, and for a new expert the mean profile of its parties (what ShiftEx
   stores as the new expert's memory); MMD is that of two point masses, sqrt(2 - 2 exp(-gamma_k ||a - b||^2)).
 - y^k = sum_c z_ck n_c y_c / sum_c z_ck n_c over the instance's parties, and an expert with no party in the instance
   adds no JSD term; y_bar is the instance's pooled label histogram.
-- The capacity U_max is not enforced (neither does the seed's heuristic).
+- The capacity U_max is not enforced (neither does the paper's heuristic).
 
 `assignments(m, k)` enumerates every assignment of m parties to k existing experts or to new ones, new experts
 numbered in order of first use (restricted growth, so relabellings of new experts count once): 10,427 for m = 5,

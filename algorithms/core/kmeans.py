@@ -1,15 +1,16 @@
-"""k-means with k chosen by the Davies-Bouldin index, in TF for a server computation (seed 003, Algorithm 2 line 12).
+"""k-means with k chosen by the Davies-Bouldin index, in TF for a server computation (ShiftEx's Algorithm 2 line 12).
 
-ShiftEx clusters the profiles of the parties that shifted, "KMeans(C^shift, P_t^c(X))" with k picked by the
-Davies-Bouldin index (digest section 2.6, step 1). The seed gives no initialization, iteration count or range of k.
+ShiftEx (Bhope et al., "Shift Happens: Mixture of Experts based Continual Adaptation in Federated Learning", 2025)
+clusters the profiles of the parties that shifted, "KMeans(C^shift, P_t^c(X))" with k picked by the Davies-Bouldin
+index. The paper gives no initialization, iteration count or range of k.
 
 Choices:
 - Points are rows of a fixed-size buffer [m, D] with a mask [m] of the valid ones (the round's reports).
 - Initialization: farthest-first traversal from the first valid point (the deterministic variant of k-means++; the
   server's choices stay a function of the reports, so a resumed run repeats them), then `iterations` Lloyd steps; a
   centroid left without members keeps its place.
-- k: the k in [2, min(max_k, n - 1)] with the lowest Davies-Bouldin index, for n valid points (digest section 5,
-  item 6); k = 1 when n < 3, where the index is undefined, or when no k reaches an index below `max_index`: the
+- k: the k in [2, min(max_k, n - 1)] with the lowest Davies-Bouldin index, for n valid points (a choice: the paper
+  names no range); k = 1 when n < 3, where the index is undefined, or when no k reaches an index below `max_index`: the
   index cannot say "one cluster", and a split of one blob scores about 1 or more (its halves' scatter is as large
   as the distance between their centroids), while separated groups score well below 1.
 - Davies-Bouldin index (Davies and Bouldin, 1979; scikit-learn's `davies_bouldin_score`): with s_i the mean

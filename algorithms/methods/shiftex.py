@@ -46,8 +46,8 @@ How the suite realizes it (documented choices; the paper gives no values):
   takes the expert of its nearest cluster centroid, at its next round (at the latest in the next census round).
   Parties of clusters smaller than gamma (|G_j| < gamma) keep their expert and fine-tune locally: they train
   without sending their update for the rest of the window (Algorithm 2 line 31). Where the simulation still
-  departs: training participation per round is the scenario's (a random share of the parties, 20% in seed 003's
-  grid), not every party; W0's census is its last round, so W0's profiles (the reuse radius, expert 1's memory)
+  departs: training participation per round is the scenario's (a random share of the parties, 20% in the
+  ShiftEx grid), not every party; W0's census is its last round, so W0's profiles (the reuse radius, expert 1's memory)
   are embedded by expert 1 one round before it is frozen as theta_0; the reference a party keeps is its data of
   its last round in the previous window (for a party that trained after the census, its latest data of it).
 - Encoder (`--shiftex_encoder`): `bootstrap` (default) embeds with the frozen theta_0, so tests, profiles and
@@ -338,7 +338,7 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
 
 
 def flips_balance(histogram: tf.Tensor, slot: tf.Tensor, state: dict, config: Config) -> tuple[tf.Tensor, tf.Tensor]:
-  """FLIPS (Bhope et al., 2023; seed 003 Sec. 2.4, Algorithm 2 lines 19 and 23) as aggregation weights: (the
+  """FLIPS (Bhope et al., 2023; ShiftEx's Sec. 2.4, Algorithm 2 lines 19 and 23) as aggregation weights: (the
   party's label cluster, the factor of its update weight).
 
   FLIPS clusters parties by their label histograms and selects each round's participants so that every label
