@@ -10,8 +10,8 @@ one-element dataset beside its training data:
 
 where `position` is the client's index in the round's list, `trains` 1 for the round's participants and 0 for a
 party that only reports (a census round's other parties: every party of the population reports its statistics
-in such a round, for methods that ask for it, e.g. ShiftEx's window boundaries), and `census` 1 in a census round. The updated states return through the client work's
-measurements: `client_states` = {'position': [m], **state fields [m, ...]}, gathered with `federated_aggregate`
+in such a round, for methods that ask for it, e.g. ShiftEx's window boundaries), and `census` 1 in a census
+round. The updated states return through the client work's measurements: `client_states` = {'position': [m], **state fields [m, ...]}, gathered with `federated_aggregate`
 and a concatenating accumulator. That is a per-client value at the server, which the simulation needs to hand it
 back to the store (a deployment would keep it on the client); no method may read it, and the training loop
 removes it from the metrics it writes.
@@ -41,7 +41,8 @@ def element(state: dict, position: int, trains: bool = True, census: bool = Fals
 
 def client_data_type(element_spec, initial_state: dict) -> tff.StructWithPythonType:
   """The TFF type of a stateful client's data: its batches and its one-element state dataset."""
-  state_spec = collections.OrderedDict([(POSITION, tf.TensorSpec([], tf.int32)), (TRAINS, tf.TensorSpec([], tf.float32)),
+  state_spec = collections.OrderedDict([(POSITION, tf.TensorSpec([], tf.int32)),
+                                        (TRAINS, tf.TensorSpec([], tf.float32)),
                                         (CENSUS, tf.TensorSpec([], tf.float32))] + [
       (key, tf.TensorSpec(np.shape(value), tf.float32)) for key, value in initial_state.items()])
   return tff.StructWithPythonType(
