@@ -11,10 +11,10 @@ one-element dataset beside its training data:
 where `position` is the client's index in the round's list, `trains` 1 for the round's participants and 0 for a
 party that only reports (a census round's other parties: every party of the population reports its statistics
 in such a round, for methods that ask for it, e.g. ShiftEx's window boundaries), and `census` 1 in a census
-round. The updated states return through the client work's measurements: `client_states` = {'position': [m], **state fields [m, ...]}, gathered with `federated_aggregate`
-and a concatenating accumulator. That is a per-client value at the server, which the simulation needs to hand it
-back to the store (a deployment would keep it on the client); no method may read it, and the training loop
-removes it from the metrics it writes.
+round. The updated states return through the client work's measurements: `client_states` = {'position': [m],
+**state fields [m, ...]}, gathered with `federated_aggregate` and a concatenating accumulator. That is a per-client
+value at the server, which the simulation needs to hand it back to the store (a deployment would keep it on the
+client); no method may read it, and the training loop removes it from the metrics it writes.
 """
 
 import collections
