@@ -87,6 +87,8 @@ _SWITCH_FRACTION = flags.DEFINE_float('switch_fraction', 0.5, 'windowed: share o
                                       'at each window boundary.')
 _WINDOW_SEVERITY = flags.DEFINE_integer('window_severity', 0, 'windowed: the corruption severity (1-5) of every '
                                         'window; 0 draws one per window.')
+_CENSUS_SCOPE = flags.DEFINE_string('census_scope', 'population', 'windowed: who reports in a census round (ShiftEx): '
+                                     'every party (population) or those that train in that window (cohort).')
 _WINDOW_CHUNKS = flags.DEFINE_integer(
     'window_chunks', 2, 'windowed: each client\'s data are cut into this many disjoint chunks and window w holds '
     'chunk w mod N, so consecutive windows hold fresh examples; 1 replays all of them in every window.')
@@ -297,7 +299,7 @@ def _scenario_config(values: dict) -> scenarios.Config:
       window_rounds=_WINDOW_ROUNDS.value, windowing=_WINDOWING.value, window_overlap=_WINDOW_OVERLAP.value,
       corruptions=tuple(_CORRUPTIONS.value), label_skew_alpha=_LABEL_SKEW_ALPHA.value,
       switch_fraction=_SWITCH_FRACTION.value, window_chunks=_WINDOW_CHUNKS.value,
-      window_severity=_WINDOW_SEVERITY.value,
+      window_severity=_WINDOW_SEVERITY.value, census_scope=_CENSUS_SCOPE.value,
       dirichlet_components=values['dirichlet_components'] or 'transformed', component_alpha=_COMPONENT_ALPHA.value,
       unseen_fraction=_UNSEEN_FRACTION.value,
       num_clients=({'evolving_domains': 20, 'dirichlet_mixture': None, 'windowed': None}.get(_SCENARIO.value, 80)

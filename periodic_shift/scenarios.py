@@ -47,7 +47,8 @@ class Config:
   windowed:       window_rounds, windowing (tumbling or sliding), window_overlap (sliding), corruptions (the
                   families windows draw from), label_skew_alpha (0: no label shift), switch_fraction,
                   window_chunks (window w holds chunk w mod N of each client's data; 1: all of it), num_clients
-                  (the population, None: every base's clients), window_severity (0: drawn per window) (seed 003);
+                  (the population, None: every base's clients), window_severity (0: drawn per window),
+                  census_scope (who reports in a census round: population or the window's cohort) (seed 003);
   dirichlet_mixture: dirichlet_components, component_alpha, unseen_fraction, num_clients (None: all) (seed 004).
   """
   name: str = 'periodic'
@@ -79,6 +80,7 @@ class Config:
   switch_fraction: float = 0.5
   window_chunks: int = 2
   window_severity: int = 0
+  census_scope: str = 'population'
   dirichlet_components: str = 'transformed'
   component_alpha: float = 0.4
   unseen_fraction: float = 0.0
@@ -126,6 +128,9 @@ class Config:
       if not self.corruptions or unknown:
         raise ValueError(f'corruptions must be some of {", ".join(domains_lib.CORRUPTIONS)}; got '
                          f'{",".join(self.corruptions)}.')
+      if self.census_scope not in windowed.CENSUS_SCOPES:
+        raise ValueError(f'census_scope must be one of {", ".join(windowed.CENSUS_SCOPES)}; got '
+                         f'{self.census_scope!r}.')
       if self.window_chunks < 1 or not 0 <= self.window_severity <= 5:
         raise ValueError(f'window_chunks must be >= 1 and window_severity in 0-5; got {self.window_chunks}, '
                          f'{self.window_severity}.')

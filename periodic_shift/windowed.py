@@ -9,6 +9,7 @@ from periodic_shift import domains as domains_lib
 from periodic_shift import scenario
 
 WINDOWINGS = ('tumbling', 'sliding')
+CENSUS_SCOPES = ('population', 'cohort')
 
 
 class WindowedScenario(scenario.Scenario):
@@ -43,7 +44,8 @@ class WindowedScenario(scenario.Scenario):
   `new_regime_share` (the share of the round's examples in the newest regime) go to metrics.csv, whose window
   boundaries `experiment.shift_metrics` cuts at.
   Census (`census_plan`, for methods whose parties all report at window boundaries, ShiftEx's Algorithm 2): in W0's
-  last round and at each later window's census round (`census_rounds`) every client of the population holds the
+  last round and at each later window's census round (`census_rounds`) every client of the population
+  (`census_scope` population; cohort: every client that trains in some round of that window) holds the
   data it holds in that round. `shift_free` (No-Dist-Shift): every client stays in regime 0.
   """
 
@@ -134,12 +136,21 @@ class WindowedScenario(scenario.Scenario):
   def census_plan(self, round_num: int) -> Optional[scenario.RoundPlan]:
     if round_num not in self.census_rounds():
       return None
-    return scenario.RoundPlan(tuple(self._client_plan(index, round_num) for index in range(len(self._clients))))
+    indices = range(len(self._clients))
+    if self._config.census_scope == 'cohort':  # The parties that train in some round of the census's window.
+      window = self.window(round_num)
+      last = min(self._config.total_rounds, (window + 1) * self._config.window_rounds)
+      indices = sorted({int(index) for r in range(1 + window * self._config.window_rounds, last + 1)
+                        for index in self._chosen(r)})
+    return scenario.RoundPlan(tuple(self._client_plan(index, round_num) for index in indices))
+
+  def _chosen(self, round_num: int) -> np.ndarray:
+    """The indices of round `round_num`'s participants."""
+    return np.random.default_rng([self._seed, 11, round_num]).choice(len(self._clients), self._clients_per_round,
+                                                                     replace=False)
 
   def round_plan(self, round_num: int) -> scenario.RoundPlan:
-    chosen = np.random.default_rng([self._seed, 11, round_num]).choice(len(self._clients), self._clients_per_round,
-                                                                       replace=False)
-    return scenario.RoundPlan(tuple(self._client_plan(int(index), round_num) for index in chosen))
+    return scenario.RoundPlan(tuple(self._client_plan(int(index), round_num) for index in self._chosen(round_num)))
 
   def _client_plan(self, index: int, round_num: int) -> scenario.ClientPlan:
     """What client `index` holds in round `round_num`: its window's chunk, in its regime (a sliding window's mover:

@@ -428,6 +428,12 @@ class WindowedScenarioTest(absltest.TestCase):
                             seed=2, num_classes=4)
     self.assertEqual([family for family, _ in fixed.regimes], [family for family, _ in windowed.regimes])
     self.assertEqual([severity for _, severity in fixed.regimes], [0, 4, 4, 4, 4])
+    # The cohort scope: the census of window 2 (round 11) is the union of rounds 11-20's participants.
+    cohort = scenarios.build(dataclasses.replace(config, census_scope='cohort'), self.ids, self.sizes,
+                             clients_per_round=2, seed=2, num_classes=4)
+    trained = {client.client_id for r in range(11, 21) for client in cohort.round_plan(r).clients}
+    self.assertEqual({client.client_id for client in cohort.census_plan(11).clients}, trained)
+    self.assertLess(len(trained), 30)
     for too_few in (5, 102):
       with self.assertRaisesRegex(ValueError, '--num_clients must be between'):
         scenarios.build(dataclasses.replace(config, num_clients=too_few), self.ids, self.sizes, clients_per_round=8,
