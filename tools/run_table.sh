@@ -10,6 +10,7 @@
 #   seed_002_synthetic  every seed 002 method, linear shift, p in {0.25, 1, 4}
 #   seed_002_digits     seed 002 methods on real handwriting (scikit-learn digits, night mirrored), p = 1
 #   seed_003            ShiftEx, FedDrift, FedAvg, FedProx under windowed shift
+#   seed_003_severity   ShiftEx and FedDrift at each corruption severity 1-5 (detection power, regime ARI)
 #   seed_004            FedGMM and its baselines under dirichlet_mixture
 #   privacy             Vanilla, FedTEM, FedTKM with TFF's DP-FedAvg aggregator at noise 0 / 0.5 / 1.0, and epsilon
 # Matrix flags narrow or change the grid: --sweep=seed=0, --set=total_rounds=20, --jobs=1.
@@ -17,7 +18,7 @@
 #   bash tools/run_table.sh NAME [OUTPUT_ROOT] [matrix flags...]      (default root: /tmp/<NAME>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-names=(seed_000 seed_000_pretrained seed_000_separation seed_001 seed_001_rotation seed_002_synthetic seed_002_digits seed_003 seed_004 privacy)
+names=(seed_000 seed_000_pretrained seed_000_separation seed_001 seed_001_rotation seed_002_synthetic seed_002_digits seed_003 seed_003_severity seed_004 privacy)
 name="${1:-}"
 if [[ ! " ${names[*]} " =~ " $name " ]]; then
   echo "usage: bash tools/run_table.sh {${names[*]}} [OUTPUT_ROOT] [matrix flags...]" >&2
