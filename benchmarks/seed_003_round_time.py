@@ -1,14 +1,14 @@
 """Seconds per round of seed 003's methods, ShiftEx and its baseline FedDrift, against FedAvg's on the same clients,
 and ShiftEx's detection and assignment costs.
 
-Workload: the synthetic task under `windowed` (windows of 4 rounds, so the timed rounds hold detections, an
-assignment per window, spawns and merges), the same sampled clients and batches for all, as TFF learning
-processes. FedAvg is the task's single-branch network; ShiftEx runs `--num_branches=4` (3 experts and theta_0),
+Workload: the synthetic task under `windowed` (windows of 4 rounds), the same sampled clients and batches for all,
+as TFF learning processes: training rounds (ShiftEx detects only in census rounds, where every party reports;
+their cost is the parties' inference and tests below, times the population). FedAvg is the task's single-branch network; ShiftEx runs `--num_branches=4` (3 experts and theta_0),
 each party training one of them, and embeds its data and its kept sample with all K networks (one inference pass
 of the multi-network model); FedDrift runs 4 models, each client training one and scoring all four on its data
-(one inference pass). Then, outside TFF, the two server-side pieces the seed times (digest section 4.3):
-one party's detection (MMD^2 of two samples of `--samples` embeddings, JSD of two histograms) and the window's
-assignment (k-means with k by Davies-Bouldin, matching, spawning) on a full buffer of shifted profiles.
+(one inference pass). Then, outside TFF, the two pieces the paper times: one party's detection (its two
+permutation tests: MMD^2 of two samples of 32 embeddings, JSD of two label histograms, 99 random splits each) and the
+window's assignment (k-means with k by Davies-Bouldin, matching, spawning) on a full buffer of shifted profiles.
 
     bazel run //benchmarks:seed_003_round_time -- --rounds=12
 """
@@ -61,8 +61,7 @@ def _round_seconds(task, rounds) -> dict:
   model_fn, process = vanilla.build_single_network_process(task, element_spec, _CLIENT_LR, _SERVER_STEP)
   seconds['fedavg'] = timing.process_seconds_per_round(model_fn, process, rounds)
   hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_LR, _EPSILON, num_branches=4)
-  config = shiftex.Config(window_rounds=_WINDOW_ROUNDS, num_branches=4, clients_per_round=_CLIENTS_PER_ROUND.value,
-                          detection_rounds=2)
+  config = shiftex.Config(window_rounds=_WINDOW_ROUNDS, num_branches=4, clients_per_round=_CLIENTS_PER_ROUND.value)
   model_fn, process, initial_state = shiftex.build_process(task, element_spec, hparams, config)
   seconds['shiftex'] = timing.process_seconds_per_round(model_fn, process,
                                                        timing.with_client_states(rounds, initial_state))
@@ -76,13 +75,14 @@ def _round_seconds(task, rounds) -> dict:
 def _detection_and_assignment_seconds(samples: int, feature_dim: int, config: shiftex.Config) -> tuple[float, float]:
   rng = np.random.default_rng(0)
   current, previous = (tf.constant(rng.normal(size=(samples, feature_dim)), tf.float32) for _ in range(2))
-  histograms = [tf.constant(rng.dirichlet(np.ones(20)), tf.float32) for _ in range(2)]
+  counts = [tf.constant(rng.multinomial(60, rng.dirichlet(np.ones(20))), tf.float32) for _ in range(2)]
+  weights = tf.ones([samples])
 
   @tf.function
-  def detect():
-    gamma = drift_statistics.median_heuristic_gamma(tf.concat([current, previous], 0))
-    return (drift_statistics.mmd_squared(current, previous, gamma),
-            drift_statistics.jensen_shannon(*histograms))
+  def detect():  # A party's two permutation tests in a census round (`shiftex.build_client_round`).
+    seed = tf.constant([1, 2])
+    return (drift_statistics.mmd_permutation_test(current, weights, previous, weights, seed, config.permutations),
+            drift_statistics.jsd_permutation_test(*counts, seed + 2, config.permutations))
 
   state = {key: tf.constant(value) for key, value in shiftex.initial_server_state(feature_dim, 2, 20, config).items()}
   centers = rng.normal(0, 5, size=(3, feature_dim))
@@ -108,9 +108,10 @@ def main(argv):
         f'windows of {_WINDOW_ROUNDS} rounds')
   task, rounds = _windowed(synthetic.create_task(seed=0))
   print(timing.ratio_line('synthetic windowed', _round_seconds(task, rounds), 'fedavg'))
-  config = shiftex.Config(clients_per_round=40, detection_rounds=8)  # 320 shifted parties to cluster.
+  config = shiftex.Config(census_capacity=320)  # 320 shifted parties to cluster.
   detection, assignment = _detection_and_assignment_seconds(32, 512, config)
-  print(f'one party\'s detection (32 + 32 embeddings of 512 dimensions): {1000 * detection:.2f} ms; '
+  print(f'one party\'s detection (two permutation tests, 32 + 32 embeddings of 512 dimensions): '
+        f'{1000 * detection:.2f} ms; '
         f'the window\'s assignment ({config.pending_capacity} profiles, k <= {config.max_clusters}): '
         f'{1000 * assignment:.1f} ms')
 
