@@ -226,12 +226,12 @@ class EndToEndTest(parameterized.TestCase):
       ('fedgmm', 40, ['--algorithm=fedgmm', '--fedgmm_gaussians=2', '--fedgmm_learners=2']),
       # FedRep's representation (server state) and every client's head (client state).
       ('fedrep', 40, ['--algorithm=fedrep', '--fedrep_head_epochs=2']),
-      # ShiftEx's expert pool, thresholds and assignment (server state), every party's expert and previous window
-      # (client state); windows of 4 rounds, so the interruption lands inside one, with spawns and merges (measured:
-      # 3 and 2 in 40 rounds); evaluated twice, as its 40 domains' test sets take most of a round's time.
+      # ShiftEx's expert pool, memories and assignment (server state), every party's expert and previous window
+      # (client state), 20 parties, all reporting in each census; windows of 4 rounds, so the interruption lands
+      # inside one, with spawns, reuses and merges (measured: 4, 6 and 2 in 40 rounds); evaluated twice, as its 40
+      # domains' test sets take most of a round's time.
       ('shiftex', 40, ['--algorithm=shiftex', '--scenario=windowed', '--window_rounds=4', '--num_branches=4',
-                       '--num_clients=40',
-                       '--rounds_per_eval=20']),
+                       '--num_clients=20', '--rounds_per_eval=20']),
       # FedDrift's models, ids and window scores (server state), every client's model and reference (client state);
       # windows of 4 rounds under recurring concept drift, so models are created, evicted and merged (80 rounds: in
       # 40 none is merged).
