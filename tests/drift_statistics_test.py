@@ -74,8 +74,8 @@ class JensenShannonTest(tf.test.TestCase):
                         np.log(2))
     self.assertAllClose(drift_statistics.jensen_shannon(tf.constant([0.3, 0.7]), tf.constant([0.3, 0.7])), 0.0)
 
-  def test_label_histogram(self):
-    self.assertAllClose(drift_statistics.label_histogram(tf.constant([0, 2, 2, 3]), 5), [0.25, 0, 0.5, 0.25, 0])
+  def test_label_counts(self):
+    self.assertAllClose(drift_statistics.label_counts(tf.constant([0, 2, 2, 3]), 5), [1, 0, 2, 1, 0])
 
 
 class PermutationTest(tf.test.TestCase):

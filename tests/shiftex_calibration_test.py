@@ -46,7 +46,7 @@ def _p_values(x_previous, y_previous, x_current, y_current, seed):
   them in a census round (`shiftex.build_client_round`: samples of _SAMPLES embeddings, all labels' counts)."""
   previous, previous_weights = shiftex.sample_rows(x_previous, _SAMPLES, seed)
   current, current_weights = shiftex.sample_rows(x_current, _SAMPLES, seed + 7)
-  counts = lambda y: tf.math.bincount(y, minlength=_CLASSES, maxlength=_CLASSES, dtype=tf.float32)
+  counts = lambda y: drift_statistics.label_counts(y, _CLASSES)
   _, p_covariate = drift_statistics.mmd_permutation_test(current, current_weights, previous, previous_weights,
                                                          seed + 2, _PERMUTATIONS)
   _, p_label = drift_statistics.jsd_permutation_test(counts(y_current), counts(y_previous), seed + 4, _PERMUTATIONS)

@@ -71,11 +71,10 @@ def median_heuristic_gamma(x: tf.Tensor, weights=None) -> tf.Tensor:
   return 1.0 / tf.maximum(median, 1e-12)
 
 
-def label_histogram(labels: tf.Tensor, num_classes: int) -> tf.Tensor:
-  """The normalized label histogram y_hat [num_classes] of integer labels [n]."""
-  counts = tf.math.bincount(tf.cast(labels, tf.int32), minlength=num_classes, maxlength=num_classes,
-                            dtype=tf.float32)
-  return tf.ensure_shape(tf.math.divide_no_nan(counts, tf.reduce_sum(counts)), [num_classes])
+def label_counts(labels: tf.Tensor, num_classes: int) -> tf.Tensor:
+  """The label counts [num_classes] of integer labels [n] (a window's histogram before normalizing)."""
+  return tf.ensure_shape(tf.math.bincount(tf.cast(labels, tf.int32), minlength=num_classes, maxlength=num_classes,
+                                          dtype=tf.float32), [num_classes])
 
 
 def jensen_shannon(p: tf.Tensor, q: tf.Tensor) -> tf.Tensor:

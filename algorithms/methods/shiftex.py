@@ -274,8 +274,7 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
     embeddings = tf.gather(features, encoder, axis=1)
     sample, sample_weights = sample_rows(embeddings, config.samples, seed)
     inputs, _ = sample_rows(tf.cast(examples['x'], tf.float32), config.samples, seed)
-    counts = tf.ensure_shape(tf.math.bincount(tf.cast(examples['y'], tf.int32), minlength=num_classes,
-                                              maxlength=num_classes, dtype=tf.float32), [num_classes])
+    counts = drift_statistics.label_counts(examples['y'], num_classes)
     histogram = counts / tf.reduce_sum(counts)
     profile = tf.reduce_mean(embeddings, 0)
 
