@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from experiment import run_directory
 from tests import in_process_run
 
 _BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
@@ -211,38 +213,15 @@ class EndToEndTest(parameterized.TestCase):
     self.assertGreater(float(rows[-1]['routing_accuracy']), 0.9)
     self.assertNotEqual(float(rows[-1]['alpha_2']), 1.0)  # Eq. 13 moved the distance scalar.
 
-  # Rounds per run: the interruption after round 5 must land well before the run would end by itself, also when the
-  # machine is loaded and this process waits seconds for the CPU. Vanilla's rounds take 0.1 s (40 of them, 3.5 s
-  # after the fifth, once were not enough), so it runs 80; the other methods' rounds take 0.2-0.7 s (measured), and
-  # 40 leave them 7 s or more.
-  @parameterized.named_parameters(
-      ('vanilla', 80, []),
-      # FedEM keeping every client's mixture weights in the client-state store, which the checkpoints hold.
-      ('fedem_with_client_state', 40, ['--algorithm=fedem', '--fedem_client_state']),
-      # CFL's clusters (server state) and every client's cluster (client state); splits from round 3 on.
-      ('cfl', 40, ['--algorithm=cfl', '--cfl_eps1=10', '--cfl_eps2=0', '--cfl_warmup_rounds=2']),
-      ('pfedem_with_client_pi', 40, ['--algorithm=pfedem', '--pfedem_client_pi']),
-      # FedGMM's GMM (server state) and every client's pi_c (client state).
-      ('fedgmm', 40, ['--algorithm=fedgmm', '--fedgmm_gaussians=2', '--fedgmm_learners=2']),
-      # FedRep's representation (server state) and every client's head (client state).
-      ('fedrep', 40, ['--algorithm=fedrep', '--fedrep_head_epochs=2']),
-      # ShiftEx's expert pool, memories and assignment (server state), every party's expert and previous window
-      # (client state), 20 parties, all reporting in each census; windows of 4 rounds, so the interruption lands
-      # inside one, with spawns, reuses and merges (measured: 4, 6 and 2 in 40 rounds); evaluated twice, as its 40
-      # domains' test sets take most of a round's time.
-      ('shiftex', 40, ['--algorithm=shiftex', '--scenario=windowed', '--window_rounds=4', '--num_branches=4',
-                       '--num_clients=20', '--rounds_per_eval=20']),
-      # FedDrift's models, ids and window scores (server state), every client's model and reference (client state);
-      # windows of 4 rounds under recurring concept drift, so models are created, evicted and merged (80 rounds: in
-      # 40 none is merged).
-      ('feddrift', 80, ['--algorithm=feddrift', '--scenario=concept_drift', '--drift_type=recurring',
-                        '--window_rounds=4', '--num_branches=4', '--feddrift_delta=0.02']))
-  def test_interrupted_run_resumes_to_the_same_metrics(self, total_rounds, method_args):
+  def test_a_run_stopped_by_sigterm_resumes_to_the_same_metrics(self):
+    """The binary as a user runs it, stopped by a signal after round 5 and rerun: the same metrics as a run that was
+    never stopped. Vanilla's rounds take 0.1 s, so it runs 80: the signal must land well before the run would end by
+    itself, also when the machine is loaded and this process waits seconds for the CPU (40 rounds, 3.5 s after the
+    fifth, once were not enough)."""
     root = self.create_tempdir().full_path
-    args = _SMALL_RUN + method_args + [f'--total_rounds={total_rounds}', '--rounds_per_checkpoint=3',
-                                       f'--root_output_dir={root}']
+    args = _SMALL_RUN + ['--total_rounds=80', '--rounds_per_checkpoint=3', f'--root_output_dir={root}']
     # The uninterrupted and the resumed runs call main in this process (sparing two start-ups of Python and
-    # TensorFlow); the interrupted one is the binary, stopped by a signal as a user's run would be.
+    # TensorFlow); the interrupted one is the binary.
     in_process_run.start_worker()
     status, stderr = in_process_run.run(args + ['--experiment_name=straight'])
     self.assertEqual(status, 0, stderr)
@@ -262,13 +241,56 @@ class EndToEndTest(parameterized.TestCase):
     status = child.wait(timeout=60)
     stderr.seek(0)
     self.assertEqual(status, 128 + signal.SIGTERM, stderr.read()[-3000:])
-    self.assertLess(len(_rows(interrupted_dir)), total_rounds)
+    self.assertLess(len(_rows(interrupted_dir)), 80)
+    self._assert_resumes_to_the_straight_runs_metrics(args, root)
 
+  # Methods whose state goes beyond the global model. Each runs to the end once; a copy of its directory whose two
+  # newest checkpoints are deleted is what a run killed after the third newest leaves (rows past it are dropped on
+  # resume, as test_a_run_stopped_by_sigterm checks with the binary), so the resumed run restores the state of round
+  # 6/8 of the run, with everything it has accumulated, and replays the last quarter: checkpoints every total/8
+  # rounds, of which the newest three are kept.
+  @parameterized.named_parameters(
+      # FedEM keeping every client's mixture weights in the client-state store, which the checkpoints hold.
+      ('fedem_with_client_state', 40, ['--algorithm=fedem', '--fedem_client_state']),
+      # CFL's clusters (server state) and every client's cluster (client state); splits from round 3 on.
+      ('cfl', 40, ['--algorithm=cfl', '--cfl_eps1=10', '--cfl_eps2=0', '--cfl_warmup_rounds=2']),
+      ('pfedem_with_client_pi', 40, ['--algorithm=pfedem', '--pfedem_client_pi']),
+      # FedGMM's GMM (server state) and every client's pi_c (client state).
+      ('fedgmm', 40, ['--algorithm=fedgmm', '--fedgmm_gaussians=2', '--fedgmm_learners=2']),
+      # FedRep's representation (server state) and every client's head (client state).
+      ('fedrep', 40, ['--algorithm=fedrep', '--fedrep_head_epochs=2']),
+      # ShiftEx's expert pool, memories and assignment (server state), every party's expert and previous window
+      # (client state), 20 parties, all reporting in each census; windows of 4 rounds, with spawns, reuses and
+      # merges (measured: 4, 6 and 2 in 40 rounds); the replayed rounds 31-40 hold census rounds and decisions on
+      # the restored pool. Evaluated twice, as its 40 domains' test sets take most of a round's time.
+      ('shiftex', 40, ['--algorithm=shiftex', '--scenario=windowed', '--window_rounds=4', '--num_branches=4',
+                       '--num_clients=20', '--rounds_per_eval=20']),
+      # FedDrift's models, ids and window scores (server state), every client's model and reference (client state);
+      # windows of 4 rounds under recurring concept drift, so models are created, evicted and merged (80 rounds: in
+      # 40 none is merged); rounds 61-80 are replayed.
+      ('feddrift', 80, ['--algorithm=feddrift', '--scenario=concept_drift', '--drift_type=recurring',
+                        '--window_rounds=4', '--num_branches=4', '--feddrift_delta=0.02']))
+  def test_a_run_resumed_from_a_checkpoint_gives_the_same_metrics(self, total_rounds, method_args):
+    root = self.create_tempdir().full_path
+    args = _SMALL_RUN + method_args + [f'--total_rounds={total_rounds}',
+                                       f'--rounds_per_checkpoint={total_rounds // 8}', f'--root_output_dir={root}']
+    in_process_run.start_worker()
+    status, stderr = in_process_run.run(args + ['--experiment_name=straight'])
+    self.assertEqual(status, 0, stderr)
+    shutil.copytree(os.path.join(root, 'straight'), os.path.join(root, 'resumed'))
+    checkpoints = run_directory.Checkpoints(os.path.join(root, 'resumed'))
+    for round_num in checkpoints.rounds()[-2:]:
+      checkpoints.discard(round_num)
+    self.assertEqual(checkpoints.rounds()[-1], total_rounds * 6 // 8)
+    self._assert_resumes_to_the_straight_runs_metrics(args, root)
+
+  def _assert_resumes_to_the_straight_runs_metrics(self, args, root):
+    """Reruns the run in root/resumed (in this process) and compares every row with root/straight's."""
     status, stdout, stderr = in_process_run.run_with_stdout(args + ['--experiment_name=resumed'])
     self.assertEqual(status, 0, stderr)
     self.assertIn('Resuming after round', stdout)
-    expected, actual = _rows(os.path.join(root, 'straight')), _rows(interrupted_dir)
-    self.assertEqual(len(actual), total_rounds)
+    expected, actual = _rows(os.path.join(root, 'straight')), _rows(os.path.join(root, 'resumed'))
+    self.assertEqual(len(actual), len(expected))
     for expected_row, actual_row in zip(expected, actual):
       for column, value in expected_row.items():
         if column != 'round_seconds':
