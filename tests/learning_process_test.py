@@ -102,6 +102,14 @@ class ServerStepTest(tf.test.TestCase):
     for before, now in zip(initial, after):
       self.assertAllClose(now, before - step, atol=1e-5)
 
+  def test_each_rate_gets_its_own_finalizer(self):
+    # Finalizers are built once per optimizer and weights type in a process (learning_process._optimizer_finalizer):
+    # a second rate, after the first was built, must move by its own step.
+    for rate in (1.0, 0.5):
+      initial, after = self._round(learning_process.ServerStep('sgd', rate, 1e-3))
+      for before, now in zip(initial, after):
+        self.assertAllClose(now, before - rate * 2.5, atol=1e-6)
+
   def test_an_unknown_optimizer_is_one_line(self):
     with self.assertRaisesRegex(ValueError, 'server_optimizer must be one of adam, sgd'):
       learning_process.ServerStep('rmsprop', 1.0, 1e-3).build()
