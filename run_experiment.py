@@ -54,14 +54,14 @@ _ALGORITHM = flags.DEFINE_string('algorithm', 'vanilla', f'One of {", ".join(alg
 _SCENARIO = flags.DEFINE_string('scenario', 'periodic', f'Shift scenario: one of {", ".join(scenarios.SCENARIOS)} '
                                 '(see periodic_shift/scenarios.py).')
 _MIXTURE_SCHEDULE = flags.DEFINE_string('mixture_schedule', 'linear', 'mixture_drift: shape of the domain-share '
-                                        'cycles, linear or cosine (seed 000).')
+                                        'cycles, linear or cosine (Chen et al.).')
 _NUM_CYCLES = flags.DEFINE_float('num_cycles', 3.0, 'mixture_drift: cycles of the domain shares over the run.')
 _MIXTURE_TEST = flags.DEFINE_string('mixture_test', 'current', 'mixture_drift: test_mixture_accuracy weighs the '
                                     'domains by the round\'s shares (current) or equally (balanced).')
 _NUM_CLIENTS = flags.DEFINE_integer('num_clients', None, 'mixture_drift, evolving_domains and dirichlet_mixture: '
                                     'clients, each holding data of every domain; windowed: the population, drawn '
-                                    'from every base\'s clients. Default: 80 (mixture_drift, seed 000), 20 '
-                                    '(evolving_domains, seed 001), all (dirichlet_mixture, windowed).')
+                                    'from every base\'s clients. Default: 80 (mixture_drift, the pFedEM paper), 20 '
+                                    '(evolving_domains, the FedEvolve paper), all (dirichlet_mixture, windowed).')
 _NUM_DOMAINS = flags.DEFINE_integer('num_domains', 12, 'evolving_domains: M + 1 domains, the last the target.')
 _ROTATION_STEP = flags.DEFINE_float('rotation_step', 15.0, 'evolving_domains: Delta, degrees between domains.')
 _TARGET_EXTRA_ROTATION = flags.DEFINE_float('target_extra_rotation', 0.0, 'evolving_domains: degrees the target '
@@ -94,15 +94,15 @@ _WINDOW_CHUNKS = flags.DEFINE_integer(
     'chunk w mod N, so consecutive windows hold fresh examples; 1 replays all of them in every window.')
 _DIRICHLET_COMPONENTS = flags.DEFINE_string(
     'dirichlet_components', None, 'dirichlet_mixture: the components, transformed (base 0 and base 0 under rot90 + '
-    'flip + invert + a label permutation, seed 004\'s real data) or bases (the task\'s bases, its synthetic data). '
-    'Default: the task\'s (bases for gaussian_mixture and gaussian_toy_1d, else transformed).')
+    'flip + invert + a label permutation, the FedGMM paper\'s real data) or bases (the task\'s bases, its synthetic '
+    'data). Default: the task\'s (bases for gaussian_mixture and gaussian_toy_1d, else transformed).')
 _COMPONENT_ALPHA = flags.DEFINE_float('component_alpha', 0.4, 'dirichlet_mixture: alpha of each client\'s '
                                       'Dir(alpha) mixture weights over the components.')
 _UNSEEN_FRACTION = flags.DEFINE_float('unseen_fraction', 0.0, 'dirichlet_mixture: share of clients held out of '
-                                      'training (seed 004 Table 5: 0.2); their data split 50/50 adaptation/test.')
+                                      'training (FedGMM, Table 5: 0.2); their data split 50/50 adaptation/test.')
 _DIRICHLET_ALPHA = flags.DEFINE_float('dirichlet_alpha', float('inf'), 'evolving_domains: each client\'s class '
-                                      'weights ~ Dir(alpha) thin its sources\' labels (seed 001: inf, 1.0, 0.1); '
-                                      'inf = no label skew.')
+                                      'weights ~ Dir(alpha) thin its sources\' labels (the FedEvolve paper: inf, '
+                                      '1.0, 0.1); inf = no label skew.')
 _EVOLVING_BASE = flags.DEFINE_integer('evolving_base', 0, 'evolving_domains: the base population rotated (0: the '
                                       'day mode, EMNIST digits).')
 _SHIFT_FN = flags.DEFINE_string('shift_fn', 'linear', f'q(t): one of {", ".join(day_probability.SHIFT_FUNCTIONS)}.')
@@ -344,8 +344,8 @@ def _run_config(values: dict) -> dict:
 
 def _shift_summary(scenario, domains, rows: list[dict]) -> dict:
   """Per window, drop / rounds to 95% recovery / max of the test accuracy on the window's data
-  (`test_mixture_accuracy`, seed 003) for windowed scenarios, with the detector's rates and the assignment's ARI
-  against the true regimes where the method reports them, and the forgetting of each recurring concept for
+  (`test_mixture_accuracy`, the ShiftEx paper) for windowed scenarios, with the detector's rates and the assignment's
+  ARI against the true regimes where the method reports them, and the forgetting of each recurring concept for
   concept-drift scenarios (`experiment.shift_metrics`)."""
   summary = {}
   domain_names = [domain.name for domain in domains]

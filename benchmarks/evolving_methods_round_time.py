@@ -1,7 +1,7 @@
-"""FedEvolve's, FedEvp's and FedRep's seconds per round against FedAvg's on the same clients (seed 001).
+"""FedEvolve's, FedEvp's and FedRep's seconds per round against FedAvg's on the same clients (Tan et al., 2024).
 
 Workloads: the synthetic task and Circle under `evolving_domains` (synthetic: 5 domains rotated 20 degrees apart,
-each client holding its 4 sources; Circle: the seed's 30 domains, 29 sources), the same sampled clients and
+each client holding its 4 sources; Circle: the paper's 30 domains, 29 sources), the same sampled clients and
 batches for every method, all as TFF learning processes. FedAvg is the task's single-branch network (on both
 tasks the same layers as FedEvp's tower and head); FedEvolve trains two towers and no head; each with its default
 batches by stage (`stage_pairs`, `stage_strata`) and with the client's mixed batches (`packed`); FedRep (default 10
@@ -34,7 +34,7 @@ from utils import execution_context
 
 _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Timed rounds (after the warm-up rounds).')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
-_BATCH_SIZE = flags.DEFINE_integer('batch_size', 128, 'Client batch size (the README\'s seed 001 runs use 128).')
+_BATCH_SIZE = flags.DEFINE_integer('batch_size', 128, 'Client batch size (the README\'s FedEvolve runs use 128).')
 _CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
 _SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
 

@@ -1,5 +1,5 @@
-"""Seconds per round of seed 003's methods, ShiftEx and its baseline FedDrift, against FedAvg's on the same clients,
-and ShiftEx's detection and assignment costs.
+"""Seconds per round of the ShiftEx paper's methods, ShiftEx and its baseline FedDrift, against FedAvg's on the same
+clients, and ShiftEx's detection and assignment costs.
 
 Workload: the synthetic task under `windowed` (windows of 4 rounds), the same sampled clients and batches for all,
 as TFF learning processes: training rounds (ShiftEx detects only in census rounds, where every party reports;

@@ -1,7 +1,7 @@
 """Can a diagonal GMM over an encoder's features find a task's bases at all? The question under pFedEM's Figure 4.
 
-pFedEM (seed 000) and FedGMM (seed 004) fit a diagonal GMM to features z = f(x) and read its components as the base
-distributions. Whatever EM they run (federated, per round, pooled over rounds), EM converges to a local maximum of
+pFedEM (Chen et al.) and FedGMM (Wu et al., 2023) fit a diagonal GMM to features z = f(x) and read its components as the
+base distributions. Whatever EM they run (federated, per round, pooled over rounds), EM converges to a local maximum of
 the likelihood; it finds the bases only if a GMM whose components are the bases is such a maximum and the one its
 start leads to. This module measures that on a sample of features [N, D] with their true domains [N]:
 

@@ -5,9 +5,9 @@
 - routing accuracy against rounds, for methods that route;
 - a method's own estimate of the shift against the true one, for methods that learn one: FedTEM's and FedTKM's
   temporal prior of the day mode against q(t), pFedEM's mixture weight of the component that tracks domain 0 best
-  against domain 0's imposed share (seed 000's Figure 4);
+  against domain 0's imposed share (the pFedEM paper's Figure 4);
 - per-domain accuracy of the last evaluation, one bar per method and domain (a line per method over the domains in
-  their order when there are more than `_MAX_BARS` domains, e.g. seed 001's 30 rotations);
+  their order when there are more than `_MAX_BARS` domains, e.g. the FedEvolve paper's 30 rotations);
 - accuracy on test batches that mix the two modes against the day share q of every batch, for runs evaluated on
   them (`--mixed_test_q`);
 and, when a numeric flag is swept, the final accuracy against its values, one line per method (the paper's

@@ -3,10 +3,10 @@
 Per run the figures come from its `summary.json`: the last evaluation (`final_metrics`), the mean over the last
 period of evaluations (`test_accuracy_last_period_mean`), the windows' drop / recovery / max accuracy averaged over
 the run's windows (and per window, for the per-window table), and the recurring concepts' forgetting averaged over its concepts. Held-out clients' accuracy has
-a server view (`<name>_server_accuracy`, seed 001's "server accuracy") beside the personalized one; a method with a
-global model that does not personalize (it reports `test_accuracy` but no server view) has one model for both, so
-its server view is its `<name>_accuracy`. Runs whose scenario schedules a mixture (`scheduled_share_0`, seed 000's
-mixture_drift) add seed 000's measures from their metrics.csv (`experiment.shift_metrics`): the mean of
+a server view (`<name>_server_accuracy`, the FedEvolve paper's "server accuracy") beside the personalized one; a method
+with a global model that does not personalize (it reports `test_accuracy` but no server view) has one model for both, so
+its server view is its `<name>_accuracy`. Runs whose scenario schedules a mixture (`scheduled_share_0`, the pFedEM
+paper's mixture_drift) add the pFedEM paper's measures from their metrics.csv (`experiment.shift_metrics`): the mean of
 `test_mixture_accuracy` over the evaluations (`test_mixture_accuracy_mean`), its standard deviation over the last
 two cycles (`test_mixture_accuracy_std_last_cycles`, Table I), the last evaluation's mean of the per-domain
 accuracies (`balanced_mix_accuracy`: every base in equal share, the 50/50 mix of Figure 2) and, for a method that
@@ -59,10 +59,10 @@ def run_metrics(run: run_results.RunResult) -> dict[str, float]:
     values = [w[field] for w in windows if w.get(field) is not None]
     if values:
       final[f'window_{field}'] = float(np.mean(values))
-    for w in windows:  # Per window, for the per-window table (seed 003's Tables 1 and 2).
+    for w in windows:  # Per window, for the per-window table (the ShiftEx paper's Tables 1 and 2).
       if w.get(field) is not None:
         final[f'window_{w["window"]}_{field}'] = float(w[field])
-  detection = run.summary.get('detection') or {}  # Seed 003's detector against the simulation's truth.
+  detection = run.summary.get('detection') or {}  # The ShiftEx paper's detector against the simulation's truth.
   for key in ('detection_rate', 'false_alarm_rate'):
     if detection.get(key) is not None:
       final[key] = float(detection[key])
@@ -79,7 +79,7 @@ def run_metrics(run: run_results.RunResult) -> dict[str, float]:
 
 
 def _mixture_drift_measures(run: run_results.RunResult) -> dict[str, float]:
-  """Seed 000's measures (module docstring) of a finished run under a scheduled mixture."""
+  """The pFedEM paper's measures (module docstring) of a finished run under a scheduled mixture."""
   evaluated = [row for row in run.rows if 'test_mixture_accuracy' in row]
   accuracies = [row['test_mixture_accuracy'] for row in evaluated]
   last = evaluated[-1]
@@ -298,7 +298,7 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
   finished `runs`; None without finished runs.
 
   `columns`: the metrics to show, in order (default: every `MAIN_COLUMNS` one that applies); `percent`: accuracies
-  and accuracy drops as percentages with two decimals, as the seeds' tables print them.
+  and accuracy drops as percentages with two decimals, as the papers' tables print them.
   """
   finished = [run for run in runs if run.finished]
   if not finished:

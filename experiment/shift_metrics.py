@@ -1,26 +1,26 @@
 """Metrics of how a method copes with shifts, computed from an accuracy series (metrics.csv) alone.
 
-Windows (seed 003, ShiftEx, Section 6; digest section 3.2): a run is cut into windows at the rounds where the
+Windows (ShiftEx, Bhope et al., 2025; Section 6): a run is cut into windows at the rounds where the
 distribution shifts. For window w > 1, with `accuracies` the evaluated accuracy per round:
   pre-shift accuracy   the accuracy at the last evaluated round of window w - 1 (`pre_shift='last'`, the
-                       digest's reading [R]) or its maximum over window w - 1 (`pre_shift='max'`, the other reading
+                       our reading [R]) or its maximum over window w - 1 (`pre_shift='max'`, the other reading
                        its open question 14 names);
   drop                 pre-shift accuracy - the accuracy at the first evaluated round of window w (negative when
                        accuracy rises across the shift);
   recovery rounds      rounds from the window's first round to the first evaluated round whose accuracy is at least
                        95% of the pre-shift accuracy (0: already there at the first evaluation); None when it never
-                       gets there within the window (the seed's "> 51");
+                       gets there within the window (the paper's "> 51");
   max                  the highest accuracy evaluated within window w.
 Window 1 has no pre-shift accuracy: only its max.
 
-Forgetting on recurring concepts (beyond the seeds, as FedDrift and FedCCFA measure it): for a concept trained in an
-earlier phase and seen again later, forgetting = the best accuracy on that concept's test data while it was last
+Forgetting on recurring concepts (beyond the five papers, as FedDrift and FedCCFA measure it): for a concept trained in
+an earlier phase and seen again later, forgetting = the best accuracy on that concept's test data while it was last
 trained minus its accuracy when it comes back (at the first evaluated round of its return), i.e. what was lost in
 between. From a run's metrics.csv rows (`concept_forgetting`), the concept trained at an evaluation is the one with
 the largest `concept_share_<j>` of the round, and a concept's accuracy is the mean of its domains' test accuracies
 (one domain per base population).
 
-Mixture drift (seed 000, pFedEM, Section V and Table I; digest section 3.3): the stability of a method under a
+Mixture drift (pFedEM, Chen et al.; Section V and Table I): the stability of a method under a
 mixture that keeps drifting is the standard deviation of its per-round test accuracy over the last two of the run's
 cycles (`std_over_last_cycles`, population standard deviation over the evaluations in rounds
 t > T (1 - 2 / cycles)); how well it learns the drift is the Pearson correlation over rounds between a learned
@@ -35,9 +35,9 @@ series and 2,000 Gaussian random walks of the same length (seeded). Random walks
 do, so their correlation with a smooth schedule is far from 0 by chance; a shuffled series, whose neighbours are
 independent, would give a much lower and misleading floor. A share correlation is evidence of tracking only above it.
 
-Detection (seed 003's detector, scored against the simulation's truth; `detection_summary`): over a run's census
-checks, the share of the parties whose regime changed that were flagged (by either test, and by each) and the share
-of the others that were (false alarms), and the first share per severity (1-5) of the regime moved to: a power
+Detection (the ShiftEx paper's detector, scored against the simulation's truth; `detection_summary`): over a run's
+census checks, the share of the parties whose regime changed that were flagged (by either test, and by each) and the
+share of the others that were (false alarms), and the first share per severity (1-5) of the regime moved to: a power
 curve. The assignment against the true regime (`regime_ari`): per window after W0, the adjusted Rand index of the
 training parties' experts against their regimes (the window's training routing counts, domains pooled by regime, so
 the two bases of one regime count as one class), the measure the regimes' experts are meant to recover.

@@ -113,8 +113,8 @@ def parameter_counts(model: tf.keras.Model) -> dict[str, float]:
   """Total parameters, parameters of one branch, and the extra branch's overhead in percent.
 
   The overhead is what one extra branch adds to the single-branch network (the communication overhead the paper
-  reports as 0.7%, 0.5% and 1.6% for EMNIST, CIFAR and Stack Overflow). A network without branches (seed 001's
-  towers) has the total only.
+  reports as 0.7%, 0.5% and 1.6% for EMNIST, CIFAR and Stack Overflow). A network without branches (the FedEvolve
+  paper's towers) has the total only.
   """
   total = int(sum(tf.size(w).numpy() for w in model.weights))
   if not {'branch_1', 'network_1'} & {layer.name for layer in model.layers}:

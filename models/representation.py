@@ -1,13 +1,13 @@
-"""Networks split into a representation and a classifier, for seed 001's methods (digest sections 2 and 4.4).
+"""Networks split into a representation and a classifier, for the FedEvolve paper's methods.
 
 FedEvolve has two representation towers psi and phi and no classifier; FedEvp one tower f and a classifier head w,
 of which it personalizes the head and the tower's last layer. A `Representation` says how to build a task's tower
 and head and how many of the tower's trailing weighted layers form its "last layer".
 
-- `conv_tower`: the seed's CNN as its parameter counts pin it (Table 8: FedEvolve 741,120 = 2 x 370,560; FedEvp
+- `conv_tower`: the paper's CNN as its parameter counts pin it (Table 8: FedEvolve 741,120 = 2 x 370,560; FedEvp
   379,392 = 370,560 + 8,832): 4 x [Conv 3x3 with bias + normalization + ReLU + 2x2 max-pool], channels
   1-64-128-128-128, global average pooling to 128 features: 370,560 trainable parameters for 1-channel inputs.
-  Choice: GroupNorm (8 groups) where the seed's count implies BatchNorm: the same trainable parameters (a scale
+  Choice: GroupNorm (8 groups) where the paper's count implies BatchNorm: the same trainable parameters (a scale
   and an offset per channel), but no running statistics, which averaging of trainable weights would never update
   and whose batch estimates differ per client (the suite's CIFAR ResNet makes the same substitution).
   Its last layer is the fourth block (conv + norm).

@@ -1,4 +1,4 @@
-"""Concept drift as a scenario (beyond the seeds, as FedDrift and FedCCFA benchmark it): concepts are label
+"""Concept drift as a scenario (beyond the five papers, as FedDrift and FedCCFA benchmark it): concepts are label
 permutations; every client changes concept at its own change point."""
 
 from typing import Sequence

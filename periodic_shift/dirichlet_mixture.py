@@ -1,5 +1,5 @@
-"""Seed 004's (FedGMM) heterogeneity as a scenario: every client a Dirichlet mixture of components, fixed
-train / validation / test splits per client, and unseen clients (digest sections 3.2 and 3.4).
+"""The FedGMM paper's heterogeneity as a scenario: every client a Dirichlet mixture of components, fixed
+train / validation / test splits per client, and unseen clients.
 
 Components (`components`):
 - `transformed` (the paper's real-data construction, Section 4.1): component 1 is base population 0 as it is,
@@ -39,9 +39,9 @@ from periodic_shift import scenario
 
 COMPONENTS = ('transformed', 'bases')
 SPLITS = ('train', 'validation', 'test')
-SPLIT_FRACTIONS = (0.6, 0.2, 0.2)  # Seed 004, Section 4.1.
+SPLIT_FRACTIONS = (0.6, 0.2, 0.2)  # The FedGMM paper, Section 4.1.
 UNSEEN_SPLITS = ('adaptation', 'test')
-UNSEEN_FRACTIONS = (0.5, 0.5)  # Seed 004, Section 4.6.
+UNSEEN_FRACTIONS = (0.5, 0.5)  # The FedGMM paper, Section 4.6.
 
 
 def split_counts(n: int, fractions: Sequence[float]) -> list[int]:
@@ -51,7 +51,8 @@ def split_counts(n: int, fractions: Sequence[float]) -> list[int]:
 
 
 def transformed_domains(base_name: str, num_classes: int, seed: int) -> tuple[domains_lib.Domain, ...]:
-  """Base 0, and base 0 under T (rot90 + flip + invert) with a seeded label permutation P_A (seed 004, Sec. 4.1)."""
+  """Base 0, and base 0 under T (rot90 + flip + invert) with a seeded label permutation P_A (Wu et al., 2023,
+  Sec. 4.1)."""
   permutation = tuple(int(i) for i in np.random.default_rng([seed, 42]).permutation(num_classes))
   return (domains_lib.Domain(base_name, 0),
           domains_lib.Domain(f'{base_name}_T', 0, rotation_degrees=90.0, flip=True, invert=True,
@@ -59,7 +60,7 @@ def transformed_domains(base_name: str, num_classes: int, seed: int) -> tuple[do
 
 
 class DirichletMixtureScenario(scenario.Scenario):
-  """Seed 004's Dirichlet mixtures of components (module docstring)."""
+  """The FedGMM paper's Dirichlet mixtures of components (module docstring)."""
 
   def __init__(self, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
                clients_per_round: int, components: str, alpha: float, unseen_fraction: float, seed: int,

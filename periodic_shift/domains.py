@@ -1,9 +1,9 @@
 """Domains: a base population of the task with an optional input transform and label permutation.
 
 Scenarios of seeds 001, 003 and 004 make new distributions from a task's base populations: rotated images
-(evolving domains, seed 001: domain m rotated by m * Delta degrees), the rotation + horizontal flip + intensity
-inversion with a fixed label permutation of seed 004's transformed component, and label permutations as concepts
-(concept drift). `DomainTransform` applies each example's domain inside the TFF client computation and in
+(evolving domains, the FedEvolve paper: domain m rotated by m * Delta degrees), the rotation + horizontal flip +
+intensity inversion with a fixed label permutation of the FedGMM paper's transformed component, and label permutations
+as concepts (concept drift). `DomainTransform` applies each example's domain inside the TFF client computation and in
 evaluation (TensorFlow ops, traced once), after the task's `batch_fn`:
 
   x' = invert(flip(rotate(x, theta_d)))  and  y' = P_d[y]  for an example of domain d.
@@ -23,7 +23,7 @@ evaluation (TensorFlow ops, traced once), after the task's `batch_fn`:
   synthetic: `input_range=None`) x' = -x.
 - P_d: a permutation of the labels (None: identity).
 
-Corruptions (seed 003's covariate shift, CIFAR-10-C and FEMNIST-style; `corruption`, `severity` 1-5), applied
+Corruptions (the ShiftEx paper's covariate shift, CIFAR-10-C and FEMNIST-style; `corruption`, `severity` 1-5), applied
 before the steps above; r = hi - lo (1 for standardized inputs), images and vectors unless marked:
   noise       x + N(0, (sigma_s r)^2) per value, sigma = .04 .06 .08 .09 .10 (CIFAR-10-C's Gaussian noise), drawn
               with a seed keyed by the batch's values (fresh noise per batch, reproducible for the same batch);
@@ -68,8 +68,8 @@ _SEVERITIES = {
 class Domain:
   """One domain: examples of base population `base`, transformed.
 
-  `stage` is not a transform: it is when the domain's data were collected (seed 001's domain index m), which a
-  client knows of its own data, so unlike the domain index methods may read it (a model batch's `stage` [B]).
+  `stage` is not a transform: it is when the domain's data were collected (the FedEvolve paper's domain index m), which
+  a client knows of its own data, so unlike the domain index methods may read it (a model batch's `stage` [B]).
   Scenarios without time stages leave it 0 everywhere, and their batches have no `stage`.
   """
   name: str

@@ -1,4 +1,4 @@
-"""Seed 001's (FedEvolve) evolving domains as a scenario (digest section 3)."""
+"""The FedEvolve paper's evolving domains as a scenario."""
 
 from typing import Sequence
 
@@ -9,26 +9,26 @@ from periodic_shift import scenario
 
 
 class EvolvingDomainsScenario(scenario.Scenario):
-  """Seed 001's evolving domains: domain m (m = 0..M) is base `base` rotated by m * Delta degrees.
+  """The FedEvolve paper's evolving domains: domain m (m = 0..M) is base `base` rotated by m * Delta degrees.
 
   Domains 0..M-1 are the sources and M the target, never trained on (the last domain is always the target); with
   `target_extra_rotation` the target turns by M * Delta plus that many degrees (the "unexpected target evolution"
-  of the seed's Table 7). The test sets are the base's test data in every domain; `test_weights` makes
+  of the paper's Table 7). The test sets are the base's test data in every domain; `test_weights` makes
   `test_mixture_accuracy` the target's accuracy.
 
   Clients: `num_clients` scenario clients; client c holds every source domain, domain m's data being all the data
   of a distinct client of the base population (a seeded permutation assigns clients c * M + m), so domains are
-  disjoint, as the seed's disjoint split of MNIST into domains. Every round draws `clients_per_round` clients
+  disjoint, as the paper's disjoint split of MNIST into domains. Every round draws `clients_per_round` clients
   uniformly without replacement; each trains on all its source data. Domain m is time stage m
   (`domains.Domain.stage`): a client knows which of its datasets came first, which FedEvolve and FedEvp need.
 
   Each client's own target data (`evaluation_plans`, `target`): the data of one more distinct base client
   (M * num_clients + c) in the target domain, with the client's label skew, and as personalization data the
-  client's own sources. Metrics `target_accuracy` (the method's global model, the seed's "server accuracy") and,
-  for methods that personalize, `target_client_accuracy` (the seed's "client accuracy") pool every client's target
+  client's own sources. Metrics `target_accuracy` (the method's global model, the paper's "server accuracy") and,
+  for methods that personalize, `target_client_accuracy` (the paper's "client accuracy") pool every client's target
   examples.
 
-  Label heterogeneity (`dirichlet_alpha`, the seed's "Dir", values inf, 1.0 and 0.1): client c draws class weights
+  Label heterogeneity (`dirichlet_alpha`, the paper's "Dir", values inf, 1.0 and 0.1): client c draws class weights
   w_c ~ Dir(alpha 1_C) once and keeps an example of label y with probability w_c[y] / max w_c in every source
   domain (`scenario.Part.label_weights`; the same examples in every round, `Part.label_seed`), so its labels
   follow p(y) w_c[y] / sum p w_c: for sources with balanced
@@ -42,7 +42,7 @@ class EvolvingDomainsScenario(scenario.Scenario):
   `rotation_planes` (vector inputs): how many orthogonal planes of R^D each rotation turns (`domains` module
   docstring). One plane of the synthetic task's 64-d input is a mild shift (a model trained on the sources already
   predicts the target); D / 2 planes turn every direction, the vector analogue of rotating every pixel of an image,
-  and make the synthetic task the rotated-digits stand-in of the seed's Figure 3a and Table 7.
+  and make the synthetic task the rotated-digits stand-in of the paper's Figure 3a and Table 7.
   """
 
   def __init__(self, base_client_ids: Sequence[Sequence[str]], base: int, num_domains: int, rotation_step: float,

@@ -1,5 +1,5 @@
-"""Seed 000's (pFedEM) shift as a scenario: every client holds all K bases; the shares of its data follow cycles
-(digest section 3.3)."""
+"""The pFedEM paper's shift as a scenario: every client holds all K bases; the shares of its data follow cycles
+(Chen et al., Section V)."""
 
 from typing import Sequence
 
@@ -13,12 +13,12 @@ MIXTURE_TESTS = ('current', 'balanced')
 
 
 def mixture_shares(round_num, num_domains: int, cycle_rounds: float, schedule: str) -> np.ndarray:
-  """a(t) [K]: the scheduled share of each domain in the data of round t (seed 000, digest section 3.3).
+  """a(t) [K]: the scheduled share of each domain in the data of round t (Chen et al., Section V).
 
   With phi = (t mod P) / P for a cycle of P rounds (fractional P allowed, e.g. 200 / 3), domain k has weight
   g(phi + k / K), g(phi) = 1 - |1 - 2 phi| (`linear`: 0 -> 1 -> 0) or (1 - cos(2 pi phi)) / 2 (`cosine`), and the
   shares are the weights normalized. For K = 2 the weights already sum to 1: domain 0 (the day mode, CIFAR-10) has
-  share a(t) starting at 0, domain 1 has 1 - a(t), the digest's reading of "the portion of CIFAR-10 increases
+  share a(t) starting at 0, domain 1 has 1 - a(t), our reading of "the portion of CIFAR-10 increases
   linearly from 0 to 1, and then decreases to 0". For K > 2 (the paper does not describe its K = 3 schedule) the
   K cycles are evenly phase-shifted. `none`: 1 / K each (no drift, for No-Dist-Shift).
   """
@@ -33,7 +33,7 @@ def mixture_shares(round_num, num_domains: int, cycle_rounds: float, schedule: s
 
 
 class MixtureDriftScenario(scenario.Scenario):
-  """Seed 000's shift: every client holds all K domains; the shares of the round's data follow cycles.
+  """The pFedEM paper's shift: every client holds all K domains; the shares of the round's data follow cycles.
 
   Clients: `num_clients` scenario clients; client c is paired, by a seeded permutation of each base population,
   with one source client of every base (so it holds data of all K distributions). Round t draws `clients_per_round`
@@ -42,7 +42,7 @@ class MixtureDriftScenario(scenario.Scenario):
   n_k examples of domain k are a seeded random subset of its source client's data.
 
   Test (`test`): `current` weighs the per-domain test accuracies by a(t) (the test data follow the round's mixture,
-  as the seed's CIFAR experiment); `balanced` weighs them equally (its EMNIST "50% digits and 50% letters").
+  as the paper's CIFAR experiment); `balanced` weighs them equally (its EMNIST "50% digits and 50% letters").
   """
 
   def __init__(self, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],

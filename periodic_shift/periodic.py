@@ -1,4 +1,4 @@
-"""The periodic day/night shift of seed 002 (Eq. 2) as a scenario."""
+"""The periodic day/night shift of the Diurnal-or-Nocturnal paper (Eq. 2) as a scenario."""
 
 import numpy as np
 
@@ -7,7 +7,8 @@ from periodic_shift import scenario
 
 
 class PeriodicScenario(scenario.Scenario):
-  """Seed 002's periodic day/night shift (Eq. 2): each client is wholly of the domain (mode) it was drawn from."""
+  """The Diurnal-or-Nocturnal paper's periodic day/night shift (Eq. 2): each client is wholly
+  of the domain (mode) it was drawn from."""
 
   def __init__(self, sampler: client_sampler.RoundSampler):
     self._sampler = sampler

@@ -51,7 +51,7 @@ class RoundPlan:
 
 
 # The names scenarios give their held-out clients (`Scenario.evaluation_plans`): every training client's own test
-# split (seed 004), unseen clients (seed 004), every client's own target domain (seed 001).
+# split (Wu et al., 2023), unseen clients (Wu et al., 2023), every client's own target domain (Tan et al., 2024).
 HELD_OUT_NAMES = ('personalized', 'unseen', 'target')
 
 

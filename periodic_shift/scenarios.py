@@ -1,18 +1,18 @@
 """The shift scenarios by name, their settings and their validation (`--scenario` and its flags).
 
-- `periodic` (seed 002, Eq. 2): m clients, each wholly of one domain, drawn with the periodic day probability q(t);
-  exactly `client_sampler.RoundSampler` (`periodic_shift.periodic`).
-- `mixture_drift` (seed 000, pFedEM, digest section 3.3): every client holds data of all K base distributions and
+- `periodic` (Zhu et al., 2022, Eq. 2): m clients, each wholly of one domain, drawn with the periodic day
+  probability q(t); exactly `client_sampler.RoundSampler` (`periodic_shift.periodic`).
+- `mixture_drift` (pFedEM, Chen et al.): every client holds data of all K base distributions and
   the shares of the round's data follow linear or cosine cycles (`periodic_shift.mixture_drift`).
-- `evolving_domains` (seed 001, FedEvolve, digest section 3): M + 1 domains of one base, domain m rotated by
+- `evolving_domains` (FedEvolve, Tan et al., 2024): M + 1 domains of one base, domain m rotated by
   m * Delta degrees; clients hold all M source domains; the last domain is the test target
   (`periodic_shift.evolving_domains`).
-- `concept_drift` (beyond the seeds, as FedDrift and FedCCFA benchmark it): concepts are label permutations; every
+- `concept_drift` (beyond the five papers, as FedDrift and FedCCFA benchmark it): concepts are label permutations; every
   client changes concept at its own change point, suddenly, incrementally or recurringly
   (`periodic_shift.concept_drift`).
-- `windowed` (seed 003, ShiftEx, digest section 3): windows of rounds; at every window boundary a share of the
+- `windowed` (ShiftEx, Bhope et al., 2025): windows of rounds; at every window boundary a share of the
   clients move to a new regime, a corruption of some severity and a Dirichlet label skew (`periodic_shift.windowed`).
-- `dirichlet_mixture` (seed 004, FedGMM, digest section 3.2): every client a fixed Dir(alpha) mixture of components
+- `dirichlet_mixture` (FedGMM, Wu et al., 2023): every client a fixed Dir(alpha) mixture of components
   (a base and its transformed copy, or the task's bases), 60/20/20 splits per client, optional unseen clients
   (`periodic_shift.dirichlet_mixture`).
 """
@@ -38,18 +38,18 @@ SCENARIOS = ('periodic', 'mixture_drift', 'evolving_domains', 'concept_drift', '
 class Config:
   """A scenario and its settings (the binary's flags of the same names).
 
-  periodic:       shift_fn, shift_p, period (q(t) of Eq. 3, seed 002);
-  mixture_drift:  mixture_schedule, num_cycles (cycles over total_rounds), mixture_test, num_clients (seed 000);
+  periodic:       shift_fn, shift_p, period (q(t) of Eq. 3, the Diurnal-or-Nocturnal paper);
+  mixture_drift:  mixture_schedule, num_cycles (cycles over total_rounds), mixture_test, num_clients (Chen et al.);
   evolving_domains: num_domains (M + 1), rotation_step (Delta), target_extra_rotation, num_clients, evolving_base,
-                  dirichlet_alpha (inf: no label skew), rotation_planes (vector inputs) (seed 001);
+                  dirichlet_alpha (inf: no label skew), rotation_planes (vector inputs) (Tan et al., 2024);
   concept_drift:  drift_type, num_concepts, drift_start / drift_end (fractions of total_rounds between which the
                   clients' change points fall), drift_length (incremental), concept_period (recurring);
   windowed:       window_rounds, windowing (tumbling or sliding), window_overlap (sliding), corruptions (the
                   families windows draw from), label_skew_alpha (0: no label shift), switch_fraction,
                   window_chunks (window w holds chunk w mod N of each client's data; 1: all of it), num_clients
                   (the population, None: every base's clients), window_severity (0: drawn per window),
-                  census_scope (who reports in a census round: population or the window's cohort) (seed 003);
-  dirichlet_mixture: dirichlet_components, component_alpha, unseen_fraction, num_clients (None: all) (seed 004).
+                  census_scope (who reports in a census round: population or the window's cohort) (Bhope et al., 2025);
+  dirichlet_mixture: dirichlet_components, component_alpha, unseen_fraction, num_clients (None: all) (Wu et al., 2023).
   """
   name: str = 'periodic'
   shift_fn: str = 'linear'

@@ -1,7 +1,7 @@
-"""`circle`: seed 001's Circle data (digest section 3), embedded: domains of 2-D Gaussians along a half circle.
+"""`circle`: the FedEvolve paper's Circle data, embedded: domains of 2-D Gaussians along a half circle.
 
 The seed: 30 domains, 30,000 points (about 1,000 per domain), one 2-D Gaussian per domain with the same variance,
-means uniformly spaced on a half circle; a binary task whose labelling rule the seed does not give (its source,
+means uniformly spaced on a half circle; a binary task whose labelling rule the paper does not give (its source,
 ref. [52], was cut from the text). Our reading, documented here:
 
 - domain m (m = 0..29) has mean R (cos theta_m, sin theta_m) with theta_m = m * 180 / 29 degrees, R = 1, and
@@ -14,7 +14,7 @@ Domain m is domain 0 rotated by theta_m about the origin (the label rule is rota
 one base population, the points of domain 0, and the `evolving_domains` scenario makes the other domains with its
 rotations (`--num_domains=30 --rotation_step=6.2069`, i.e. 180 / 29; on 2-D inputs the rotation plane is R^2
 itself, turning either way by the scenario's seed). Clients: 600 base clients of 50 points, so 20 clients x 29
-source domains take 29,000 points, the seed's scale.
+source domains take 29,000 points, the paper's scale.
 
 Model: a 5-layer MLP as the seed describes (3 representation layers + 2 classifier layers; widths not given, 32
 here): the extractor is the three representation layers and a first classifier layer (Dense 32, ReLU), each branch

@@ -9,8 +9,8 @@ Data: TFF's EMNIST-62 (`tff.simulation.datasets.emnist.load_data(only_digits=Fal
   the full file this gives Table 1's 3,383 day clients (341,873 examples) and 3,400 night clients (329,712).
 - test: the whole `all_test` split (77,483 examples), with its digit and character subsets as the per-mode test
   sets (held in memory after the first evaluation).
-- model: the paper's two-conv LeNet (`models.emnist_cnn`), 128-d feature, 62-way branches; seed 001's methods
-  (FedEvolve, FedEvp) use seed 001's 4-block CNN and 128-64-C head (`models.representation.conv_representation`).
+- model: the paper's two-conv LeNet (`models.emnist_cnn`), 128-d feature, 62-way branches; the FedEvolve paper's methods
+  (FedEvolve, FedEvp) use its 4-block CNN and 128-64-C head (`models.representation.conv_representation`).
 - preprocessing: x = pixels[..., None] (TFF's pixels are already in [0, 1]; no augmentation), y = label.
 """
 

@@ -1,10 +1,11 @@
-"""`emnist_fashion`: EMNIST digits, EMNIST characters and Fashion-MNIST, three bases (seed 000's K = 3 extension).
+"""`emnist_fashion`: EMNIST digits, EMNIST characters and Fashion-MNIST, three bases (pFedEM's K = 3
+extension).
 
-Seed 000 (pFedEM, digest section 3.3) extends its EMNIST digits/letters mixture with Fashion-MNIST as a third base
+The pFedEM paper (Chen et al.) extends its EMNIST digits/letters mixture with Fashion-MNIST as a third base
 distribution (its Figure 3b, `mixture_drift` with K = 3). Bases 0 and 1 are exactly the `emnist` task's (TFF's
 EMNIST-62 from `--cache_dir`); base 2 is Fashion-MNIST from tensorflow-datasets (`--tfds_data_dir`), its 60,000
 training images dealt into clients of 100 uniformly at random (seeded by `--seed`), its labels moved to 62-71 so
-the three bases keep distinct classes (the seed does not say whether they share outputs; distinct labels make a
+the three bases keep distinct classes (the paper does not say whether they share outputs; distinct labels make a
 client's base visible in its labels, as digits and letters already are). Fashion-MNIST examples take EMNIST's raw
 structure ({'pixels': [28, 28] float32 in [0, 1], 'label': int32}), so clients mixing bases concatenate their
 parts. Model: the EMNIST LeNet with 72-way branches. Default hyperparameters: EMNIST's.

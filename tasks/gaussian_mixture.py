@@ -1,6 +1,6 @@
-"""`gaussian_mixture` and `gaussian_toy_1d`: seed 004's (FedGMM) synthetic data, embedded (no download).
+"""`gaussian_mixture` and `gaussian_toy_1d`: the FedGMM paper's synthetic data, embedded (no download).
 
-Seed 004, Section 4.1 (digest section 3.2): M components P^(m)(x) = N(x; mu_m, I_d), each with its own labelling
+The FedGMM paper, Section 4.1: M components P^(m)(x) = N(x; mu_m, I_d), each with its own labelling
 function, the side of a hyperplane through its mean:
 
   x ~ N(mu_m, sigma^2 I_d),   y = F^(m)(x) = 1{(x - mu_m)^T v_m > 0}.
@@ -14,7 +14,7 @@ ways), which is what a mixture of learners is for.
   ~1,000,000 examples in all; the paper says "about 3000", we give every client exactly 3000). The paper says mu_m
   and v_m are "specified beforehand" without their values: we draw mu_m, v_m ~ U(-1, 1)^d from the task seed (the
   official code's draw for both) with sigma = 1 (the paper's I_d; the code's I / sqrt(d) differs, and we follow the
-  paper, as the digest advises).
+  paper, as our reading of it advises).
 - `gaussian_toy_1d` (Figure 1): N(x; -2, 1.5) with y = 1{x < -2} and N(x; 2, 1.5) with y = 1{x < 2}, i.e.
   mu = -2, 2 and v = -1, -1. Whether 1.5 is a variance or a standard deviation is unstated; we read it as the
   standard deviation. 40 clients of 500 examples (the figure has no federation; any count shows it).
@@ -76,7 +76,7 @@ TOY_1D = MixtureConfig(dim=1, num_components=2, num_clients=40, client_size=500,
 
 
 def labels(x: np.ndarray, mean: np.ndarray, normal: np.ndarray) -> np.ndarray:
-  """F^(m)(x) = 1{(x - mu_m)^T v_m > 0} for x [N, d] (seed 004, Section 4.1); int32 [N]."""
+  """F^(m)(x) = 1{(x - mu_m)^T v_m > 0} for x [N, d] (Wu et al., 2023, Section 4.1); int32 [N]."""
   return ((x - mean) @ normal > 0).astype(np.int32)
 
 

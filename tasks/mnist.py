@@ -1,8 +1,8 @@
 """`mnist`: MNIST digits (day) and Fashion-MNIST (night), 20 classes, read with tensorflow-datasets offline.
 
-The seeds use MNIST for rotated MNIST (seed 001's RMNIST, the `evolving_domains` scenario on base 0) and for the
-novelty experiment of seed 004 (the `dirichlet_mixture` scenario with `transformed` components on base 0), and
-Fashion-MNIST as pFedEM's third distribution (seed 000). This task gives both as its two base populations, the
+The papers use MNIST for rotated MNIST (the FedEvolve paper's RMNIST, the `evolving_domains` scenario on base 0) and for
+the novelty experiment of the FedGMM paper (the `dirichlet_mixture` scenario with `transformed` components on base 0),
+and Fashion-MNIST as pFedEM's third distribution (Chen et al.). This task gives both as its two base populations, the
 analogue of EMNIST's digits and characters (named `day` and `night` like every task's two bases), so every
 scenario runs on it.
 
@@ -13,7 +13,8 @@ clients per base), so the heterogeneity is the scenario's to set (`evolving_doma
 `dirichlet_mixture` weights, windowed label skew). Labels: MNIST 0-9, Fashion-MNIST 10-19.
 
 Preprocessing: x = image / 255 in [0, 1], y = label. Model: the EMNIST LeNet (`models.emnist_cnn`) with 20-way
-branches; seed 001's methods use seed 001's CNN (`models.representation.conv_representation`). Default hyperparameters: EMNIST's (Table 2 of seed 002); none of the seeds gives MNIST's.
+branches; the FedEvolve paper's methods use its CNN (`models.representation.conv_representation`). Default
+hyperparameters: EMNIST's (Table 2 of the Diurnal-or-Nocturnal paper); none of the papers gives MNIST's.
 """
 
 import collections

@@ -91,7 +91,7 @@ class Task:
   _label_cache: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
   def representation_split(self) -> representation_lib.Representation:
-    """The network split into a representation and a classifier (seed 001's methods): the task's own, or its
+    """The network split into a representation and a classifier (the FedEvolve paper's methods): the task's own, or its
     multi-branch network split at the shared extractor."""
     return self.representation or representation_lib.extractor_representation(self.model_fn, self.num_classes)
 

@@ -1,5 +1,5 @@
-"""Seed 002's baselines learn as FedAvg does: 8-round runs on the synthetic task (20 classes, chance 0.05), each
-compared with FedAvg (`vanilla`) run on the same seeded clients and rounds.
+"""The Diurnal-or-Nocturnal paper's baselines learn as FedAvg does: 8-round runs on the synthetic task (20 classes,
+chance 0.05), each compared with FedAvg (`vanilla`) run on the same seeded clients and rounds.
 
 Every baseline trains its branches with FedAvg's client step, so over the same rounds it must gain accuracy between
 rounds 4 and 8 (at least half of FedAvg's gain) and end at no less than 0.6 of FedAvg's accuracy; a baseline whose

@@ -1,4 +1,4 @@
-"""Tests seed 001's Circle data (our documented reading) and which scenarios the tasks refuse."""
+"""Tests the FedEvolve paper's Circle data (our documented reading) and which scenarios the tasks refuse."""
 
 import numpy as np
 import tensorflow as tf

@@ -1,5 +1,5 @@
-"""Checks seed 003's shift statistics against numpy references written from Eq. 1, scipy's Jensen-Shannon distance
-and the detection rule's false-positive rate on windows without a shift."""
+"""Checks the ShiftEx paper's shift statistics against numpy references written from Eq. 1, scipy's Jensen-Shannon
+distance and the detection rule's false-positive rate on windows without a shift."""
 
 import numpy as np
 from scipy import stats

@@ -18,7 +18,7 @@ def _batches(x, y, mode, batch_size, client=0):
 
 
 def _numpy_client_em(log_terms, clients, num_clients, steps):
-  """EM for each client's mixture weights alone, written from seed 004's (E) and (M), one client at a time."""
+  """EM for each client's mixture weights alone, written from the FedGMM paper's (E) and (M), one client at a time."""
   fitted = np.full((num_clients, log_terms.shape[1]), 1.0 / log_terms.shape[1])
   for c in range(num_clients):
     terms = log_terms[clients == c]
@@ -132,7 +132,7 @@ class EvaluatorTest(tf.test.TestCase):
     self.assertAllClose(metrics['unseen_accuracy'], 1.0)
 
   def test_local_tuning_matches_numpy_sgd_client_by_client(self):
-    # Seed 004's FedAvg+ (tuning from the evaluated weights) and Local (from given initial weights): each client
+    # The FedGMM paper's FedAvg+ (tuning from the evaluated weights) and Local (from given initial weights): each client
     # trains on its own personalization batches for 2 epochs and is tested on its own test batches.
     rng = np.random.default_rng(3)
     model = gaussian_mixture.create_model(dim=3, num_branches=1)

@@ -1,5 +1,5 @@
-"""Checks Eq. 2 of seed 003 against a numpy reference written from the digest, and the exhaustive optimum against a
-search over every labelling."""
+"""Checks Eq. 2 of the ShiftEx paper against a numpy reference written from the equation, and the exhaustive optimum
+against a search over every labelling."""
 
 import itertools
 

@@ -1,5 +1,5 @@
-"""Checks FedDrift's server steps (a baseline of seed 003) against numpy and scipy on constructed states, and a short
-run under concept drift that must detect the drifted clients, give them new models and learn."""
+"""Checks FedDrift's server steps (a baseline of the ShiftEx paper) against numpy and scipy on constructed states, and a
+short run under concept drift that must detect the drifted clients, give them new models and learn."""
 
 import json
 import os

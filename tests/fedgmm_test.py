@@ -1,4 +1,4 @@
-"""FedGMM against numpy/scipy written from seed 004: log-densities, the E and M steps, and the server aggregation."""
+"""FedGMM against numpy/scipy written from its paper: log-densities, the E and M steps, and the server aggregation."""
 
 import numpy as np
 from scipy import stats

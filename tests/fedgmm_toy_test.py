@@ -1,4 +1,4 @@
-"""Seed 004's one-dimensional toy (its Figure 1) end to end: FedGMM against its baselines, runs in this process
+"""The FedGMM paper's one-dimensional toy (its Figure 1) end to end: FedGMM against its baselines, runs in this process
 (`tests.in_process_run`)."""
 
 import os
@@ -9,10 +9,10 @@ from tests import in_process_run
 
 
 class FedGmmToyTest(absltest.TestCase):
-  """Seed 004's Figure 1: two components, N(-2, 1.5) labelled 1{x < -2} and N(2, 1.5) labelled 1{x < 2}. One model
-  of P(y | x) cannot fit both (the best threshold scores 0.75, logistic regression's lands near x = 0 and ~0.6);
+  """The FedGMM paper's Figure 1: two components, N(-2, 1.5) labelled 1{x < -2} and N(2, 1.5) labelled 1{x < 2}. One
+  model of P(y | x) cannot fit both (the best threshold scores 0.75, logistic regression's lands near x = 0 and ~0.6);
   FedGMM's Gaussians tell the components apart and its learners fit one rule each, and its density flags novel
-  examples (Table 4's detection) where FedAvg's max-softmax score does not. Seed 004's other baselines sit in
+  examples (Table 4's detection) where FedAvg's max-softmax score does not. The FedGMM paper's other baselines sit in
   between: Local fits each client's dominant rule (Dir(0.4) mixtures), FedProx and FedAvg+ stay near FedAvg."""
 
   @classmethod

@@ -1,4 +1,4 @@
-"""Tests seed 004's synthetic data against its definition: x ~ N(mu_m, sigma^2 I), y = 1{(x - mu_m)^T v_m > 0}."""
+"""Tests FedGMM's synthetic data against its definition: x ~ N(mu_m, sigma^2 I), y = 1{(x - mu_m)^T v_m > 0}."""
 
 import numpy as np
 import tensorflow as tf

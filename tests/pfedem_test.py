@@ -1,4 +1,4 @@
-"""Checks pFedEM (seed 000) against numpy references written from Eq. 8-15, and its TFF round end to end."""
+"""Checks pFedEM (Chen et al.) against numpy references written from Eq. 8-15, and its TFF round end to end."""
 
 import collections
 

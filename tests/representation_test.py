@@ -1,4 +1,4 @@
-"""Seed 001's networks: the parameter counts of its Table 8 and Circle's 5-layer MLP, and what FedEvp personalizes."""
+"""FedEvolve's and FedEvp's networks: Table 8's parameter counts, the Circle MLP, what FedEvp personalizes."""
 
 import numpy as np
 import tensorflow as tf

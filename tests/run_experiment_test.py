@@ -159,7 +159,7 @@ class EndToEndTest(parameterized.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     last = _rows(os.path.join(root, 'gm'))[-1]
     # The task's default components are its three Gaussians; binary labels, chance 0.5. One linear model cannot
-    # fit the three hyperplanes at once (about 0.72 here), which is what seed 004's mixtures are for.
+    # fit the three hyperplanes at once (about 0.72 here), which is what the FedGMM paper's mixtures are for.
     self.assertAlmostEqual(sum(float(last[f'domain_share_{m}']) for m in range(3)), 1.0)
     self.assertBetween(float(last['personalized_accuracy']), 0.65, 0.85)
     self.assertBetween(float(last['test_component3_accuracy']), 0.6, 0.85)

@@ -47,7 +47,7 @@ class PeriodicScenarioTest(absltest.TestCase):
 
 class MixtureSharesTest(absltest.TestCase):
 
-  def test_two_domains_follow_the_digest_closed_forms(self):
+  def test_two_domains_follow_the_closed_forms(self):
     cycle = 200 / 3  # A fractional cycle, as 200 rounds over 3 cycles.
     for round_num in np.linspace(0, 200, 37):
       phi = np.mod(round_num, cycle) / cycle

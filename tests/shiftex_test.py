@@ -1,6 +1,6 @@
-"""Checks ShiftEx's server steps (seed 003, Algorithm 2) on constructed profiles and weights, the pool edits of
-`algorithms.core.network_pool` against numpy, and a short run on the windowed scenario that must detect shifts at
-about the calibrated false-alarm level and spawn an expert."""
+"""Checks ShiftEx's server steps (Bhope et al., 2025, Algorithm 2) on constructed profiles and weights, the pool
+edits of `algorithms.core.network_pool` against numpy, and a short run on the windowed scenario that must detect
+shifts at about the calibrated false-alarm level and spawn an expert."""
 
 import collections
 import json

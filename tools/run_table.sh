@@ -7,9 +7,9 @@
 #   seed_000_separation seed_000's methods with the synthetic bases twice as far apart
 #   seed_001            FedAvg, FedAvg+FT, FedRep, FedEvp, FedEvolve, evolving domains
 #   seed_001_rotation   FedAvg, FedEvp, FedEvolve against the rotation step and an unexpected target rotation
-#   seed_002_synthetic  every seed 002 method, linear shift, p in {0.25, 1, 4}
-#   seed_002_digits     seed 002 methods on real handwriting (scikit-learn digits, night mirrored), p = 1
-#   seed_003            ShiftEx, FedDrift, FedAvg, FedProx under windowed shift
+#   seed_002_synthetic  every the Diurnal-or-Nocturnal paper method, linear shift, p in {0.25, 1, 4}
+#   seed_002_digits     the Diurnal-or-Nocturnal paper methods on real handwriting (scikit-learn digits, night
+# mirrored), p = 1   seed_003            ShiftEx, FedDrift, FedAvg, FedProx under windowed shift
 #   seed_003_severity   ShiftEx and FedDrift at each corruption severity 1-5 (detection power, regime ARI)
 #   seed_004            FedGMM and its baselines under dirichlet_mixture
 #   privacy             Vanilla, FedTEM, FedTKM with TFF's DP-FedAvg aggregator at noise 0 / 0.5 / 1.0, and epsilon

@@ -1,7 +1,7 @@
 """A network trained centrally on a task's pooled training data: the stand-in for a pretrained encoder.
 
-Seed 000 (pFedEM) and seed 004 (FedGMM) compute their GMMs on the features of a frozen encoder pretrained on
-ImageNet (digest 000, item A1 (a); digest 004, item 2). No pretrained weights are reachable offline, so this module
+pFedEM (Chen et al.) and FedGMM (Wu et al., 2023) compute their GMMs on the features of a frozen encoder pretrained on
+ImageNet. No pretrained weights are reachable offline, so this module
 trains the task's own network instead, centrally, on the examples of every training client of every domain pooled
 (labels included; no test example), with Adam:
 

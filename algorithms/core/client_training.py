@@ -127,7 +127,7 @@ def assign_weights(model: tf.keras.Model, weights: tff.learning.models.ModelWeig
 
 
 def proximal_term(trainable, initial_trainable, strength: float) -> tf.Tensor:
-  """FedProx's (mu / 2) ||w - w^t||^2 over the trainable tensors (Li et al., 2020, Eq. 2; seed 004's baseline)."""
+  """FedProx's (mu / 2) ||w - w^t||^2 over the trainable tensors (Li et al., 2020, Eq. 2; FedGMM's baseline)."""
   return 0.5 * strength * tf.add_n([tf.reduce_sum(tf.square(variable - initial))
                                     for variable, initial in zip(trainable, initial_trainable)])
 

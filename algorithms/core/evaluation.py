@@ -5,7 +5,7 @@ the per-batch `objective` that turns model outputs into predictions (Vanilla: th
 methods: the branch their clustering model selects). Accuracy over all modes pools the per-mode sums, so it is
 the accuracy on the union test set.
 
-Scenarios with per-client held-out data (`periodic_shift.scenario.Scenario.evaluation_plans`, e.g. seed 004's
+Scenarios with per-client held-out data (`periodic_shift.scenario.Scenario.evaluation_plans`, e.g. the FedGMM paper's
 test split of every client) add `HeldOutData`: test batches that each hold one client's examples (with the client's
 index, `client` [B]) and the same clients' personalization data; their metrics (`<name>_accuracy`, `<name>_loss`,
 e.g. `personalized_accuracy`) are example-weighted over all clients and are not pooled into the union test set.
@@ -26,7 +26,7 @@ the default is 1 group, and larger inference batches are for accelerators.
 Methods with client mixture weights (FedGMM, FedEM) personalize before those tests (`Personalization`): with every
 shared parameter frozen, each client's weights pi_c over the method's M mixture entries are fitted by EM on its
 personalization data (`fit_client_log_weights`), and the objective receives the table log pi [clients, M] to
-gather each example's client row from (seed 004, Algorithm 1 lines 6 and 8 with the shared parameters fixed, the
+gather each example's client row from (Wu et al., 2023, Algorithm 1 lines 6 and 8 with the shared parameters fixed, the
 paper's adaptation of unseen clients, Section 4.6).
 """
 
@@ -74,11 +74,11 @@ class Personalization(NamedTuple):
 
 
 class LocalTuning(NamedTuple):
-  """Per-client training before each held-out client's test (seed 004's FedAvg+ and Local baselines, seed 001's
-  FedEvp): from the client's weights (the evaluated weights, or its `ClientWeights`) for `epochs` passes over the
-  client's personalization batches (`HeldOutData.client_data`: shuffled, seeded), one SGD step of `learning_rate`
-  per batch on `objective`'s loss (`client_training.local_training`), of the trainable tensors `trained_mask` marks
-  (None: all)."""
+  """Per-client training before each held-out client's test (the FedGMM paper's FedAvg+ and Local baselines, the
+  FedEvolve paper's FedEvp): from the client's weights (the evaluated weights, or its `ClientWeights`) for `epochs`
+  passes over the client's personalization batches (`HeldOutData.client_data`: shuffled, seeded), one SGD step of
+  `learning_rate` per batch on `objective`'s loss (`client_training.local_training`), of the trainable tensors
+  `trained_mask` marks (None: all)."""
   objective: Objective
   epochs: int
   learning_rate: float
@@ -95,7 +95,7 @@ def fit_client_log_weights(log_terms: tf.Tensor, clients: tf.Tensor, num_clients
 
     E  log q_i = log softmax(log pi_{c_i} + l_i)        M  pi_c = mean over i of client c of q_i
 
-  (seed 004, Eqs. (E) and (M) for pi alone). A client without examples keeps the uniform weights."""
+  (Wu et al., 2023, Eqs. (E) and (M) for pi alone). A client without examples keeps the uniform weights."""
   num_entries = log_terms.shape[-1]
   log_pi = tf.fill([num_clients, num_entries], -tf.math.log(float(num_entries)))
   counts = tf.math.unsorted_segment_sum(tf.ones_like(clients, tf.float32), clients, num_clients)[:, tf.newaxis]
@@ -290,7 +290,7 @@ class Evaluator:
 
 def server_view(held_out_metrics: dict, names: tuple[str, ...]) -> dict:
   """Held-out metrics `<name>_<metric>` of the global model, without personalization, renamed
-  `<name>_server_<metric>` (seed 001's "server accuracy" beside the personalized "client accuracy")."""
+  `<name>_server_<metric>` (the FedEvolve paper's "server accuracy" beside the personalized "client accuracy")."""
   renamed = {}
   for key, value in held_out_metrics.items():
     name = next((n for n in names if key.startswith(f'{n}_')), None)

@@ -1,7 +1,7 @@
 """Complete-linkage agglomerative clustering in TF, for server steps that group clients or models.
 
 CFL (Sattler et al. 2020) bipartitions a cluster's clients by complete linkage of the distances -cosine(updates)
-down to two groups; FedDrift (Jothimurugesan et al. 2023, a baseline of seed 003) merges its models by complete
+down to two groups; FedDrift (Jothimurugesan et al. 2023, a baseline of the ShiftEx paper) merges its models by complete
 linkage of its cluster distances until the closest groups are farther apart than delta'. Both are
 `complete_linkage`: start from singletons, repeatedly join the two groups with the smallest linkage
 

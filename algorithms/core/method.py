@@ -17,9 +17,9 @@ An `Algorithm` is what the training loop needs from a method:
 A method module with settings of its own owns them: a frozen dataclass `Config` and a `validate()` raising a one-line
 ValueError, a `build_algorithm(task, element_spec, hparams, evaluator, config)` and a `NAME`. A field declared with
 `setting(default, help)` is a flag of the binary, named `<method>_<field>` (`flag_name`) or, for the settings of
-seed 002's methods that users already pass by their first names (`--prior`, `--eta_max`), the `flag` the setting
-gives; methods that declare the same `flag` share it. A field without `setting` is not a flag: when it is named like
-a `Hyperparameters` field (`period`, `seed`, `num_branches`, ...) `with_shared` sets it from the shared
+the Diurnal-or-Nocturnal paper's methods that users already pass by their first names (`--prior`, `--eta_max`), the
+`flag` the setting gives; methods that declare the same `flag` share it. A field without `setting` is not a flag: when
+it is named like a `Hyperparameters` field (`period`, `seed`, `num_branches`, ...) `with_shared` sets it from the shared
 hyperparameters, else it keeps its default (a constant of the method). A new method touches neither the binary nor
 the registry beyond its one entry.
 """

@@ -1,7 +1,7 @@
 """Server edits of a pool of networks between rounds: copies and weighted averages of whole networks.
 
-A method whose networks form a pool that the server reshapes (ShiftEx's experts, seed 003 Algorithm 2: a new expert
-is `Clone(theta_0)`, line 22, and two similar experts become their weighted average, line 38) needs to set a
+A method whose networks form a pool that the server reshapes (ShiftEx's experts, Bhope et al., 2025, Algorithm 2: a new
+expert is `Clone(theta_0)`, line 22, and two similar experts become their weighted average, line 38) needs to set a
 network's weights at the server. Under the suite's composition only the finalizer moves the weights, and FedAdam
 moves a network whose aggregated update is zero as long as its moments are not (the momentum of earlier rounds), so
 neither a copy nor an average can be made through client updates. `with_server_step` appends one typed server step

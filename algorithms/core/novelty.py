@@ -1,8 +1,8 @@
-"""Novelty detection scores' quality: AUROC, average precision and max-F1 (seed 004, Table 4).
+"""Novelty detection scores' quality: AUROC, average precision and max-F1 (Wu et al., 2023, Table 4).
 
 Examples of the training distribution are the negatives and novel ones (an unseen component, a transformed domain)
 the positives; a score is higher for what looks more novel. FedGMM scores with its density, -log P(z) =
--log sum_{m1,m2} pi(m1, m2) N(z; mu_m1, Sigma_m1) (digest section 5, item 8: the marginal, with the global pi);
+-log sum_{m1,m2} pi(m1, m2) N(z; mu_m1, Sigma_m1) (the marginal, with the global pi);
 the baseline every other method gets is the max-softmax score of Hendrycks and Gimpel / Liu et al. 2020,
 1 - max_y P(y | x) of the method's test prediction (branches averaged).
 

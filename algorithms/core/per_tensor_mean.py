@@ -3,7 +3,7 @@
   mean_t = sum_i w_it v_it / sum_i w_it   (0 where no client weighs in),
 
 for methods whose model holds parts trained on different amounts of each client's data: pFedEM's sub-model k
-weighted by the client's partition size n_ik (seed 000, the per-component reading of Eq. 5/6) while a shared
+weighted by the client's partition size n_ik (Chen et al., the per-component reading of Eq. 5/6) while a shared
 extractor is weighted by n_i. The client weight has the structure of the value with a float32 scalar per tensor.
 Only sums leave the clients (`federated_sum` of w_it v_it and of w_it).
 """

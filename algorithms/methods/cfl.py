@@ -1,4 +1,4 @@
-"""CFL: clustered federated learning (Sattler, Mueller and Samek, 2020, IEEE TNNLS), a baseline of seed 000.
+"""CFL: clustered federated learning (Sattler, Mueller and Samek, 2020, IEEE TNNLS), a baseline of the pFedEM paper.
 
 Clients are partitioned into clusters, each with its own model. Every cluster starts as one (all clients). In
 round t, the participating clients of cluster c train its model and the server averages their updates

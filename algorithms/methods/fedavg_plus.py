@@ -1,5 +1,5 @@
 """FedAvg+ (Jiang et al., 2019, "Improving Federated Learning Personalization via Model Agnostic Meta Learning"):
-FedAvg followed by local tuning, a baseline of seed 004 (Tables 2, 4 and 5).
+FedAvg followed by local tuning, a baseline of the FedGMM paper (Tables 2, 4 and 5).
 
 Training is the suite's FedAvg (`vanilla_single`: the task's single-branch network, example-weighted averaging,
 the FedAdam finalizer). Before a held-out client's test (`personalized_accuracy`: every training client's test
@@ -7,7 +7,7 @@ split; `unseen_accuracy`: an unseen client's test half), the client tunes the gl
 personalization data (its training split; an unseen client's adaptation half) for `tuning_epochs` passes of SGD at
 `tuning_learning_rate`, one step per batch, and is tested with the tuned model
 (`algorithms.core.evaluation.LocalTuning`). Centralized test sets, novelty scores and the held-out clients'
-`<name>_server_accuracy` use the global model. Seed 001's FedAvg+FT is this method: FedAvg, then one epoch of
+`<name>_server_accuracy` use the global model. The FedEvolve paper's FedAvg+FT is this method: FedAvg, then one epoch of
 fine-tuning on each client's sources before its target test.
 
 Choices: one tuning epoch (`--fedavg_plus_tuning_epochs`; the FedGMM authors' code tunes for the round's local

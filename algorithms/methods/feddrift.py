@@ -1,7 +1,7 @@
-"""FedDrift (Jothimurugesan, Hsieh, Wang, Joshi and Gibbons, AISTATS 2023), a baseline of seed 003 (ShiftEx).
+"""FedDrift (Jothimurugesan, Hsieh, Wang, Joshi and Gibbons, AISTATS 2023), a baseline of ShiftEx (Bhope et al., 2025).
 
-Seed `003_09263288c1c036a1` compares ShiftEx with FedDrift (digest section 4.1: "local drift detection plus
-clustering of clients by loss to assign multiple models"); the method is FedDrift's paper and its authors' code
+The ShiftEx paper compares ShiftEx with FedDrift ("local drift detection plus clustering of clients by loss to
+assign multiple models"); the method is FedDrift's paper and its authors' code
 (microsoft/FedDrift, `FedAvgEnsDataLoader.cluster_hierarchical`, read to understand, not copied). Clients are
 clustered, one model per cluster, and the clustering changes at every time step (here: every window of
 `window_rounds` rounds):

@@ -1,4 +1,4 @@
-"""FedGMM (seed 004, "Personalized Federated Learning under Mixture of Distributions"): a federated Gaussian
+"""FedGMM (Wu et al., 2023, "Personalized Federated Learning under Mixture of Distributions"): a federated Gaussian
 mixture of the joint distribution, M1 Gaussians over features z = f(x) times M2 learners P_theta(y | x), with
 per-client mixture weights pi_c [M1, M2].
 
@@ -14,14 +14,14 @@ Per round, client c with its round data (N_c examples), the broadcast (mu, Sigma
                Sigma_m1,c = sum_i r_i (z_i - mu_m1,c)(z_i - mu_m1,c)^T / R_c
   learners     one pass over the round's batches (the suite's `--client_epochs` schedule), learner m2 on the loss
                mean over the batch of w_i(m2) CE_m2(x_i, y_i), w_i(m2) = sum_m1 q_i(m1, m2) (the official code's
-               weighted batch mean; digest section 5, item 4)
+               weighted batch mean)
 
 and the server (Algorithm 1 lines 12-17), from `federated_sum`s only:
 
   mu_m1     = sum_c R_c(m1) mu_m1,c / sum_c R_c(m1)                 (the exact centralized M step, Lemma 2)
   Sigma_m1  = sum_c R_c(m1) Sigma_m1,c / sum_c R_c(m1) + eps I       (`covariance_aggregation='literal'`, the paper)
             = sum_c sum_i r_i z_i z_i^T / sum_c R_c(m1) - mu mu^T + eps I   (`'exact'`: sufficient statistics, the
-              centralized M step, which the literal rule misses by the between-client spread; digest item 6)
+              centralized M step, which the literal rule misses by the between-client spread)
   theta_m2  = sum_c Lambda_c(m2) theta_m2,c / sum_c Lambda_c(m2),  Lambda_c(m2) = sum_m1 gamma_c(m1, m2)
               (per-tensor weights, `algorithms.core.per_tensor_mean`; the server step applies the mean update:
               `--server_optimizer=sgd` with rate 1 is this average as written, the FedGMM grid's setting)
@@ -36,7 +36,7 @@ shared parameter frozen, by `eval_em_steps` EM steps from uniform on its own dat
 clients, as the official code's refresh before every evaluation; the adaptation half for unseen clients, Section
 4.6), the E step using the labels (Alg. 1 lines 6 and 8; `algorithms.core.evaluation.Personalization`).
 
-Choices (digest section 5; each a flag `--fedgmm_<field>`):
+Choices (each a flag `--fedgmm_<field>`):
 - `gaussians`, `learners`: M1 = M2 = 3 (Appendix C.1; Section 4.7 prefers 2 and 2 "in our setting").
 - `covariance_eps`: eps = 0.1 on Sigma's diagonal (the official code's; the paper has none); log N through a
   float64 Cholesky factor.

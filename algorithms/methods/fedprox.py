@@ -1,4 +1,4 @@
-"""FedProx (Li et al., 2020, "Federated Optimization in Heterogeneous Networks"), a baseline of seed 004 (Table 2).
+"""FedProx (Li et al., 2020, "Federated Optimization in Heterogeneous Networks"), a baseline of FedGMM (Table 2).
 
 Client k approximately minimizes, from the broadcast weights w^t, its local objective plus a proximal term
 (Li et al., Eq. 2):
@@ -6,12 +6,12 @@ Client k approximately minimizes, from the broadcast weights w^t, its local obje
   h_k(w; w^t) = F_k(w) + (mu / 2) ||w - w^t||^2,
 
 here by the suite's local SGD pass (`client_training.local_training` with `proximal_strength` mu). The rest is the
-suite's FedAvg (seed 004's FedAvg is the suite's `vanilla_single`): the task's single-branch network, updates
+suite's FedAvg (the FedGMM paper's FedAvg is the suite's `vanilla_single`): the task's single-branch network, updates
 averaged with the clients' example counts and applied by the FedAdam finalizer every method shares (Li et al.
 average with server learning rate 1; `--server_learning_rate` and the Adam epsilon are the suite's). Evaluation is
 the global model's, on the centralized test sets and on every held-out client.
 
-Choices: mu = 1.0 (`--fedprox_mu`), the FedGMM authors' setting for CIFAR-10 (digest section 3.3; the paper states
+Choices: mu = 1.0 (`--fedprox_mu`), the FedGMM authors' setting for CIFAR-10 (the paper states
 none). TFF's `tff.learning.algorithms.build_weighted_fed_prox` applies the same term; the suite composes its own
 client work so that FedProx reports the suite's metrics and shares its finalizer with the method it is compared to.
 """

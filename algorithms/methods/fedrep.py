@@ -1,5 +1,5 @@
 """FedRep (Collins et al., 2021, "Exploiting Shared Representations for Personalized Federated Learning"): one
-shared representation, a head on every client; a baseline of seed 001 (Section 5.2, its ref. [29]).
+shared representation, a head on every client; a baseline of the FedEvolve paper (Section 5.2, its ref. [29]).
 
 The network is FedEvp's (`models.representation.tower_head_model` of the task's representation split): a tower
 phi and a head h. Every client keeps its own head h_c in the client-state store (`algorithms.core.client_state`,
@@ -19,12 +19,12 @@ Evaluation (`algorithms.core.evaluation.Evaluator.evaluate_personal`):
 - server accuracy (`<name>_server_accuracy` and the centralized test sets): the global phi with the server head.
 
 Choices:
-- The server head. FedRep has no global head, yet seed 001 reports FedRep's server accuracy without saying how it
-  is formed. The server here averages the heads its clients trained (step 4 sends h^t - h_c), so the server model
+- The server head. FedRep has no global head, yet the FedEvolve paper reports FedRep's server accuracy without saying
+  how it is formed. The server here averages the heads its clients trained (step 4 sends h^t - h_c), so the server model
   is the average client's; clients never load it after their first round. The representation's average is
   FedRep's.
 - `head_epochs` = 10 and `representation_epochs` = 1: Collins et al.'s experiments train the head for many local
-  steps and the representation for one epoch; seed 001's hyperparameters are lost (digest section 3).
+  steps and the representation for one epoch; the FedEvolve paper's hyperparameters are lost.
 - Both steps use `--client_learning_rate` (Collins et al. use one rate).
 """
 

@@ -51,7 +51,7 @@ Choices where the paper is ambiguous (flags where a user may want the other read
   by round 169 day clients had crossed into cluster 2 and both modes sat at about 0 with ||c_1 - c_2|| 1.2; at round
   209 the modes were apart again with labels swapped (+0.33 / -0.37), and the test routing ended at 0.125 (adjusted
   Rand index 1.0: separated, swapped). With a leak the wind-up is bounded, about eta-bar * gap / lambda; the README's
-  seed 002 synthetic section gives the runs with lambda = 0.2.
+  the Diurnal-or-Nocturnal paper's synthetic section gives the runs with lambda = 0.2.
 - Initialization: c_k ~ N(0, 0.1^2) per coordinate from the run's seed (the public code draws the same, unseeded);
   alpha = 1.
 - Test-time routing (Section 3.2: "at test time, we use a minibatch to estimate d_ik"): the branch of each test

@@ -1,4 +1,4 @@
-"""Local: every client learns from its own data alone, a baseline of seed 004 (Tables 2 and 4).
+"""Local: every client learns from its own data alone, a baseline of the FedGMM paper (Tables 2 and 4).
 
 No model is communicated. Each held-out client trains the task's single-branch network from the shared seeded
 initialization on its own personalization data (its training split; an unseen client's adaptation half) for
@@ -9,7 +9,7 @@ How the suite realizes it (documented choices):
 - The local training happens at evaluation, from scratch each time, rather than spread over the rounds the client
   is sampled in: the same number of SGD passes over the client's own data (`epochs` set to its number of rounds)
   without a client state holding every client's model; only the order of the batches differs. Default 20
-  (`--local_epochs`): about what a training client of the suite's seed 004 setting gets
+  (`--local_epochs`): about what a training client of the suite's FedGMM setting gets
   (150 rounds x 30 of 240 clients = 18.75 rounds of one epoch); the FedGMM authors' clients train every round.
 - The learning process exists because the training loop runs one: its client work evaluates the shared initial
   model on the round's data (`train_loss`, `train_accuracy` of that untrained model) and sends a zero update, so

@@ -1,4 +1,4 @@
-"""pFedEM (seed 000, "Adaptive Personalized FL for Non-IID Data with Continual Distribution Shift"): one round of
+"""pFedEM (Chen et al., "Adaptive Personalized FL for Non-IID Data with Continual Distribution Shift"): one round of
 federated EM of a diagonal GMM over features z = f(x) per round, hard partitions, K sub-models.
 
 Per round, client i with the round's data D_i (N examples), the broadcast sub-models w_k and global GMM
@@ -21,14 +21,14 @@ and the server (Algorithm 1, lines 14-15):
 computed as `federated_sum`s of n_ik mu_ik, n_ik sigma_ik^2 and n_ik (no per-client value reaches the server).
 Inference (Eq. 15): p(y | x) = sum_k pi_k softmax(h_{w_k}(x)) with the global pi.
 
-Choices (digest section 5; the literal reading is the default, each other reading a flag `--pfedem_<field>`):
+Choices (the literal reading is the default, each other reading a flag `--pfedem_<field>`):
 - `submodels`: `networks` (K full copies of the task's single-branch network, the paper's "K sub-models") or
   `branches` (the K branches of the suite's multi-branch network, sharing its extractor).
 - `features`, f (item A1; no pretrained encoder is reachable offline): `shared` (the current extractor of the
   sub-models: the shared extractor with `branches`, network 1's with `networks`), `fixed` (the task's extractor
   frozen at its seeded initialization: random features, the same every round, so last round's GMM stays valid),
   `pretrained` (the task's network trained centrally for `pretrain_epochs` Adam epochs on every training client's
-  examples pooled, then frozen: the stand-in for the paper's ImageNet encoder, digest item A1 (a);
+  examples pooled, then frozen: the stand-in for the paper's ImageNet encoder;
   `algorithms.core.central_pretraining`, batches of 128, learning rate 1e-3; it has seen the run's own clients, so
   it is an upper bound on a frozen encoder) or `raw` (x flattened; vector tasks). Default `shared`, the one that
   tracked the shares best where none found the modes: on the synthetic task under `mixture_drift` (linear, 3
@@ -37,7 +37,7 @@ Choices (digest section 5; the literal reading is the default, each other readin
   `gaussian_mixture` (K = 3, where x itself is a mixture of Gaussians and `shared` = `raw` = x) the GMM finds the
   components (routing ARI 0.91).
 - `inference`: `global_pi` (Eq. 15: every example mixes the sub-models with the global pi) or `posterior` (each
-  example with its own gamma_k(z) under the global GMM, the digest's item A11 alternative).
+  example with its own gamma_k(z) under the global GMM, the other reading).
 - `client_pi` (item A3): False (Algorithm 1 line 5: every round starts from the global GMM) or True (client i keeps
   its pi_ik of Eq. 11 across rounds in the suite's client-state store and uses it in its next E step; at its first
   round it uses the global pi).

@@ -51,7 +51,7 @@ How the suite realizes it (documented choices; the paper gives no values):
   are embedded by expert 1 one round before it is frozen as theta_0; the reference a party keeps is its data of
   its last round in the previous window (for a party that trained after the census, its latest data of it).
 - Encoder (`--shiftex_encoder`): `bootstrap` (default) embeds with the frozen theta_0, so tests, profiles and
-  memories live in one space (an open choice of the paper); `assigned` embeds with the party's own expert (the seed's
+  memories live in one space (an open choice of the paper); `assigned` embeds with the party's own expert (the paper's
   words), so profiles of parties on different experts live in different spaces. In W0 both use expert 1.
 - Calibration: the permutation tests above (tests/shiftex_calibration_test.py: false alarms within
   [alpha / 2, 2 alpha] per statistic on stationary streams, and the power on known shifts).
@@ -75,7 +75,7 @@ How the suite realizes it (documented choices; the paper gives no values):
   (`experiment/shiftex_eq2_gap.py` sweeps them against the optimum).
 
 Evaluation (`--shiftex_evaluation`): `assigned` (default) scores a domain's test data with the experts its parties
-are assigned to, weighted by a decaying count of the parties seen per domain and expert (the seed's measure: each
+are assigned to, weighted by a decaying count of the parties seen per domain and expert (the paper's measure: each
 party's expert on its current-window data, the paper's Section 3.2; the true domain is used for this metric only), and
 falls back to `memory` for a domain no party holds; `memory` sends a test batch to the active expert whose latent
 memory is nearest to the batch's mean embedding (how a new party would be matched).

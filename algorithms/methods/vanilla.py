@@ -39,7 +39,7 @@ def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn
 def build_single_network_process(task: task_lib.Task, element_spec, client_learning_rate: float,
                                  server_step: learning_process.ServerStep,
                                  proximal_strength: float = 0.0):
-  """(model_fn, process): FedAvg of the task's single-branch network (seed 004's FedAvg; FedProx with
+  """(model_fn, process): FedAvg of the task's single-branch network (the FedGMM paper's FedAvg; FedProx with
   `proximal_strength`), for the baselines that build on it (`algorithms.methods.fedprox`,
   `algorithms.methods.fedavg_plus`)."""
   model_fn = lambda: task.model_fn(1)
