@@ -65,7 +65,7 @@ _NUM_CLIENTS = flags.DEFINE_integer('num_clients', None, 'mixture_drift, evolvin
 _NUM_DOMAINS = flags.DEFINE_integer('num_domains', 12, 'evolving_domains: M + 1 domains, the last the target.')
 _ROTATION_STEP = flags.DEFINE_float('rotation_step', 15.0, 'evolving_domains: Delta, degrees between domains.')
 _TARGET_EXTRA_ROTATION = flags.DEFINE_float('target_extra_rotation', 0.0, 'evolving_domains: degrees the target '
-                                            'turns beyond M * Delta (the seed\'s unexpected target evolution).')
+                                            'turns beyond M * Delta (the paper\'s unexpected target evolution).')
 _ROTATION_PLANES = flags.DEFINE_integer('rotation_planes', 1, 'evolving_domains on vector inputs: orthogonal planes '
                                         'each rotation turns (1: one plane; half the input dimension: every '
                                         'direction, the synthetic rotated-digits stand-in).')

@@ -16,7 +16,7 @@ rotations (`--num_domains=30 --rotation_step=6.2069`, i.e. 180 / 29; on 2-D inpu
 itself, turning either way by the scenario's seed). Clients: 600 base clients of 50 points, so 20 clients x 29
 source domains take 29,000 points, the paper's scale.
 
-Model: a 5-layer MLP as the seed describes (3 representation layers + 2 classifier layers; widths not given, 32
+Model: a 5-layer MLP as the paper describes (3 representation layers + 2 classifier layers; widths not given, 32
 here): the extractor is the three representation layers and a first classifier layer (Dense 32, ReLU), each branch
 the last, linear layer. FedEvolve and FedEvp split the same network into 3 representation and 2 classifier layers
 (`models.representation.mlp_representation`).

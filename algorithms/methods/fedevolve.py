@@ -62,7 +62,7 @@ HELD_OUT = 'target'
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  distance: str = method.setting('euclidean', 'FedEvolve: d of Eq. 5, euclidean (the seed\'s word) or squared.')
+  distance: str = method.setting('euclidean', 'FedEvolve: d of Eq. 5, euclidean (the paper\'s word) or squared.')
   aggregation: str = method.setting('examples', 'FedEvolve: server average weighted by the examples each client '
                                     'scored (examples) or a plain average (uniform).')
   stage_reduction: str = method.setting('sum', 'FedEvolve, packed batching: Eq. 5 summed over consecutive stages '

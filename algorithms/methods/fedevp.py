@@ -74,7 +74,7 @@ BATCHINGS = ('packed', 'stage_strata')
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  distance: str = method.setting('euclidean', 'FedEvp: d of Eq. 7, euclidean (the seed\'s word) or squared.')
+  distance: str = method.setting('euclidean', 'FedEvp: d of Eq. 7, euclidean (the paper\'s word) or squared.')
   prototypes: str = method.setting('running_mean', 'FedEvp: evolving prototypes of Eq. 6, running_mean (1/m '
                                    'weights) or moving_average.')
   momentum: float = method.setting(0.5, 'FedEvp: weight of the newest domain in the moving_average prototypes.')

@@ -25,7 +25,7 @@ and the server (Algorithm 1 lines 12-17), from `federated_sum`s only:
   theta_m2  = sum_c Lambda_c(m2) theta_m2,c / sum_c Lambda_c(m2),  Lambda_c(m2) = sum_m1 gamma_c(m1, m2)
               (per-tensor weights, `algorithms.core.per_tensor_mean`; the server step applies the mean update:
               `--server_optimizer=sgd` with rate 1 is this average as written, the FedGMM grid's setting)
-  pi        = sum_c gamma_c / sum_c N_c                               (footnote 3, its typo corrected; item 7)
+  pi        = sum_c gamma_c / sum_c N_c                               (footnote 3, its typo corrected)
 
 A component no client gave mass keeps its mean and covariance.
 
@@ -41,10 +41,10 @@ Choices (each a flag `--fedgmm_<field>`):
 - `covariance_eps`: eps = 0.1 on Sigma's diagonal (the official code's; the paper has none); log N through a
   float64 Cholesky factor.
 - `features`: `raw` (x flattened: the paper's choice for the synthetic data) or `random_projection` (x flattened,
-  times a fixed seeded Gaussian matrix [d, `feature_dim`] / sqrt(d); item 2: the paper's ImageNet ResNet-18 + PCA-48
+  times a fixed seeded Gaussian matrix [d, `feature_dim`] / sqrt(d); the paper's ImageNet ResNet-18 + PCA-48
   encoder is not reachable offline, and a data-free projection keeps every client's features the same function of
   x without a fitting pass).
-- Initialization (item 3, unspecified): mu_m1 ~ N(0, `init_scale`^2 I) from the seed, Sigma_m1 = I, pi_c uniform.
+- Initialization (unspecified): mu_m1 ~ N(0, `init_scale`^2 I) from the seed, Sigma_m1 = I, pi_c uniform.
 - Learners: M2 full copies of the task's single-branch network (`multi_branch.build_multi_network_model`).
 
 Algorithm 2 (Appendix A, the unsupervised Federated GMM: q proportional to pi_c(m) N(z; mu_m, Sigma_m), clients
@@ -52,8 +52,8 @@ sending gamma-weighted mu and Sigma) is `--fedgmm_learners=1`: the one learner's
 every Gaussian and cancels in (E), so q, pi_c, mu and Sigma follow Algorithm 2 exactly, while the learner trains on
 every example (a FedAvg classifier beside the GMM; `train_log_likelihood` then adds its log P_theta(y | x)).
 
-Novelty detection (Table 4): the score is -log P(z) under the GMM with the global pi (footnote 4's marginal; item 8
-leaves open which likelihood), against the max-softmax score of the other methods (`algorithms.core.novelty`).
+Novelty detection (Table 4): the score is -log P(z) under the GMM with the global pi (footnote 4's marginal; the
+paper leaves open which likelihood), against the max-softmax score of the other methods (`algorithms.core.novelty`).
 
 Metrics: `train_log_likelihood` (mean over the round's examples of log sum_m pi_c N P_theta, before the M step: the
 EM objective), `train_routing_accuracy` / `train_routing_ari` of argmax_m1 r_i against the examples' true

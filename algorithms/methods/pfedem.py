@@ -24,7 +24,7 @@ Inference (Eq. 15): p(y | x) = sum_k pi_k softmax(h_{w_k}(x)) with the global pi
 Choices (the literal reading is the default, each other reading a flag `--pfedem_<field>`):
 - `submodels`: `networks` (K full copies of the task's single-branch network, the paper's "K sub-models") or
   `branches` (the K branches of the suite's multi-branch network, sharing its extractor).
-- `features`, f (item A1; no pretrained encoder is reachable offline): `shared` (the current extractor of the
+- `features`, f (no pretrained encoder is reachable offline): `shared` (the current extractor of the
   sub-models: the shared extractor with `branches`, network 1's with `networks`), `fixed` (the task's extractor
   frozen at its seeded initialization: random features, the same every round, so last round's GMM stays valid),
   `pretrained` (the task's network trained centrally for `pretrain_epochs` Adam epochs on every training client's
@@ -38,14 +38,14 @@ Choices (the literal reading is the default, each other reading a flag `--pfedem
   components (routing ARI 0.91).
 - `inference`: `global_pi` (Eq. 15: every example mixes the sub-models with the global pi) or `posterior` (each
   example with its own gamma_k(z) under the global GMM, the other reading).
-- `client_pi` (item A3): False (Algorithm 1 line 5: every round starts from the global GMM) or True (client i keeps
+- `client_pi`: False (Algorithm 1 line 5: every round starts from the global GMM) or True (client i keeps
   its pi_ik of Eq. 11 across rounds in the suite's client-state store and uses it in its next E step; at its first
   round it uses the global pi).
-- `model_weights` (item A6): `client_size` (Eq. 5's p_i) or `partition_size` (Eq. 6: sub-model k's tensors weighted
+- `model_weights`: `client_size` (Eq. 5's p_i) or `partition_size` (Eq. 6: sub-model k's tensors weighted
   by n_ik, a shared extractor by N_i; `algorithms.core.per_tensor_mean`).
 - `variance_floor`: sigma^2 >= floor after the client M step and the server aggregation (the paper has none;
   1e-6 only keeps log-densities finite).
-- `collapse_guard` (item A5): a component with no mass (no example assigned to it in the round, sum_i n_ik = 0;
+- `collapse_guard`: a component with no mass (no example assigned to it in the round, sum_i n_ik = 0;
   with `gmm_step` < 1, none in any round so far, the accumulated mass being 0) keeps its mean
   and variance and gets pi_k = 0 by Eq. 14 (`keep`; it can then never win an example again), or (`split`) is
   re-seeded at the largest component's mean shifted by one standard deviation along a fixed random sign pattern,
@@ -73,7 +73,7 @@ Choices (the literal reading is the default, each other reading a flag `--pfedem
   a component onto its last few examples); `gmm_step` 0.1 alone 0.46 / 0.40 (in a run where the GMM had found the
   bases, ARI 0.84-0.89 for 60 rounds, component 1 won no example at share 0.02 and died); both 0.87 +- 0.07 /
   0.64 +- 0.20 (0.93-0.96 in the three runs whose GMM found the bases).
-- `gmm_init` (item A10, the paper gives none): `origin` (mu_k ~ N(0, 0.1^2), sigma_k^2 = 1, pi_k = 1 / K, as
+- `gmm_init` (the paper gives none): `origin` (mu_k ~ N(0, 0.1^2), sigma_k^2 = 1, pi_k = 1 / K, as
   FedTEM's GMM) or `data` (the same in the features' own coordinates: mu_k = m + sqrt(v) e_k, e_k ~ N(0, 0.1^2),
   sigma_k^2 = v, with m and v the per-dimension mean and variance of the features over the pooled training
   examples, `feature_moments`; only for features that do not train, and centrally computed, like `pretrained`).
