@@ -148,8 +148,14 @@ class FedGmmTest(tf.test.TestCase):
     self.assertAllClose(aggregated['covariances'], expected + 0.1 * np.eye(3), atol=1e-4)
     exact = self._aggregate(clients, 'exact')
     self.assertAllClose(aggregated['means'], exact['means'], atol=1e-5)
-    # The clients' means differ, so the centralized covariance is larger by their (positive definite) spread.
-    self.assertTrue(np.all(np.linalg.eigvalsh(np.asarray(exact['covariances'] - aggregated['covariances'])) > 0))
+    # The clients' means differ, so the centralized covariance is larger by exactly their spread around the pooled
+    # mean, sum_c R_c (mu_c - mu)(mu_c - mu)^T / sum_c R_c: positive semi-definite, of rank <= 2 for three clients
+    # (an earlier check that every eigenvalue is > 0 passed only where float rounding left the third one positive).
+    client_means = np.stack([means for _, means, _, _ in per_client])  # [C, M1, d]
+    deviations = client_means - np.asarray(exact['means'])[np.newaxis]
+    spread = np.einsum('cm,cmi,cmj->mij', masses, deviations, deviations) / masses.sum(0)[:, None, None]
+    self.assertAllClose(exact['covariances'] - aggregated['covariances'], spread, atol=1e-4)
+    self.assertGreater(np.linalg.eigvalsh(spread).max(), 1.0)
 
   def test_a_component_without_mass_keeps_its_parameters(self):
     config = fedgmm.Config(gaussians=2, learners=1)
