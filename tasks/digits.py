@@ -3,8 +3,9 @@
 EMNIST cannot be downloaded here, and the paper's claims should also be checked on real handwriting, not only on
 the `synthetic` generator. The one real handwriting bundled with an installed package is scikit-learn's digits
 (`sklearn.datasets.load_digits`: 1,797 handwritten digits, 8 x 8 images of counts 0-16, the test part of UCI's
-optdigits; no writer ids). This task builds from it a day/night task with EMNIST's structure (Section 4 of seed
-002: digits by day, characters by night, disjoint labels, some classes confusable across modes as 0/O and 1/l):
+optdigits; no writer ids). This task builds from it a day/night task with EMNIST's structure (Section 4 of the
+Diurnal-or-Nocturnal paper: digits by day, characters by night, disjoint labels, some classes confusable across
+modes as 0/O and 1/l):
 
 - the examples are split at random (seeded) into two halves, one per mode;
 - day: the digits as written, labels 0-9; night: the other half mirrored left to right, labels 10-19 (digit j
