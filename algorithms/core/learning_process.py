@@ -19,8 +19,8 @@ that TFF can run its clients on several workers.
 """
 
 import collections
-import functools
 import dataclasses
+import functools
 from typing import Callable, NamedTuple, Optional
 
 
