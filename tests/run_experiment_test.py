@@ -124,7 +124,7 @@ class BadInputTest(parameterized.TestCase):
     """The binary's stderr holds the one line and nothing else (no TensorFlow or absl logging), exit status 2."""
     output_dir = self.create_tempdir().full_path
     result = _run_binary(['--task=cifar', '--cache_dir=/nonexistent', f'--root_output_dir={output_dir}',
-                   '--experiment_name=bad'])
+                          '--experiment_name=bad'])
     self.assertEqual(result.returncode, 2, result.stderr)
     self.assertRegex(result.stderr, r'^run_experiment: error: [^\n]*/nonexistent/cifar100.sqlite[^\n]*\n$')
     self.assertFalse(os.path.exists(os.path.join(output_dir, 'bad')))
