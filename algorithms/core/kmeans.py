@@ -51,13 +51,17 @@ def farthest_first(points: tf.Tensor, mask: tf.Tensor, k: int) -> tf.Tensor:
 
 def lloyd(points: tf.Tensor, mask: tf.Tensor, k: int, iterations: int = 20) -> tuple[tf.Tensor, tf.Tensor]:
   """k-means of the valid `points` [m, D]: (labels [m] int32, -1 where masked; centroids [k, D])."""
-  centroids = farthest_first(points, mask, k)
   valid = tf.cast(mask, points.dtype)
-  for _ in range(iterations):
+
+  def step(centroids):  # One Lloyd step: assign, then move each centroid with members to its members' mean.
     one_hot = tf.one_hot(tf.argmin(_squared_distances(points, centroids), 1), k, dtype=points.dtype) * valid[:, None]
     counts = tf.reduce_sum(one_hot, 0)
     means = tf.math.divide_no_nan(tf.matmul(one_hot, points, transpose_a=True), counts[:, tf.newaxis])
-    centroids = tf.where(counts[:, tf.newaxis] > 0, means, centroids)
+    return (tf.where(counts[:, tf.newaxis] > 0, means, centroids),)
+
+  # A graph loop, not a Python one: the server computation holds one step, not `iterations` copies of it.
+  centroids = tf.while_loop(lambda _: True, step, (farthest_first(points, mask, k),),
+                            maximum_iterations=iterations)[0]
   labels = tf.argmin(_squared_distances(points, centroids), 1, output_type=tf.int32)
   return tf.where(mask, labels, -1), centroids
 

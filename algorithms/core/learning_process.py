@@ -22,6 +22,7 @@ import collections
 import dataclasses
 import functools
 from typing import Callable, NamedTuple, Optional
+import weakref
 
 
 import tensorflow as tf
@@ -35,12 +36,33 @@ from models import multi_branch
 ModelFn = Callable[[], tf.keras.Model]
 
 
+class _ModelFacts(NamedTuple):
+  weights_type: tff.types.StructWithPythonType
+  feature_dim: Optional[int]  # D of a multi-branch model's features [B, D]; None for a model without them.
+
+
+# One build per model function (a Keras model takes 0.1-0.3 s to build, and a method asks for these facts 2-4
+# times). Weak keys: an entry goes with its function, so a process that runs many experiments keeps no task alive.
+_MODEL_FACTS: 'weakref.WeakKeyDictionary[ModelFn, _ModelFacts]' = weakref.WeakKeyDictionary()
+
+
+def _model_facts(model_fn: ModelFn) -> _ModelFacts:
+  """The static facts of the Keras model built by `model_fn`, from one build in a throwaway graph."""
+  facts = _MODEL_FACTS.get(model_fn)
+  if facts is None:
+    with tf.Graph().as_default():
+      model = model_fn()
+      weights = tff.learning.models.ModelWeights.from_model(model)
+      specs = tf.nest.map_structure(lambda v: tf.TensorSpec(v.shape, v.dtype), weights)
+      features = model.output_shape.get(multi_branch.FEATURES) if isinstance(model.output_shape, dict) else None
+    facts = _ModelFacts(tff.types.tensorflow_to_type(specs), None if features is None else int(features[-1]))
+    _MODEL_FACTS[model_fn] = facts
+  return facts
+
+
 def model_weights_type(model_fn: ModelFn) -> tff.types.StructWithPythonType:
   """The TFF type of `tff.learning.models.ModelWeights` of the Keras model built by `model_fn`."""
-  with tf.Graph().as_default():
-    weights = tff.learning.models.ModelWeights.from_model(model_fn())
-    specs = tf.nest.map_structure(lambda v: tf.TensorSpec(v.shape, v.dtype), weights)
-  return tff.types.tensorflow_to_type(specs)
+  return _model_facts(model_fn).weights_type
 
 
 def client_data_type(element_spec) -> tff.SequenceType:
@@ -50,8 +72,7 @@ def client_data_type(element_spec) -> tff.SequenceType:
 
 def feature_dim(model_fn: ModelFn) -> int:
   """D of the multi-branch model's clustering features [B, D]."""
-  with tf.Graph().as_default():
-    return int(model_fn().output_shape['features'][-1])
+  return _model_facts(model_fn).feature_dim
 
 
 def float32_struct_type(value) -> tff.types.StructWithPythonType:
