@@ -3,21 +3,26 @@
 Calling `main` in-process spares each run the interpreter, TensorFlow and TFF start-up of a subprocess (about 5 of
 its 10 seconds here); the binary as users run it is tested in run_experiment_test. Call `start_worker()` once
 first (in `setUpClass`): TFF starts its worker with this process's stdout and stderr, which the runs redirect to
-buffers without file descriptors.
+buffers without file descriptors. Runs on several workers use `start_local_workers` and compare with the local run
+by `assert_same_rounds`.
 """
 
 import contextlib
 import csv
 import io
 import os
+import subprocess
 import warnings
 
 from absl import flags
+import numpy as np
+import portpicker
 import tensorflow as tf
 import tensorflow_federated as tff
 
 import run_experiment
 from utils import execution_context
+from utils import remote_workers
 
 
 def start_worker() -> None:
@@ -52,3 +57,34 @@ def run_with_stdout(args) -> tuple[int, str, str]:
 def metrics_rows(output_dir: str) -> list[dict]:
   with open(os.path.join(output_dir, 'metrics.csv')) as f:
     return list(csv.DictReader(f))
+
+
+def start_local_workers(count: int) -> tuple[list[subprocess.Popen], list[str]]:
+  """`count` TFF worker processes on 127.0.0.1 (stop them with `stop_workers`): (processes, addresses)."""
+  ports = [portpicker.pick_unused_port() for _ in range(count)]
+  workers = [remote_workers.start_local_worker(port, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for port in ports]
+  addresses = [f'127.0.0.1:{port}' for port in ports]
+  remote_workers.wait_until_ready(addresses, timeout_seconds=30)
+  return workers, addresses
+
+
+def stop_workers(workers) -> None:
+  for worker in workers:
+    worker.kill()
+    worker.wait()
+
+
+def assert_same_rounds(test, local: list[dict], remote: list[dict], name: str) -> None:
+  """Every metrics.csv row of a run on several workers equals the local run's: counts and accuracies exactly, other
+  values within 1e-6 (the workers' partial sums are added in another order)."""
+  test.assertEqual(len(remote), len(local), name)
+  for local_row, remote_row in zip(local, remote):
+    test.assertEqual(set(local_row), set(remote_row), name)
+    for key in sorted(set(local_row) - {'round_seconds'}):
+      message = f'{name} round {local_row["round"]}: {key}'
+      if local_row[key] == '' or key.endswith('accuracy') or float(local_row[key]).is_integer():
+        test.assertEqual(local_row[key], remote_row[key], message)
+      else:
+        np.testing.assert_allclose(float(remote_row[key]), float(local_row[key]), rtol=1e-6, atol=1e-6,
+                                   err_msg=message)

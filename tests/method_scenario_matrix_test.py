@@ -4,6 +4,10 @@ holds what a recomputation from their metrics.csv gives (means, and standard err
 This is the suite's small version of the method x scenario matrix (README, "Comparing methods"): two-round runs on
 the synthetic task, one test (and one shard) per scenario. The runs call run_experiment's `main` in this process
 (`tests.in_process_run`).
+
+Several TFF workers: in its home scenario (`_ON_TWO_WORKERS`) every method runs a second time on two local
+`worker_binary` processes, and its rounds must equal the local run's (FedTEM's as its split round). The shift-free
+references (nds, nds_single) run vanilla's computations and are not run twice.
 """
 
 import csv
@@ -39,6 +43,10 @@ _SCENARIO_FLAGS = {
     # 12 day clients, 3 of them unseen.
     'dirichlet_mixture': ['--num_clients=12', '--unseen_fraction=0.25'],
 }
+# The scenario in which each method also runs on two workers: periodic, or time-stage domains for the methods that
+# need them.
+_ON_TWO_WORKERS = {algorithm: 'evolving_domains' if algorithm in ('local', 'fedevolve') else 'periodic'
+                   for algorithm in _ALGORITHMS if not algorithm.startswith('nds')}
 _SINGLE_BRANCH_PARAMETERS = 64 * 64 + 64 + 64 * 32 + 32 + 32 * 20 + 20
 
 
@@ -137,19 +145,33 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
   @parameterized.parameters(*_SCENARIO_FLAGS)
   def test_every_method_and_the_report(self, scenario):
     root = self.create_tempdir().full_path
+    addresses = None
+    if scenario in _ON_TWO_WORKERS.values():
+      workers, addresses = in_process_run.start_local_workers(2)
+      self.addCleanup(in_process_run.stop_workers, workers)
     for algorithm in _ALGORITHMS:
       for seed in _seeds(scenario, algorithm):
         with self.subTest(algorithm=algorithm, seed=seed):
-          status, stderr = in_process_run.run([
-              '--task=synthetic', f'--scenario={scenario}', f'--algorithm={algorithm}', '--clients_per_round=3',
-              '--total_rounds=2', '--period=2', '--rounds_per_eval=2', '--eval_batch_size=500', f'--seed={seed}',
-              f'--root_output_dir={root}', f'--experiment_name={algorithm}_s{seed}', *_SCENARIO_FLAGS[scenario]])
+          args = ['--task=synthetic', f'--scenario={scenario}', f'--algorithm={algorithm}', '--clients_per_round=3',
+                  '--total_rounds=2', '--period=2', '--rounds_per_eval=2', '--eval_batch_size=500', f'--seed={seed}',
+                  *_SCENARIO_FLAGS[scenario]]
+          status, stderr = in_process_run.run([*args, f'--root_output_dir={root}',
+                                               f'--experiment_name={algorithm}_s{seed}'])
           refusal = _refusal(scenario, algorithm)
           if refusal:
             self.assertEqual((status, stderr.strip().splitlines()[-1]), (2, refusal))
             continue
           self.assertEqual(status, 0, stderr[-3000:])
-          self._check_scenario_metrics(scenario, algorithm, os.path.join(root, f'{algorithm}_s{seed}'))
+          run_dir = os.path.join(root, f'{algorithm}_s{seed}')
+          self._check_scenario_metrics(scenario, algorithm, run_dir)
+          if _ON_TWO_WORKERS.get(algorithm) == scenario and seed == _SEEDS[0]:
+            remote_root = self.create_tempdir().full_path  # Not in `root`: the report reads every run there.
+            status, stderr = in_process_run.run([*args, f'--root_output_dir={remote_root}',
+                                                 '--experiment_name=two_workers', f'--workers={",".join(addresses)}'])
+            self.assertEqual(status, 0, stderr[-3000:])
+            in_process_run.assert_same_rounds(self, in_process_run.metrics_rows(run_dir),
+                                              in_process_run.metrics_rows(os.path.join(remote_root, 'two_workers')),
+                                              f'{algorithm} on two workers')
     self._check_report(root, scenario)
 
   def _check_scenario_metrics(self, scenario: str, algorithm: str, run_dir: str):

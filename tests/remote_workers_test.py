@@ -1,6 +1,7 @@
-"""Several TFF workers: every method's rounds on two workers equal its local rounds (FedTEM's as its split round);
-the start-up checks and the argument-order guard; a worker lost during a call stops it within the timeout; the
-device a worker runs client work on.
+"""Several TFF workers: the start-up checks and the argument-order guard; a worker lost during a call stops it
+within the timeout; a run that loses one resumes on the others; the device a worker runs client work on. That every
+method's rounds on two workers equal its local rounds is checked beside its local run in
+method_scenario_matrix_test.
 
 Two `worker_binary` processes are started on 127.0.0.1 by the test and killed at its end.
 """
@@ -13,43 +14,20 @@ import threading
 import time
 
 from absl.testing import absltest
-from absl.testing import parameterized
 import numpy as np
 import portpicker
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from algorithms import registry
 from tests import in_process_run
 from utils import remote_workers
 
 _WORKER_DEVICES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'experiment',
                                'worker_devices.py')
 
-# Small runs: 4 clients a round (2 on each worker); methods that need a scenario of time-stage domains get one.
-_SMALL_RUN = ('--clients_per_round=4', '--total_rounds=2', '--rounds_per_eval=2', '--eval_batch_size=500')
-_EVOLVING = ('local', 'fedevolve')
-_EVOLVING_FLAGS = ('--scenario=evolving_domains', '--num_domains=4', '--num_clients=8')
-
-
-def _start_workers(count: int) -> tuple[list[subprocess.Popen], list[str]]:
-  ports = [portpicker.pick_unused_port() for _ in range(count)]
-  workers = [remote_workers.start_local_worker(port, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for port in ports]
-  addresses = [f'127.0.0.1:{port}' for port in ports]
-  remote_workers.wait_until_ready(addresses, timeout_seconds=30)
-  return workers, addresses
-
-
 def _worker_devices(*args) -> subprocess.CompletedProcess:
   return subprocess.run([sys.executable, _WORKER_DEVICES, *args], capture_output=True, text=True, timeout=120,
                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-
-
-def _stop(workers) -> None:
-  for worker in workers:
-    worker.kill()
-    worker.wait()
 
 
 def _split_sums(addresses):
@@ -71,40 +49,18 @@ def _split_sums(addresses):
     return clients_last(0, [1, 2, 3, 4]), clients_first([1, 2, 3, 4], 0)
 
 
-class RemoteWorkersTest(parameterized.TestCase):
+class RemoteWorkersTest(absltest.TestCase):
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
     in_process_run.start_worker()
-    cls._workers, cls._addresses = _start_workers(2)
+    cls._workers, cls._addresses = in_process_run.start_local_workers(2)
 
   @classmethod
   def tearDownClass(cls):
-    _stop(cls._workers)
+    in_process_run.stop_workers(cls._workers)
     super().tearDownClass()
-
-  # Every method's computations; nds and nds_single run vanilla's and vanilla_single's (only which clients are
-  # sampled differs), so they are not run twice.
-  @parameterized.parameters(*(name for name in registry.ALGORITHMS if not registry.is_shift_free(name)))
-  def test_two_workers_give_the_local_rounds(self, algorithm):
-    scenario_flags = _EVOLVING_FLAGS if algorithm in _EVOLVING else ()
-    root = tempfile.mkdtemp()
-    rows = {}
-    for name, worker_flags in (('local', ()), ('two', (f'--workers={",".join(self._addresses)}',))):
-      status, stderr = in_process_run.run([f'--algorithm={algorithm}', *_SMALL_RUN, f'--root_output_dir={root}',
-                                           f'--experiment_name={name}', *scenario_flags, *worker_flags])
-      self.assertEqual(status, 0, stderr)
-      rows[name] = in_process_run.metrics_rows(os.path.join(root, name))
-    self.assertLen(rows['two'], 2)
-    for local, two in zip(rows['local'], rows['two']):
-      self.assertEqual(set(local), set(two))
-      for key in sorted(set(local) - {'round_seconds'}):
-        if local[key] == '' or key.endswith('accuracy') or float(local[key]).is_integer():
-          self.assertEqual(local[key], two[key], f'{algorithm} round {local["round"]}: {key}')
-        else:
-          np.testing.assert_allclose(float(two[key]), float(local[key]), rtol=1e-6, atol=1e-6,
-                                     err_msg=f'{algorithm} round {local["round"]}: {key}')
 
   def test_a_round_with_dependent_aggregations_is_refused(self):
     clients = tff.FederatedType(np.float32, tff.CLIENTS)
@@ -177,7 +133,7 @@ class RemoteWorkersTest(parameterized.TestCase):
       self.assertLen(stderr.strip().splitlines(), 1)
 
   def test_a_run_that_loses_a_worker_stops_in_one_line_and_resumes_on_the_others(self):
-    workers, addresses = _start_workers(2)
+    workers, addresses = in_process_run.start_local_workers(2)
     root = tempfile.mkdtemp()
     run_flags = [f'--root_output_dir={root}', '--total_rounds=6', '--rounds_per_eval=6', '--rounds_per_checkpoint=1']
     metrics = os.path.join(root, 'lost', 'metrics.csv')
@@ -185,7 +141,7 @@ class RemoteWorkersTest(parameterized.TestCase):
     def kill_after_two_rounds():
       while not (os.path.exists(metrics) and len(in_process_run.metrics_rows(os.path.dirname(metrics))) >= 2):
         time.sleep(0.05)
-      _stop(workers[1:])
+      in_process_run.stop_workers(workers[1:])
 
     killer = threading.Thread(target=kill_after_two_rounds, daemon=True)
     killer.start()
@@ -201,7 +157,7 @@ class RemoteWorkersTest(parameterized.TestCase):
     self.assertEqual(status, 0, stderr)
     status, stderr = in_process_run.run([*run_flags, '--experiment_name=local'])
     self.assertEqual(status, 0, stderr)
-    _stop(workers[:1])
+    in_process_run.stop_workers(workers[:1])
     resumed, local = (in_process_run.metrics_rows(os.path.join(root, name)) for name in ('lost', 'local'))
     self.assertLen(resumed, 6)
     for row, expected in zip(resumed, local):
@@ -210,7 +166,7 @@ class RemoteWorkersTest(parameterized.TestCase):
       np.testing.assert_allclose(float(row['train_loss']), float(expected['train_loss']), rtol=1e-6)
 
   def test_a_worker_lost_during_a_call_stops_it_within_the_timeout(self):
-    workers, addresses = _start_workers(2)
+    workers, addresses = in_process_run.start_local_workers(2)
     context = remote_workers.round_context(addresses, timeout_seconds=2)
 
     @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
@@ -219,13 +175,13 @@ class RemoteWorkersTest(parameterized.TestCase):
 
     with tff.framework.get_context_stack().install(context):
       self.assertEqual(total([1.0, 2.0, 3.0]), 6.0)
-      _stop(workers[1:])
+      in_process_run.stop_workers(workers[1:])
       started = time.monotonic()
       with self.assertRaisesRegex(remote_workers.WorkerUnavailableError,
                                   f'TFF worker {addresses[1]} stopped answering'):
         total([1.0, 2.0, 3.0])
     self.assertLess(time.monotonic() - started, 30)
-    _stop(workers[:1])
+    in_process_run.stop_workers(workers[:1])
 
 
 if __name__ == '__main__':
