@@ -82,11 +82,16 @@ def _alive(pid: int) -> bool:
     return False
 
 
-def _in_flight(run_dir: str) -> list[str]:
-  """What was being written when the run was killed."""
+def _staged(staging: str) -> set[str]:
+  """The entries of the checkpoint staging directory (a killed save leaves its part there until the next save)."""
+  return set(os.listdir(staging)) if os.path.isdir(staging) else set()
+
+
+def _in_flight(run_dir: str, staged_before: set[str]) -> list[str]:
+  """What was being written when the run was killed: a checkpoint this run began (a staging entry that was not
+  there when it started), a metrics row without its newline."""
   found = []
-  staging = os.path.join(run_dir, run_directory.CHECKPOINTS, '.staging')
-  if os.path.isdir(staging) and os.listdir(staging):
+  if _staged(os.path.join(run_dir, run_directory.CHECKPOINTS, '.staging')) - staged_before:
     found.append('checkpoint')
   metrics = os.path.join(run_dir, run_directory.METRICS)
   if os.path.exists(metrics):
@@ -113,6 +118,7 @@ def _kill_once(algorithm: str, root: str, name: str, moment: str,
   run_dir = os.path.join(root, name)
   metrics = os.path.join(run_dir, run_directory.METRICS)
   staging = os.path.join(run_dir, run_directory.CHECKPOINTS, '.staging')
+  staged_before = _staged(staging)  # What an earlier kill's save left: not this run's save.
   child = subprocess.Popen(_command(algorithm, root, name), env=_environment(), stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, text=True)
   # Training has started once the first progress line is printed.
@@ -120,7 +126,7 @@ def _kill_once(algorithm: str, root: str, name: str, moment: str,
     if line.startswith('round '):
       break
   if moment == 'checkpoint':
-    _wait_for(lambda: os.path.isdir(staging) and bool(os.listdir(staging)), child, timeout=120)
+    _wait_for(lambda: bool(_staged(staging) - staged_before), child, timeout=120)
   elif moment == 'row':
     size = os.path.getsize(metrics)
     _wait_for(lambda: os.path.getsize(metrics) != size, child, timeout=120)
@@ -132,7 +138,7 @@ def _kill_once(algorithm: str, root: str, name: str, moment: str,
   child.wait()
   child.stdout.close()
   time.sleep(1.0)
-  return killed, _in_flight(run_dir) if killed else [], {pid for pid in workers if _alive(pid)}
+  return killed, _in_flight(run_dir, staged_before) if killed else [], {pid for pid in workers if _alive(pid)}
 
 
 def _check(algorithm: str, root: str, rng: random.Random) -> tuple[bool, str]:
