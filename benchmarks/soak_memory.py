@@ -2,12 +2,16 @@
 
     bazel run //benchmarks:soak_memory -- --total_rounds=2000 --algorithms=vanilla,fedtem
 
-Runs `run_experiment.py` on the synthetic task with its defaults (10 clients per round, evaluation every 8
-rounds, checkpoints every 8) and reads the resident set size (VmRSS in /proc) of the driver process and of its TFF
-`worker_binary` child every `--sample_every` rounds, when the run prints that round's progress line. Growth is
-measured from the sample at `--baseline_round` (after TF's one-off allocations: tracing, the first evaluation and
-checkpoint) to the last sample. Writes every sample to <output_dir>/<algorithm>_memory.csv and prints one line per
-method. Not part of the test suite (minutes per method).
+    bazel run //benchmarks:soak_memory -- --algorithms=fedgmm,shiftex
+
+Runs `run_experiment.py` with the task's defaults (the synthetic task: 10 clients per round, evaluation every 8
+rounds, checkpoints every 8), each method with per-client state or a server-side pool on the scenario where it
+matters (`_TARGETS`: FedGMM on `dirichlet_mixture` with all 300 clients of `gaussian_mixture`, ShiftEx on
+`windowed` with its census rounds), and reads the resident set size (VmRSS in /proc) of the driver process and of
+its TFF `worker_binary` child every `--sample_every` rounds, when the run prints that round's progress line, with
+the size of the run's checkpoints directory. Growth is measured from the sample at `--baseline_round` (after TF's
+one-off allocations: tracing, the first evaluation and checkpoint) to the last sample. Writes every sample to
+<output_dir>/<algorithm>_memory.csv and prints one line per method. Not part of the test suite (minutes per method).
 """
 
 import csv
@@ -19,6 +23,7 @@ import tempfile
 from absl import app
 from absl import flags
 
+from experiment import run_directory
 from utils import execution_context
 
 _ALGORITHMS = flags.DEFINE_list('algorithms', ['vanilla', 'fedtem'], 'Methods to soak.')
@@ -29,6 +34,12 @@ _OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Where the runs and sample
                                   'directory).')
 
 _BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
+# Methods soaked where their state grows with the run (every other name: the synthetic task's periodic scenario).
+_TARGETS = {
+    'fedgmm': ['--task=gaussian_mixture', '--scenario=dirichlet_mixture', '--num_clients=300',
+               '--rounds_per_eval=8', '--rounds_per_checkpoint=8'],
+    'shiftex': ['--task=synthetic', '--scenario=windowed', '--window_rounds=16', '--num_branches=4'],
+}
 
 
 def _rss_mb(pid: int) -> float:
@@ -39,9 +50,14 @@ def _rss_mb(pid: int) -> float:
   return float('nan')
 
 
-def _soak(algorithm: str, root: str) -> list[tuple[int, float, float]]:
-  """[(round, driver MB, worker MB)] every `--sample_every` rounds."""
-  command = [sys.executable, _BINARY, '--task=synthetic', f'--algorithm={algorithm}',
+def _directory_mb(path: str) -> float:
+  return sum(os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(path)
+             for name in names) / 2**20
+
+
+def _soak(algorithm: str, root: str) -> list[tuple[int, float, float, float]]:
+  """[(round, driver MB, worker MB, checkpoints MB)] every `--sample_every` rounds."""
+  command = [sys.executable, _BINARY, *_TARGETS.get(algorithm, ['--task=synthetic']), f'--algorithm={algorithm}',
              f'--total_rounds={_TOTAL_ROUNDS.value}', f'--root_output_dir={root}', f'--experiment_name={algorithm}',
              '--overwrite']
   env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
@@ -52,7 +68,8 @@ def _soak(algorithm: str, root: str) -> list[tuple[int, float, float]]:
       continue
     round_num = int(line.split()[1].split('/')[0])
     if round_num % _SAMPLE_EVERY.value == 0:
-      samples.append((round_num, _rss_mb(child.pid), _rss_mb(execution_context.worker_pids(child.pid)[0])))
+      samples.append((round_num, _rss_mb(child.pid), _rss_mb(execution_context.worker_pids(child.pid)[0]),
+                      _directory_mb(os.path.join(root, algorithm, run_directory.CHECKPOINTS))))
   if child.wait() != 0:
     raise RuntimeError(f'{algorithm} run failed')
   return samples
@@ -70,13 +87,13 @@ def main(argv):
     samples = _soak(algorithm, root)
     with open(os.path.join(root, f'{algorithm}_memory.csv'), 'w', newline='') as f:
       writer = csv.writer(f)
-      writer.writerow(['round', 'driver_rss_mb', 'worker_rss_mb'])
+      writer.writerow(['round', 'driver_rss_mb', 'worker_rss_mb', 'checkpoints_mb'])
       writer.writerows(samples)
     first, baseline, last = samples[0], next(s for s in samples if s[0] >= _BASELINE_ROUND.value), samples[-1]
     print(f'{algorithm}: driver {first[1]:.0f} MB (round {first[0]}) / {baseline[1]:.0f} MB (round {baseline[0]}) '
           f'-> {last[1]:.0f} MB (round {last[0]}), growth {100 * _growth(samples, 1):+.1f}%; worker '
-          f'{first[2]:.0f} / {baseline[2]:.0f} -> {last[2]:.0f} MB, growth {100 * _growth(samples, 2):+.1f}%',
-          flush=True)
+          f'{first[2]:.0f} / {baseline[2]:.0f} -> {last[2]:.0f} MB, growth {100 * _growth(samples, 2):+.1f}%; '
+          f'checkpoints {baseline[3]:.1f} -> {last[3]:.1f} MB', flush=True)
   print(f'Samples in {root}')
 
 
