@@ -156,6 +156,10 @@ def from_spec(spec: Mapping, overrides: Sequence[tuple[str, str]] = (),
         raise GridError(f'[[exclude]] names {flag!r}, which is not swept.')
     exclude.append(tuple((flag, frozenset(_values(flag, values))) for flag, values in rule.items()))
   flags = dict(_flag_table(spec.get('flags', {}), '[flags]'))
+  for flag, _ in sweeps:
+    if flag in flags:  # [flags] would win over the sweep in every run, silently.
+      raise GridError(f'--sweep {flag}: the grid fixes it in [flags]; use --set={flag}=... to change it for every '
+                      'run.')
   for flag, _ in overrides:
     _check_flag(flag, '--set')
     if flag in swept:

@@ -106,6 +106,9 @@ class GridTest(absltest.TestCase):
         grid_lib.from_spec(spec).runs()
     with self.assertRaisesRegex(grid_lib.GridError, 'fixes a swept flag'):
       grid_lib.from_spec({'sweep': {'seed': [0]}}, overrides=[('seed', '1')])
+    with self.assertRaisesRegex(grid_lib.GridError, r'^--sweep total_rounds: the grid fixes it in \[flags\]; use '
+                                                    r'--set=total_rounds=\.\.\. to change it for every run\.$'):
+      grid_lib.from_spec({'sweep': {'seed': [0]}, 'flags': {'total_rounds': 60}}, sweeps=[('total_rounds', ['240'])])
 
   def test_report_table(self):
     grid = _grid('''
