@@ -2,6 +2,10 @@
 written with `tasks.fake_tff_files`, with client sizes like the real ones:
 
   emnist         clients of ~100 digits and ~97 characters (Table 1: 341,873 / 3,383 and 329,712 / 3,400);
+  emnist_real_digits  the EMNIST layout holding real handwriting: scikit-learn's 1,797 digits (8 x 8, counts 0-16)
+                 drawn as EMNIST draws its own (each 8 x 8 image resized bilinearly to 20 x 20 and centred in 28 x 28,
+                 ink dark on a background of 1.0, TFF's EMNIST convention), writers of 30 digits in a seeded order,
+                 a fifth of the digits (seeded) as `all_test`; no characters;
   cifar          CIFAR-10 clients of 100 images (the task's split), CIFAR-100 clients of 100 (TFF's);
   stackoverflow  users whose questions and answers number log-normally (median 60) with 20-word sentences; each
                  client trains on at most 512 of them (Table 2).
@@ -14,6 +18,8 @@ on: EMNIST's whole `all_test` (77,483 examples, digits in the training split's s
 import os
 
 import numpy as np
+from sklearn import datasets
+import tensorflow as tf
 
 from tasks import fake_tff_files
 
@@ -68,7 +74,21 @@ def _write_stackoverflow(directory, rng, paper_test_sets):
                                                           sentences(test_per_type, 'answer'))}})
 
 
-_WRITERS = {'emnist': _write_emnist, 'cifar': _write_cifar, 'stackoverflow': _write_stackoverflow}
+def _write_emnist_real_digits(directory, rng, paper_test_sets):
+  del paper_test_sets  # The digits are what they are.
+  digits = datasets.load_digits()
+  ink = tf.image.resize(digits.images[..., None].astype(np.float32) / 16.0, (20, 20), 'bilinear').numpy()[..., 0]
+  pixels = 1.0 - np.pad(np.clip(ink, 0.0, 1.0), ((0, 0), (4, 4), (4, 4)))
+  order = rng.permutation(len(pixels))
+  test, train = order[:len(order) // 5], order[len(order) // 5:]
+  element = lambda i: {'label': np.int64(digits.target[i]), 'pixels': pixels[i].astype(np.float32)}
+  writers = {f'd{w:03d}': [element(i) for i in train[start:start + 30]]
+             for w, start in enumerate(range(0, len(train), 30))}
+  fake_tff_files.write_sqlite(os.path.join(directory, 'emnist_all.sqlite'), {
+      'all_train': writers, 'all_test': {'t0': [element(i) for i in test]}})
+
+
+_WRITERS = {'emnist': _write_emnist, 'emnist_real_digits': _write_emnist_real_digits, 'cifar': _write_cifar, 'stackoverflow': _write_stackoverflow}
 
 
 def write(task: str, directory: str, rng: np.random.Generator, paper_test_sets: bool = False) -> None:
