@@ -53,8 +53,13 @@ def _rss_mb(pid: int) -> float:
 
 
 def _directory_mb(path: str) -> float:
-  return sum(os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(path)
-             for name in names) / 2**20
+  """The size of the files under `path` (a file renamed away while it is walked, a save's, counts 0)."""
+  def size(file_path):
+    try:
+      return os.path.getsize(file_path)
+    except FileNotFoundError:
+      return 0
+  return sum(size(os.path.join(folder, name)) for folder, _, names in os.walk(path) for name in names) / 2**20
 
 
 def _soak(algorithm: str, root: str) -> list[tuple[int, float, float, float]]:

@@ -78,17 +78,12 @@ def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
     final['test_mixture_accuracy_mean'] = np.mean(mixture)
     final['test_mixture_accuracy_std_last_cycles'] = np.std(mixture)
     final['balanced_mix_accuracy'] = (last['test_day_accuracy'] + last['test_night_accuracy']) / 2
-  counts = {tuple(int(i) for i in key.split('_')[-2:]): key
-            for key in rows[0] if key.startswith('train_routing_count_')}
-  total = lambda pairs: sum(row[counts[pair]] for row in rows for pair in pairs)
-  if counts and total(counts):  # One matching of modes to branches for the whole run: the injection with the most
-    # clients (a run whose routing counted no client, T-shot k-means collecting its centers, has no score).
-    modes, branches = max(m for m, _ in counts) + 1, max(b for _, b in counts) + 1
-    injections = ([tuple(zip(range(modes), p)) for p in itertools.permutations(range(branches), modes)]
-                  if modes <= branches else
-                  [tuple(zip(p, range(branches))) for p in itertools.permutations(range(modes), branches)])
-    matching = max(injections, key=total)
-    final['train_routing_accuracy_run_matched'] = total(matching) / total(counts)
+  test_matching = _run_matching(evaluated, 'routing_count_')  # Test examples over every evaluation.
+  if test_matching:
+    final['routing_accuracy_run_matched'] = test_matching[1]
+  matching = _run_matching(rows, 'train_routing_count_')
+  if matching:
+    matching, final['train_routing_accuracy_run_matched'] = matching
     base_0 = [f'learned_share_{branch}' for mode, branch in matching if mode == 0]
     if 'scheduled_share_0' in rows[0] and base_0 and base_0[0] in rows[0]:
       # The share of the component matched to base 0, signed. Two rounds: a correlation of two points is +-1, and
@@ -101,6 +96,22 @@ def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
       if f'{name}_accuracy' in final and f'{name}_server_accuracy' not in final:
         final[f'{name}_server_accuracy'] = final[f'{name}_accuracy']
   return final
+
+
+def _run_matching(rows: list[dict], prefix: str):
+  """(matching, accuracy): the one matching of modes to branches for the whole run, the injection with the most
+  counts in `rows`' `<prefix><mode>_<branch>` columns, and the share of the counts it matches; None without counts
+  (a run whose routing counted no client, T-shot k-means collecting its centers, has no score)."""
+  counts = {tuple(int(i) for i in key[len(prefix):].split('_')): key for key in rows[0] if key.startswith(prefix)}
+  total = lambda pairs: sum(row.get(counts[pair], 0.0) for row in rows for pair in pairs)
+  if not counts or not total(counts):
+    return None
+  modes, branches = max(m for m, _ in counts) + 1, max(b for _, b in counts) + 1
+  injections = ([tuple(zip(range(modes), p)) for p in itertools.permutations(range(branches), modes)]
+                if modes <= branches else
+                [tuple(zip(p, range(branches))) for p in itertools.permutations(range(modes), branches)])
+  matching = max(injections, key=total)
+  return matching, total(matching) / total(counts)
 
 
 def _windowed_measures(rows: list[dict]) -> dict[str, float]:

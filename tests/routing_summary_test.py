@@ -1,4 +1,5 @@
-"""Tests that training routing is scored under one matching for the whole run, against brute-force references."""
+"""Tests that training and test routing are scored under one matching for the whole run, against brute-force
+references."""
 
 import itertools
 
@@ -61,6 +62,23 @@ class RoutingSummaryTest(absltest.TestCase):
       whole, last = _brute_force(confusions, last=4)
       self.assertAlmostEqual(scores['train_routing_accuracy_run_matched'], whole, places=6)
       self.assertAlmostEqual(scores['train_routing_accuracy_run_matched_last_period'], last, places=6)
+
+  def test_test_routing_is_matched_once_over_the_evaluations(self):
+    # Evaluations every other round (rows between them have no test counts): modes found but oriented against the
+    # prior (every test example of domain d in branch 1 - d) score 0 in routing_accuracy and 1 here.
+    rng = np.random.default_rng(4)
+    confusions = [np.array([[0.0, 40.0], [60.0, 0.0]]), rng.integers(0, 30, size=(2, 2)).astype(float),
+                  np.array([[5.0, 35.0], [50.0, 10.0]])]
+    rows = [{'round': 1.0}, {'round': 2.0}, {'round': 3.0}, {'round': 4.0}, {'round': 5.0}, {'round': 6.0}]
+    for row, confusion in zip(rows[1::2], confusions):
+      row.update({f'routing_count_{d}_{b}': confusion[d, b] for d in range(2) for b in range(2)})
+    scores = routing_summary.run_matched_accuracy(rows, period=4)
+    whole, last = _brute_force(confusions, last=2)
+    self.assertAlmostEqual(scores['routing_accuracy_run_matched'], whole, places=6)
+    self.assertAlmostEqual(scores['routing_accuracy_run_matched_last_period'], last, places=6)
+    swapped = [{'round': 1.0, 'routing_count_0_0': 0.0, 'routing_count_0_1': 9.0, 'routing_count_1_0': 11.0,
+                'routing_count_1_1': 0.0}]
+    self.assertEqual(routing_summary.run_matched_accuracy(swapped, period=1)['routing_accuracy_run_matched'], 1.0)
 
   def test_runs_without_routing_have_no_score(self):
     self.assertEqual(routing_summary.run_matched_accuracy([{'round': 1.0, 'train_accuracy': 0.5}], period=1), {})

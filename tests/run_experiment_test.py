@@ -183,6 +183,18 @@ class EndToEndTest(parameterized.TestCase):
     self.assertEqual(float(rows[3]['prior']), 0.0)  # ... and to 0 at t mod T = T/2 = 4.
     for column in ('train_routing_accuracy', 'routing_accuracy'):
       self.assertBetween(float(rows[3][column]), 0.0, 1.0)
+    # The test examples' counts by domain and branch at each evaluation (round 4 here):
+    # routing_accuracy is the prior's orientation, branch k for mode k; the run-wide view matches once, by count.
+    evaluated = [row for row in rows if row['routing_accuracy']]
+    counts = np.array([[[float(row[f'routing_count_{d}_{b}']) for b in range(2)] for d in range(2)]
+                       for row in evaluated])
+    for row, count in zip(evaluated, counts):
+      self.assertAlmostEqual(float(row['routing_accuracy']), np.trace(count) / count.sum(), places=6)
+    total = counts.sum(0)
+    with open(os.path.join(root, 'tem', 'summary.json')) as f:
+      final = json.load(f)['final_metrics']
+    self.assertAlmostEqual(final['routing_accuracy_run_matched'],
+                           max(np.trace(total), total[0, 1] + total[1, 0]) / total.sum(), places=6)
 
   def test_fedtem_variants_run(self):
     # Three branches without a prior (EM only), the Bayesian client estimate of Eq. 22, sampled training branches

@@ -315,7 +315,9 @@ def routed_evaluation(evaluator: Evaluator, objective: Objective, objective_args
                       routing_shape, best_matching: bool,
                       personalization: Optional[Personalization] = None, novelty_score: Optional[Callable] = None):
   """evaluate(state) for a method that routes test examples to branches: the evaluator's metrics plus
-  `routing_accuracy` (under the best matching of domains to branches when `best_matching`) and `routing_ari`.
+  `routing_accuracy` (under the best matching of domains to branches when `best_matching`), `routing_ari` and the
+  counts they come from, `routing_count_<domain>_<branch>` (test examples; `experiment.routing_summary` scores them
+  under one matching for the whole run).
   `objective_args_fn(client work state)` gives the objective's extra arguments (its clustering model)."""
 
   def evaluate(state):
@@ -325,6 +327,8 @@ def routed_evaluation(evaluator: Evaluator, objective: Objective, objective_args
     confusion = metrics.pop('test_routing').astype(np.float32)
     metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=best_matching))
     metrics['routing_ari'] = float(routing.adjusted_rand_index(confusion))
+    metrics.update({f'{metric_names.TEST_ROUTING_COUNT_PREFIX}{domain}_{branch}': float(count)
+                    for (domain, branch), count in np.ndenumerate(confusion)})
     return metrics
 
   return evaluate
