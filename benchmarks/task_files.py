@@ -88,7 +88,8 @@ def _write_emnist_real_digits(directory, rng, paper_test_sets):
       'all_train': writers, 'all_test': {'t0': [element(i) for i in test]}})
 
 
-_WRITERS = {'emnist': _write_emnist, 'emnist_real_digits': _write_emnist_real_digits, 'cifar': _write_cifar, 'stackoverflow': _write_stackoverflow}
+_WRITERS = {'emnist': _write_emnist, 'emnist_real_digits': _write_emnist_real_digits, 'cifar': _write_cifar,
+            'stackoverflow': _write_stackoverflow}
 
 
 def write(task: str, directory: str, rng: np.random.Generator, paper_test_sets: bool = False) -> None:
