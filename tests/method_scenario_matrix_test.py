@@ -43,10 +43,6 @@ _SCENARIO_FLAGS = {
     # 12 day clients, 3 of them unseen.
     'dirichlet_mixture': ['--num_clients=12', '--unseen_fraction=0.25'],
 }
-# The scenario in which each method also runs on two workers: periodic, or time-stage domains for the methods that
-# need them.
-_ON_TWO_WORKERS = {algorithm: 'evolving_domains' if algorithm in ('local', 'fedevolve') else 'periodic'
-                   for algorithm in _ALGORITHMS if not algorithm.startswith('nds')}
 _SINGLE_BRANCH_PARAMETERS = 64 * 64 + 64 + 64 * 32 + 32 + 32 * 20 + 20
 
 
@@ -60,6 +56,12 @@ def _refusal(scenario: str, algorithm: str):
             'whose domains are time stages, at least 3 (--scenario=evolving_domains --num_domains>=3); this one has '
             '1.')
   return None
+
+
+# The scenario in which each method also runs on two workers: periodic, or time-stage domains for the methods that
+# periodic refuses (`_refusal`).
+_ON_TWO_WORKERS = {algorithm: 'periodic' if _refusal('periodic', algorithm) is None else 'evolving_domains'
+                   for algorithm in _ALGORITHMS if not algorithm.startswith('nds')}
 
 
 def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
