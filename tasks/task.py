@@ -220,13 +220,14 @@ class Task:
         keep[index] = weights / (weights[held].max() if len(held) else 1.0)
         seeds[index] = client_sampler.derived_seed(part.label_seed, zlib.crc32(part.source_id.encode()))
     keep, seeds = tf.constant(keep), tf.constant(seeds)
+    label_key = self.raw_label_key
 
+    @tf.autograph.experimental.do_not_convert
     def kept(example, part, first):
       (position, element), _ = example
-      draw = tf.random.stateless_uniform([], seed=tf.stack([seeds[part], position]))
-      return first | (draw < keep[part, tf.cast(element[self.raw_label_key], tf.int32)])
+      return _kept_by_label(position, element[label_key], part, first, keep, seeds)
 
-    return examples.filter(kept).map(lambda example, part, first: ((example[0][1], example[1])))
+    return examples.filter(kept).map(_without_thinning_keys)
 
   def pooled_training_examples(self, seed: int) -> tf.data.Dataset:
     """Every training example of every domain once, `(raw_element, domain)`, domain after domain (each base's
@@ -289,6 +290,23 @@ class Task:
       dataset = tf.data.Dataset.zip(tuple(parts)).map(
           lambda first, second: tf.nest.map_structure(lambda a, b: tf.concat([a, b], axis=0), first, second))
     return model_batches(dataset, self.batch_fn).prefetch(tf.data.AUTOTUNE)
+
+
+@tf.function(reduce_retracing=True, autograph=False)
+def _kept_by_label(position, label, part, first, keep, seeds):
+  """`_thinned`'s draw for one example: its part's first, or u < keep[part, label] with u ~ U[0, 1) drawn from the
+  seed (seeds[part], position). One traced function for every plan (keep [P, L] and seeds [P] are arguments, not
+  captures): each client's filter only calls it, instead of tracing the draw again."""
+  draw = tf.random.stateless_uniform([], seed=tf.stack([seeds[part], position]))
+  return first | (draw < keep[part, tf.cast(label, tf.int32)])
+
+
+@tf.autograph.experimental.do_not_convert
+def _without_thinning_keys(example, part, first):
+  """`((position, raw_element), domain), part, first` -> `(raw_element, domain)`."""
+  del part, first
+  (_, element), domain = example
+  return element, domain
 
 
 def _with_mode(dataset: tf.data.Dataset, mode: int) -> tf.data.Dataset:

@@ -30,6 +30,7 @@ Choices and guards:
   tunnel (README, "Several machines").
 """
 
+import functools
 import os
 import subprocess
 import time
@@ -118,10 +119,12 @@ def _executor_factory(address: str, timeout_seconds: float) -> tff.framework.Res
 def round_context(addresses: Sequence[str], num_subrounds: Optional[int] = None,
                   timeout_seconds: float = 60.0) -> tff.framework.MergeableCompExecutionContext:
   """The context that runs a computation's clients in `num_subrounds` subrounds (default: one per worker) over the
-  workers at `addresses`, merging their aggregates in client order."""
+  workers at `addresses`, merging their aggregates in client order. The workers' contexts share one compiler
+  cache: each subround's computation is compiled once, not once per worker (each TFF context caches only its own)."""
+  compile_once = functools.lru_cache(maxsize=None)(tff.backends.native.desugar_and_transform_to_native)
   contexts = [tff.framework.AsyncExecutionContext(
       executor_fn=_executor_factory(address, timeout_seconds),
-      compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+      compiler_fn=compile_once,
       transform_args=tff.tensorflow.transform_args,
       transform_result=tff.tensorflow.transform_result) for address in addresses]
   return tff.backends.native.create_mergeable_comp_execution_context(contexts, num_subrounds)
