@@ -34,7 +34,7 @@ from utils import execution_context
 
 _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Timed rounds (after the warm-up rounds).')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
-_BATCH_SIZE = flags.DEFINE_integer('batch_size', 128, 'Client batch size (the README\'s FedEvolve runs use 128).')
+_BATCH_SIZE = flags.DEFINE_integer('batch_size', 128, 'Client batch size (docs/results/fedevolve.md\'s runs use 128).')
 _CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
 _SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
 

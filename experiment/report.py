@@ -4,7 +4,7 @@
     python -m experiment.report --root=/tmp/seed_001 --output=/tmp/seed_001_report
     bazel run //experiment:report -- --root=/tmp/seed_001 --columns=target_server_accuracy,target_accuracy --percent
 
-The main table is printed too: the README's results tables are this output.
+The main table is printed too: the results tables of docs/results/ are this output.
 
 It reads the runs' config.json, metrics.csv and summary.json only, so it works on a copy of the run directories
 and while runs are going on (tables from the finished ones, plots from everything written so far).

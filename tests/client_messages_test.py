@@ -2,7 +2,7 @@
 
 Every method is built by run_experiment's `main` in this process on the scenario it targets (the synthetic task),
 stopped before its first round; every intrinsic of its `process.next` that moves client values to the server is
-listed with what a client contributes. The pinned table is the README's ("Privacy: what each method sends"): a
+listed with what a client contributes. The pinned table is docs/operations.md's ("Privacy: what each method sends"): a
 change that makes a method send more, or send a per-client value where it sent an aggregate, fails here. On a
 mismatch the message prints the method's rows as they are now.
 """

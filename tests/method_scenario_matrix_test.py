@@ -1,7 +1,7 @@
 """Every method on every scenario: each run ends with its scenario's metrics, and the report of the scenario's runs
 holds what a recomputation from their metrics.csv gives (means, and standard errors where a method has two seeds).
 
-This is the suite's small version of the method x scenario matrix (README, "Comparing methods"): two-round runs on
+This is the suite's small version of the method x scenario matrix (docs/running.md, "Running a grid"): two-round runs on
 the synthetic task, one test (and one shard) per scenario. The runs call run_experiment's `main` in this process
 (`tests.in_process_run`).
 

@@ -112,7 +112,7 @@ class RemoteWorkersTest(absltest.TestCase):
     self.assertEmpty(os.listdir(root))
 
   def test_worker_devices_prints_where_client_work_runs(self):
-    # The wheel's worker_binary is TensorFlow without CUDA (README, "Several machines"): CPU on any host.
+    # The wheel's worker_binary is TensorFlow without CUDA (docs/operations.md, "Several machines"): CPU on any host.
     self.assertEqual(remote_workers.device_types(self._addresses), dict.fromkeys(self._addresses, 'CPU'))
     result = _worker_devices(f'--workers={",".join(self._addresses)}')
     self.assertEqual((result.returncode, result.stdout.splitlines()),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs one of the README's comparison grids (experiment/grids/<NAME>.toml, through tools/run_matrix.sh: as many runs
+# Runs one of the results pages' comparison grids (experiment/grids/<NAME>.toml, through tools/run_matrix.sh: as many runs
 # at a time as the machine has cores; finished runs are skipped, so rerunning resumes). The matrix ends with the
 # report of the root (<root>/report/index.html) and prints its main table, the grid's [report] columns:
 #   seed_000            pFedEM, FedAvg, FedEM, CFL, FedGMM under mixture_drift

@@ -5,7 +5,7 @@
 #   bash tools/start_worker.sh [--port=P] [--cache_dir=DIR]        (default port 8000)
 #
 # The worker has no authentication and listens on all interfaces: run it on a private network, or reach it through
-# an SSH tunnel (README, "Several machines"). Tasks that read files (emnist, cifar, stackoverflow, tfds tasks) need
+# an SSH tunnel (docs/operations.md, "Several machines"). Tasks that read files (emnist, cifar, stackoverflow, tfds tasks) need
 # them on this host at the same path as on the host that runs run_experiment; with --cache_dir, TFF's databases
 # there are indexed by client first (tasks/tff_files.py: a client's read is then a lookup, not a scan of the file).
 set -euo pipefail

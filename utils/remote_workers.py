@@ -27,7 +27,7 @@ Choices and guards:
   `timeout_seconds`, then the call fails with `WorkerUnavailableError` (one line naming the worker), so a run keeps
   its last checkpoint and stops instead of hanging.
 - The service has no authentication and listens on all interfaces: run it on a private network or behind an SSH
-  tunnel (README, "Several machines").
+  tunnel (docs/operations.md, "Several machines").
 """
 
 import functools

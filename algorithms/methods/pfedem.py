@@ -83,7 +83,7 @@ Choices (the literal reading is the default, each other reading a flag `--pfedem
   of the six seeds' encoders that other split is the likelihood's own choice, not EM's start: the best diagonal
   2-GMM of the pooled features does not separate the bases (`experiment/check_base_separability.py`). With the
   synthetic bases twice as far apart (`--synthetic_style_scale=0.3`) the correlation is 0.93-0.99 in seeds 0-2,
-  and Algorithm 1 without the two departures still loses a base at the first cycle's end (README, pFedEM section).
+  and Algorithm 1 without the two departures still loses a base at the first cycle's end (docs/results/pfedem.md).
 - Server update: the server step applies Eq. 5's mean delta (`--server_optimizer`): `sgd` with learning rate 1 is
   Eq. 5 as written (parameter averaging, the faithful reading, which the pFedEM grids use); `adam`, the suite's
   default, applies FedAdam to it instead; local iterations J: the suite's schedule (`--client_epochs`,
