@@ -1,6 +1,6 @@
 r"""Runs a grid of experiments: every combination of the swept flags, N runs at a time, resumably.
 
-    bazel run //experiment:matrix -- --grid=experiment/grids/seed_001.toml --root=/tmp/seed_001
+    bazel run //experiment:matrix -- --grid=experiment/grids/fedevolve.toml --root=/tmp/fedevolve
     python -m experiment.matrix --sweep=algorithm=vanilla,fedtkm --sweep=seed=0,1,2 --set=total_rounds=64 \
         --root=/tmp/m
 

@@ -1,8 +1,8 @@
 """Writes a report of a root of runs: tables, plots and one index.html (`experiment/report_writer.py`).
 
-    bazel run //experiment:report -- --root=/tmp/seed_001
-    python -m experiment.report --root=/tmp/seed_001 --output=/tmp/seed_001_report
-    bazel run //experiment:report -- --root=/tmp/seed_001 --columns=target_server_accuracy,target_accuracy --percent
+    bazel run //experiment:report -- --root=/tmp/fedevolve
+    python -m experiment.report --root=/tmp/fedevolve --output=/tmp/fedevolve_report
+    bazel run //experiment:report -- --root=/tmp/fedevolve --columns=target_server_accuracy,target_accuracy --percent
 
 The main table is printed too: the results tables of docs/results/ are this output.
 

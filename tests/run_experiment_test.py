@@ -159,7 +159,7 @@ class EndToEndTest(parameterized.TestCase):
     self.assertIn('rounds/s', result.stdout)
     self.assertIn(output_dir, result.stdout)
 
-  def test_learns_on_seed_004_dirichlet_mixtures(self):
+  def test_learns_on_fedgmm_dirichlet_mixtures(self):
     root = self.create_tempdir().full_path
     result = _run(['--task=gaussian_mixture', '--scenario=dirichlet_mixture', '--num_clients=60',
                    '--clients_per_round=10', '--total_rounds=15', '--rounds_per_eval=15',

@@ -10,7 +10,7 @@ of the multi-network model); FedDrift runs 4 models, each client training one an
 permutation tests: MMD^2 of two samples of 32 embeddings, JSD of two label histograms, 99 random splits each) and the
 window's assignment (k-means with k by Davies-Bouldin, matching, spawning) on a full buffer of shifted profiles.
 
-    bazel run //benchmarks:seed_003_round_time -- --rounds=12
+    bazel run //benchmarks:shiftex_round_time -- --rounds=12
 """
 
 import collections
