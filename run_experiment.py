@@ -137,8 +137,8 @@ _EVAL_BATCH_SIZE = flags.DEFINE_integer('eval_batch_size', 64, 'Test batch size:
                                         'decides over (FedTEM, FedTKM: one test client).')
 _EVAL_INFERENCE_BATCH_SIZE = flags.DEFINE_integer(
     'eval_inference_batch_size', None, 'Test examples the model runs on at once, a multiple of --eval_batch_size '
-    'whose batches stay the groups (same metrics); meant for accelerators (on a 2-core CPU it did not pay: docs/operations.md, '
-    'Speed). Default: --eval_batch_size.')
+    'whose batches stay the groups (same metrics); meant for accelerators (on a 2-core CPU it did not pay: '
+    'docs/operations.md, Speed). Default: --eval_batch_size.')
 _SEED = flags.DEFINE_integer('seed', 0, 'Seeds data generation, model initialization, sampling and shuffling.')
 _ROOT_OUTPUT_DIR = flags.DEFINE_string('root_output_dir', '/tmp/periodic_shift', 'Where experiments are written.')
 _EXPERIMENT_NAME = flags.DEFINE_string('experiment_name', None,

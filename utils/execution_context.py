@@ -26,8 +26,8 @@ started it: TFF's execution-context thread, which lives as long as the process (
 
 The worker also runs with `MALLOC_ARENA_MAX=2` (unless the environment sets it): with glibc's default of up to
 8 malloc arenas per core, the worker's many threads fragment memory and its resident size grew by 24.5% between
-rounds 100 and 2,000 of the synthetic Vanilla run (`benchmarks/soak_memory`), which two arenas avoid (docs/operations.md,
-"Reliability").
+rounds 100 and 2,000 of the synthetic Vanilla run (`benchmarks/soak_memory`), which two arenas avoid
+(docs/operations.md, "Reliability").
 
 Binaries call `install()` at the start of `main`; tests call it before `tf.test.main()`, and benchmarks do the
 same.

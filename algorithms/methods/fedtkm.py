@@ -50,8 +50,8 @@ Choices where the paper is ambiguous (flags where a user may want the other read
   (log(d_1 / d_2) of day clients -0.33, of night clients +0.49, ||c_1 - c_2|| 7.8) while log alpha_2 fell to -0.31;
   by round 169 day clients had crossed into cluster 2 and both modes sat at about 0 with ||c_1 - c_2|| 1.2; at round
   209 the modes were apart again with labels swapped (+0.33 / -0.37), and the test routing ended at 0.125 (adjusted
-  Rand index 1.0: separated, swapped). With a leak the wind-up is bounded, about eta-bar * gap / lambda; docs/results/diurnal_or_nocturnal.md
-  gives the runs with lambda = 0.2.
+  Rand index 1.0: separated, swapped). With a leak the wind-up is bounded, about eta-bar * gap / lambda;
+  docs/results/diurnal_or_nocturnal.md gives the runs with lambda = 0.2.
 - Initialization: c_k ~ N(0, 0.1^2) per coordinate from the run's seed (the public code draws the same, unseeded);
   alpha = 1.
 - Test-time routing (Section 3.2: "at test time, we use a minibatch to estimate d_ik"): the branch of each test
