@@ -12,7 +12,7 @@ probability q(t) and from the night mode (mode 2) with probability 1 - q(t) (Eq.
 
 Both smooth functions are 1 (all day) at t mod T = 0 and 0 (all night) at t mod T = T/2; p < 1 gives more day
 rounds, p > 1 more night rounds. These are the simulated environment's functions (numpy); the learners' temporal
-priors, which run inside TFF computations, are in `temporal_prior`.
+priors, which run inside TFF computations, are in `algorithms/core/temporal_prior`.
 """
 
 from typing import Callable

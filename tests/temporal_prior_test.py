@@ -4,7 +4,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from periodic_shift import temporal_prior
+from algorithms.core import temporal_prior
 
 
 class TemporalPriorTest(tf.test.TestCase, parameterized.TestCase):

@@ -15,7 +15,7 @@ One round, as TFF computations (all in the client work; broadcast, mean and FedA
                       the round and the client's data. It reaches the server through `tff.federated_aggregate` with
                       a concatenating accumulator (TFF 0.87 has no federated_collect). Nothing else per client
                       reaches the server: no features, no labels, no GMM parameters.
-  server              the prior q~(t) (`periodic_shift.temporal_prior`; the soft prior's observed ratio is an
+  server              the prior q~(t) (`algorithms.core.temporal_prior`; the soft prior's observed ratio is an
                       aggregate, sum of Eq. 25 counts / sum |D_i|), and the threshold: the key of the
                       floor(q~(t) m + 1/2)-th highest client in (score, tie-break) order (Eq. 10).
   server -> clients   the threshold (broadcast).
@@ -88,7 +88,7 @@ from algorithms.core import objectives
 from algorithms.core import online_average
 from algorithms.core import routing
 from models import multi_branch
-from periodic_shift import temporal_prior
+from algorithms.core import temporal_prior
 from tasks import task as task_lib
 
 NAME = 'fedtem'

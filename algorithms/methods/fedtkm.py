@@ -16,7 +16,7 @@ One round, as one TFF computation (client work; broadcast, mean and FedAdam come
                       metrics. `aggregation_only.clients_to_server_intrinsics` lists how
                       values leave the clients, and a test proves every one is a sum or a mean.
   server              centers c_k = sum_i r_ik |D_i| f-bar_i / sum_i r_ik |D_i| (Eq. 12), a cluster with no client
-                      keeps its center; the prior q~(t) (`periodic_shift.temporal_prior`); the step
+                      keeps its center; the prior q~(t) (`algorithms.core.temporal_prior`); the step
                       eta_t = 2 |0.5 - q~(t)| eta_max (Eq. 27) or eta_max (`step_schedule='constant'`); and
                       alpha_2 <- exp(eta_t (q~(t) - q-bar(t))) alpha_2 (Eq. 13).
 
@@ -82,7 +82,7 @@ from algorithms.core import objectives
 from algorithms.core import online_average
 from algorithms.core import routing
 from models import multi_branch
-from periodic_shift import temporal_prior
+from algorithms.core import temporal_prior
 from tasks import task as task_lib
 
 NAME = 'fedtkm'
