@@ -1,5 +1,5 @@
 """Files of the paper tasks' real layouts and shapes for benchmarks (the real datasets cannot be downloaded here),
-written with `tasks.fake_tff_files`, with client sizes like the real ones:
+written with `tasks.testing.fake_tff_files`, with client sizes like the real ones:
 
   emnist         clients of ~100 digits and ~97 characters (Table 1: 341,873 / 3,383 and 329,712 / 3,400);
   emnist_real_digits  the EMNIST layout holding real handwriting: scikit-learn's 1,797 digits (8 x 8, counts 0-16)
@@ -21,7 +21,7 @@ import numpy as np
 from sklearn import datasets
 import tensorflow as tf
 
-from tasks import fake_tff_files
+from tasks.testing import fake_tff_files
 
 _EMNIST_TEST_EXAMPLES, _EMNIST_DIGIT_SHARE = 77_483, 341_873 / (341_873 + 329_712)
 _CIFAR_TEST_EXAMPLES = 10_000

@@ -12,8 +12,8 @@ import tempfile
 from absl.testing import absltest
 from absl.testing import parameterized
 
-from tasks import fake_tff_files
-from tasks import fake_tfds_files
+from tasks.testing import fake_tff_files
+from tasks.testing import fake_tfds_files
 from tests import in_process_run
 
 _BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')

@@ -14,7 +14,7 @@ from tasks import cifar
 from tasks import emnist
 from tasks import stackoverflow
 from tasks import tff_files
-from tasks import fake_tff_files
+from tasks.testing import fake_tff_files
 from tasks import partition
 
 _SPEC = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=4)

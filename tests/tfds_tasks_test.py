@@ -7,8 +7,8 @@ import numpy as np
 import tensorflow as tf
 
 from tasks import cifar
-from tasks import fake_tff_files
-from tasks import fake_tfds_files
+from tasks.testing import fake_tff_files
+from tasks.testing import fake_tfds_files
 from tasks import mnist
 from tasks import tfds_files
 
