@@ -3,8 +3,9 @@
     python flags_doc.py docs/flags.md      (or: bazel run //:flags_doc -- $PWD/docs/flags.md)
 
 `tests/flags_doc_test.py` fails when `docs/flags.md` differs from what this writes, so the reference cannot go stale.
-Flags come in two tables: the run's own (task, scenario, schedule, outputs, workers), and the methods' settings
-(`algorithms.core.method.setting`: `--<method>_<setting>`, or the flag a setting names), method by method.
+Flags come in three parts: the run's own (task, schedule, outputs, workers); the scenarios' settings (each scenario
+module's `Settings`, flags named as the settings), scenario by scenario with that scenario's default; and the methods'
+settings (`algorithms.core.method.setting`: `--<method>_<setting>`, or the flag a setting names), method by method.
 """
 
 import sys
@@ -13,6 +14,7 @@ from absl import flags
 
 from algorithms import registry as algorithms
 from algorithms.core import method
+from periodic_shift import scenarios
 import run_experiment
 
 _HEADER = ('# Flags of `run_experiment.py`\n\n'
@@ -32,14 +34,26 @@ def _row(flag: flags.Flag) -> str:
   return f'| `--{flag.name}` | {_cell(default)} | {_cell(meaning)} |'
 
 
+def _scenario_row(field) -> str:
+  """A scenario setting's row: its flag, that scenario's default and its help (`periodic_shift.scenario`)."""
+  default = field.default
+  default = '' if default is None else f'`{",".join(default) if isinstance(default, tuple) else default}`'
+  return f'| `--{field.name}` | {_cell(default)} | {_cell(field.metadata["help"])} |'
+
+
 def markdown() -> str:
   """The whole of docs/flags.md."""
   by_name = {flag.name: flag for flag in flags.FLAGS.flags_by_module_dict()[run_experiment.__name__]}
-  method_flags = {name: sorted(method.settings(name, config_class))
-                  for name, (config_class, _) in algorithms.METHOD_CONFIGS.items()}
-  owned = {flag for names in method_flags.values() for flag in names}
+  method_flags = {module.NAME: sorted(method.settings(module.NAME, module.Config)) for module in algorithms.MODULES
+                  if method.settings(module.NAME, module.Config)}
+  scenario_fields = [(name, field) for name, _, field in scenarios.declared_settings()]
+  owned = {flag for names in method_flags.values() for flag in names} | {field.name for _, field in scenario_fields}
   lines = [_HEADER, '## The run', '', '| flag | default | meaning |', '|---|---|---|']
   lines += [_row(by_name[name]) for name in sorted(set(by_name) - owned)]
+  lines += ['', '## The scenarios\' settings', '']
+  for name in scenarios.SCENARIOS:
+    lines += [f'### `--scenario={name}`', '', '| flag | default | meaning |', '|---|---|---|']
+    lines += [_scenario_row(field) for scenario, field in scenario_fields if scenario == name] + ['']
   lines += ['', '## The methods\' settings', '']
   for name, flag_names in method_flags.items():
     lines += [f'### `--algorithm={name}`', '', '| flag | default | meaning |', '|---|---|---|']

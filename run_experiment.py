@@ -14,6 +14,7 @@ model built. A round with non-finite values ends it with one line and exit statu
 keeping the last good checkpoint and the rows before that round.
 """
 
+import collections
 import dataclasses
 import os
 import sys
@@ -40,12 +41,14 @@ from experiment import run_directory
 from experiment import shift_metrics
 from experiment import training_loop
 from models import multi_branch
-from periodic_shift import day_probability
+from periodic_shift import scenario as scenario_lib
 from periodic_shift import scenarios
 from tasks import registry as tasks
 from utils import execution_context
 from utils import remote_workers
+from utils import settings as settings_lib
 
+_FLAGS_BEFORE = frozenset(flags.FLAGS)  # absl's own, and those of the libraries imported above.
 _TASK = flags.DEFINE_string('task', 'synthetic', f'One of {", ".join(tasks.TASKS)}.')
 _SYNTHETIC_STYLE_SCALE = flags.DEFINE_float(
     'synthetic_style_scale', None, 'Task synthetic: scale of each mode\'s input offset s_m, how far apart its two '
@@ -53,60 +56,11 @@ _SYNTHETIC_STYLE_SCALE = flags.DEFINE_float(
 _ALGORITHM = flags.DEFINE_string('algorithm', 'vanilla', f'One of {", ".join(algorithms.ALGORITHMS)}.')
 _SCENARIO = flags.DEFINE_string('scenario', 'periodic', f'Shift scenario: one of {", ".join(scenarios.SCENARIOS)} '
                                 '(see periodic_shift/scenarios.py).')
-_MIXTURE_SCHEDULE = flags.DEFINE_string('mixture_schedule', 'linear', 'mixture_drift: shape of the domain-share '
-                                        'cycles, linear or cosine (Chen et al.).')
-_NUM_CYCLES = flags.DEFINE_float('num_cycles', 3.0, 'mixture_drift: cycles of the domain shares over the run.')
-_MIXTURE_TEST = flags.DEFINE_string('mixture_test', 'current', 'mixture_drift: test_mixture_accuracy weighs the '
-                                    'domains by the round\'s shares (current) or equally (balanced).')
-_NUM_CLIENTS = flags.DEFINE_integer('num_clients', None, 'mixture_drift, evolving_domains and dirichlet_mixture: '
-                                    'clients, each holding data of every domain; windowed: the population, drawn '
-                                    'from every base\'s clients. Default: 80 (mixture_drift, the pFedEM paper), 20 '
-                                    '(evolving_domains, the FedEvolve paper), all (dirichlet_mixture, windowed).')
-_NUM_DOMAINS = flags.DEFINE_integer('num_domains', 12, 'evolving_domains: M + 1 domains, the last the target.')
-_ROTATION_STEP = flags.DEFINE_float('rotation_step', 15.0, 'evolving_domains: Delta, degrees between domains.')
-_TARGET_EXTRA_ROTATION = flags.DEFINE_float('target_extra_rotation', 0.0, 'evolving_domains: degrees the target '
-                                            'turns beyond M * Delta (the paper\'s unexpected target evolution).')
-_ROTATION_PLANES = flags.DEFINE_integer('rotation_planes', 1, 'evolving_domains on vector inputs: orthogonal planes '
-                                        'each rotation turns (1: one plane; half the input dimension: every '
-                                        'direction, the synthetic rotated-digits stand-in).')
-_DRIFT_TYPE = flags.DEFINE_string('drift_type', 'sudden', 'concept_drift: sudden, incremental or recurring.')
-_NUM_CONCEPTS = flags.DEFINE_integer('num_concepts', 2, 'concept_drift: concepts (label permutations; 0 = identity).')
-_DRIFT_START = flags.DEFINE_float('drift_start', 0.25, 'concept_drift: earliest change point, fraction of the run.')
-_DRIFT_END = flags.DEFINE_float('drift_end', 0.5, 'concept_drift: latest change point, fraction of the run.')
-_DRIFT_LENGTH = flags.DEFINE_integer('drift_length', 16, 'concept_drift: rounds an incremental drift takes.')
-_CONCEPT_PERIOD = flags.DEFINE_integer('concept_period', 32, 'concept_drift: rounds each recurring concept lasts.')
-_WINDOW_ROUNDS = flags.DEFINE_integer('window_rounds', 32, 'windowed: rounds per window.')
-_WINDOWING = flags.DEFINE_string('windowing', 'tumbling', 'windowed: tumbling or sliding (overlapping) windows.')
-_WINDOW_OVERLAP = flags.DEFINE_integer('window_overlap', 8, 'windowed, sliding: rounds over which a moved client '
-                                       'holds both regimes.')
-_CORRUPTIONS = flags.DEFINE_list('corruptions', list(scenarios.Config.corruptions), 'windowed: corruption '
-                                 'families the windows draw from (blur, haze, jitter: image tasks only).')
-_LABEL_SKEW_ALPHA = flags.DEFINE_float('label_skew_alpha', 1.0, 'windowed: Dirichlet concentration of each '
-                                       'window\'s label weights; 0 = no label shift.')
-_SWITCH_FRACTION = flags.DEFINE_float('switch_fraction', 0.5, 'windowed: share of clients moving to the new regime '
-                                      'at each window boundary.')
-_WINDOW_SEVERITY = flags.DEFINE_integer('window_severity', 0, 'windowed: the corruption severity (1-5) of every '
-                                        'window; 0 draws one per window.')
-_CENSUS_SCOPE = flags.DEFINE_string('census_scope', 'population', 'windowed: who reports in a census round (ShiftEx): '
-                                     'every party (population) or those that train in that window (cohort).')
-_WINDOW_CHUNKS = flags.DEFINE_integer(
-    'window_chunks', 2, 'windowed: each client\'s data are cut into this many disjoint chunks and window w holds '
-    'chunk w mod N, so consecutive windows hold fresh examples; 1 replays all of them in every window.')
-_DIRICHLET_COMPONENTS = flags.DEFINE_string(
-    'dirichlet_components', None, 'dirichlet_mixture: the components, transformed (base 0 and base 0 under rot90 + '
-    'flip + invert + a label permutation, the FedGMM paper\'s real data) or bases (the task\'s bases, its synthetic '
-    'data). Default: the task\'s (bases for gaussian_mixture and gaussian_toy_1d, else transformed).')
-_COMPONENT_ALPHA = flags.DEFINE_float('component_alpha', 0.4, 'dirichlet_mixture: alpha of each client\'s '
-                                      'Dir(alpha) mixture weights over the components.')
-_UNSEEN_FRACTION = flags.DEFINE_float('unseen_fraction', 0.0, 'dirichlet_mixture: share of clients held out of '
-                                      'training (FedGMM, Table 5: 0.2); their data split 50/50 adaptation/test.')
-_DIRICHLET_ALPHA = flags.DEFINE_float('dirichlet_alpha', float('inf'), 'evolving_domains: each client\'s class '
-                                      'weights ~ Dir(alpha) thin its sources\' labels (the FedEvolve paper: inf, '
-                                      '1.0, 0.1); inf = no label skew.')
-_EVOLVING_BASE = flags.DEFINE_integer('evolving_base', 0, 'evolving_domains: the base population rotated (0: the '
-                                      'day mode, EMNIST digits).')
-_SHIFT_FN = flags.DEFINE_string('shift_fn', 'linear', f'q(t): one of {", ".join(day_probability.SHIFT_FUNCTIONS)}.')
-_SHIFT_P = flags.DEFINE_float('shift_p', 1.0, 'Exponent p of q(t) (Eq. 3), > 0.')
+_NO_SHIFT = flags.DEFINE_bool(
+    'no_shift', False, 'Run the scenario without its shift (No-Dist-Shift, the reference of "Diurnal or Nocturnal?", '
+    'Zhu et al., 2022): periodic samples the population\'s day share every round, mixture_drift keeps equal shares, '
+    'evolving_domains does not rotate, concept_drift and windowed keep every client in concept or regime 0, '
+    'dirichlet_mixture mixes every client equally. --algorithm=nds is vanilla with --no_shift.')
 _PERIOD = flags.DEFINE_integer('period', None, 'Period T in rounds (>= 2). Default: the task\'s.')
 _TOTAL_ROUNDS = flags.DEFINE_integer('total_rounds', None, 'Training rounds. Default: the task\'s.')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', None, 'm. Default: the task\'s.')
@@ -175,28 +129,49 @@ def _define_method_flags() -> dict:
   """One flag per setting of every method's Config (`algorithms.core.method.settings`): flag name -> holder; a flag
   two methods declare (FedTEM's and FedTKM's `--prior`) is defined once."""
   defined, defaults = {}, {}
-  for name, (config_class, _) in algorithms.METHOD_CONFIGS.items():
-    for flag, field in method.settings(name, config_class).items():
+  for module in algorithms.MODULES:
+    config_class = module.Config
+    for flag, field in method.settings(module.NAME, config_class).items():
       if flag in defined:
         assert defaults[flag] == field.default, f'--{flag} has two defaults.'
         continue
-      define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float,
-                str: flags.DEFINE_string}[type(field.default)]
+      define = _DEFINE[settings_lib.flag_type(config_class, field)]
       defined[flag], defaults[flag] = define(flag, field.default, field.metadata['help']), field.default
   return defined
 
 
+def _define_scenario_flags() -> dict:
+  """One flag per setting of every scenario's Settings (`periodic_shift.scenario`), named as the setting: flag name ->
+  holder. A setting several scenarios declare (`--num_clients`) is one flag whose default, None, leaves each
+  scenario its own."""
+  owners = collections.defaultdict(list)
+  for name, settings_class, field in scenarios.declared_settings():
+    owners[field.name].append((name, settings_class, field))
+  defined = {}
+  for flag, declared in owners.items():
+    name, settings_class, field = declared[0]
+    kind = settings_lib.flag_type(settings_class, field)
+    assert all(settings_lib.flag_type(c, f) is kind for _, c, f in declared), f'--{flag} has two types.'
+    if len(declared) == 1:
+      default, help_text = field.default, f'{name}: {field.metadata["help"]}'
+    else:
+      default = None
+      help_text = '; '.join(f'{name}: {field.metadata["help"]} Default {field.default}.' for name, _, field in declared)
+    defined[flag] = _DEFINE[kind](flag, list(default) if kind is list else default, help_text)
+  return defined
+
+
+_DEFINE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float, str: flags.DEFINE_string,
+           list: flags.DEFINE_list}
 _METHOD_FLAGS = _define_method_flags()
+_SCENARIO_FLAGS = _define_scenario_flags()
 
 
 def _method_config(name: str, shared: dict):
-  """The Config of method `name` from its flags and the `shared` hyperparameters, or None for a method without
-  settings of its own."""
-  if name not in algorithms.METHOD_CONFIGS:
-    return None
-  config_class, _ = algorithms.METHOD_CONFIGS[name]
-  config = config_class(**{field.name: _METHOD_FLAGS[flag].value
-                           for flag, field in method.settings(name, config_class).items()})
+  """The Config of method `name` from its module's flags and the `shared` hyperparameters."""
+  module = algorithms.METHODS[name].module
+  config = module.Config(**{field.name: _METHOD_FLAGS[flag].value
+                            for flag, field in method.settings(module.NAME, module.Config).items()})
   return method.with_shared(config, shared)
 
 
@@ -206,7 +181,7 @@ def _shared_hyperparameters(values: dict) -> dict:
       client_learning_rate=values['client_learning_rate'], server_learning_rate=values['server_learning_rate'],
       server_adam_epsilon=values['server_adam_epsilon'],
       num_branches=algorithms.num_branches(_ALGORITHM.value, _NUM_BRANCHES.value), period=values['period'],
-      clients_per_round=values['clients_per_round'], window_rounds=_WINDOW_ROUNDS.value,
+      clients_per_round=values['clients_per_round'], window_rounds=_SCENARIO_FLAGS['window_rounds'].value,
       smoothing_weight=_LABEL_SMOOTH_W.value,
       smoothing_epsilon=_LABEL_SMOOTH_EPS.value, eval_routing=_EVAL_ROUTING.value, seed=_SEED.value,
       oracle_test_labels=_ORACLE_TEST_LABELS.value, server_optimizer=_SERVER_OPTIMIZER.value,
@@ -253,8 +228,8 @@ def _hyperparameters() -> dict:
     defaults = dict(defaults, server_learning_rate=1.0)
   values = {flag.name: _resolved(flag, defaults) for flag in (
       _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_BATCH_SIZE, _CLIENT_LR, _SERVER_LR, _SERVER_EPSILON,
-      _MAX_ELEMENTS, _DIRICHLET_COMPONENTS)}
-  _scenario_config(values).validate()
+      _MAX_ELEMENTS, _SCENARIO_FLAGS['dirichlet_components'])}
+  scenarios.validate(_SCENARIO.value, _scenario_settings(values), _schedule(values))
   for flag in _POSITIVE_INTEGERS + _POSITIVE_FLOATS:
     value = values.get(flag.name, flag.value)
     if value is None or not value > 0:
@@ -267,9 +242,7 @@ def _hyperparameters() -> dict:
     raise ValueError(f'eval_routing must be one of {", ".join(certainty.ROUTINGS)}; got {_EVAL_ROUTING.value!r}.')
   _mixed_test_shares()
   _inference_groups()
-  method_config = _method_config(_ALGORITHM.value, _shared_hyperparameters(values))
-  if method_config is not None:
-    method_config.validate()
+  _method_config(_ALGORITHM.value, _shared_hyperparameters(values)).validate()
   return values
 
 
@@ -287,23 +260,14 @@ def _mixed_test_shares() -> list[float]:
   return shares
 
 
-def _scenario_config(values: dict) -> scenarios.Config:
-  return scenarios.Config(
-      name=_SCENARIO.value, shift_fn=_SHIFT_FN.value, shift_p=_SHIFT_P.value, period=values['period'],
-      total_rounds=values['total_rounds'], mixture_schedule=_MIXTURE_SCHEDULE.value, num_cycles=_NUM_CYCLES.value,
-      mixture_test=_MIXTURE_TEST.value, num_domains=_NUM_DOMAINS.value, rotation_step=_ROTATION_STEP.value,
-      target_extra_rotation=_TARGET_EXTRA_ROTATION.value, evolving_base=_EVOLVING_BASE.value,
-      dirichlet_alpha=_DIRICHLET_ALPHA.value, rotation_planes=_ROTATION_PLANES.value,
-      drift_type=_DRIFT_TYPE.value, num_concepts=_NUM_CONCEPTS.value, drift_start=_DRIFT_START.value,
-      drift_end=_DRIFT_END.value, drift_length=_DRIFT_LENGTH.value, concept_period=_CONCEPT_PERIOD.value,
-      window_rounds=_WINDOW_ROUNDS.value, windowing=_WINDOWING.value, window_overlap=_WINDOW_OVERLAP.value,
-      corruptions=tuple(_CORRUPTIONS.value), label_skew_alpha=_LABEL_SKEW_ALPHA.value,
-      switch_fraction=_SWITCH_FRACTION.value, window_chunks=_WINDOW_CHUNKS.value,
-      window_severity=_WINDOW_SEVERITY.value, census_scope=_CENSUS_SCOPE.value,
-      dirichlet_components=values['dirichlet_components'] or 'transformed', component_alpha=_COMPONENT_ALPHA.value,
-      unseen_fraction=_UNSEEN_FRACTION.value,
-      num_clients=({'evolving_domains': 20, 'dirichlet_mixture': None, 'windowed': None}.get(_SCENARIO.value, 80)
-                   if _NUM_CLIENTS.value is None else _NUM_CLIENTS.value))
+def _scenario_settings(values: dict):
+  """The chosen scenario's Settings from its flags (`--dirichlet_components` with the task's default resolved)."""
+  chosen = {name: holder.value for name, holder in _SCENARIO_FLAGS.items()}
+  return scenarios.settings_from(_SCENARIO.value, dict(chosen, dirichlet_components=values['dirichlet_components']))
+
+
+def _schedule(values: dict) -> scenario_lib.Schedule:
+  return scenario_lib.Schedule(values['clients_per_round'], _SEED.value, values['total_rounds'], values['period'])
 
 
 def _absolute(path: Optional[str]) -> Optional[str]:
@@ -325,7 +289,8 @@ def _output_dir(values: dict) -> str:
   """<root_output_dir>/<experiment_name>; raises RunDirectoryError for a name that would leave the root."""
   name = _EXPERIMENT_NAME.value
   if name is None and _SCENARIO.value == 'periodic':
-    name = f'{_TASK.value}_{_ALGORITHM.value}_{_SHIFT_FN.value}_p{_SHIFT_P.value:g}_T{values["period"]}_s{_SEED.value}'
+    shift_fn, shift_p = _SCENARIO_FLAGS['shift_fn'].value, _SCENARIO_FLAGS['shift_p'].value
+    name = f'{_TASK.value}_{_ALGORITHM.value}_{shift_fn}_p{shift_p:g}_T{values["period"]}_s{_SEED.value}'
   elif name is None:
     name = f'{_TASK.value}_{_ALGORITHM.value}_{_SCENARIO.value}_s{_SEED.value}'
   run_directory.validate_name(name)
@@ -408,7 +373,7 @@ def main(argv):
     config = _run_config(values)
     if not _OVERWRITE.value:
       run_directory.check_compatible(output_dir, config, {name: flags.FLAGS[name].default for name in config},
-                                     _scenario_config(values).length_dependence())
+                                     scenarios.length_dependence(_SCENARIO.value))
     workers = _workers()
   except ValueError as error:
     _fail(str(error))
@@ -427,12 +392,12 @@ def main(argv):
                         _SYNTHETIC_STYLE_SCALE.value)
   except (ValueError, FileNotFoundError) as error:
     _fail(str(error))
-  shift_free = algorithms.is_shift_free(_ALGORITHM.value)
-  shift_fn = 'none' if shift_free else _SHIFT_FN.value
+  shift_free = _NO_SHIFT.value or algorithms.is_shift_free(_ALGORITHM.value)
+  shift_fn = 'none' if shift_free else _SCENARIO_FLAGS['shift_fn'].value
   populations = task.mode_client_ids()
   try:
-    scenario = scenarios.build(_scenario_config(values), populations, task.client_sizes,
-                                  values['clients_per_round'], _SEED.value, shift_free, task.num_classes)
+    scenario = scenarios.build(_SCENARIO.value, _scenario_settings(values), task.population(), _schedule(values),
+                               shift_free)
   except ValueError as error:
     _fail(str(error))
   scenario_domains = scenario.domains(task.mode_names, task.num_classes)
@@ -522,17 +487,8 @@ def main(argv):
     print(f'{held_out} at round {int(final["round"])}. Outputs: {output_dir}')
 
 
-_FLAG_NAMES = frozenset(flag.name for flag in (
-    _TASK, _SYNTHETIC_STYLE_SCALE, _ALGORITHM, _SCENARIO, _MIXTURE_SCHEDULE, _NUM_CYCLES, _MIXTURE_TEST, _NUM_CLIENTS,
-    _NUM_DOMAINS, _ROTATION_STEP, _TARGET_EXTRA_ROTATION, _ROTATION_PLANES, _EVOLVING_BASE, _DIRICHLET_ALPHA,
-    _DRIFT_TYPE, _NUM_CONCEPTS,
-    _DRIFT_START, _DRIFT_END, _DRIFT_LENGTH, _CONCEPT_PERIOD, _WINDOW_ROUNDS, _WINDOWING, _WINDOW_OVERLAP,
-    _CORRUPTIONS, _LABEL_SKEW_ALPHA, _SWITCH_FRACTION, _DIRICHLET_COMPONENTS, _COMPONENT_ALPHA, _UNSEEN_FRACTION,
-    _SHIFT_FN, _SHIFT_P, _PERIOD, _TOTAL_ROUNDS, _CLIENTS_PER_ROUND, _CLIENT_EPOCHS, _CLIENT_BATCH_SIZE,
-    _MAX_ELEMENTS, _CLIENT_LR, _SERVER_OPTIMIZER, _AGGREGATOR, _DP_NOISE_MULTIPLIER, _SERVER_LR, _SERVER_EPSILON, _NUM_BRANCHES, _ROUNDS_PER_EVAL,
-    _ROUNDS_PER_CHECKPOINT, _EVAL_BATCH_SIZE, _EVAL_INFERENCE_BATCH_SIZE, _SEED, _ROOT_OUTPUT_DIR, _EXPERIMENT_NAME,
-    _CACHE_DIR, _TFDS_DATA_DIR, _LABEL_SMOOTH_W, _LABEL_SMOOTH_EPS, _EVAL_ROUTING, _ORACLE_TEST_LABELS, _MIXED_TEST_Q,
-    _WORKERS, _SUBROUNDS, _WORKER_TIMEOUT)) | frozenset(_METHOD_FLAGS)
+# Every flag of the binary but --overwrite: recorded in config.json and summary.json.
+_FLAG_NAMES = frozenset(flags.FLAGS) - _FLAGS_BEFORE - {_OVERWRITE.name}
 # Flags that cannot change a run's results: output cadence, locations and where rounds and inference run (several
 # workers or larger inference batches give the same results, floats to the order of summation). A run may be
 # resumed with other values.

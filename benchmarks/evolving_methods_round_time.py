@@ -27,6 +27,8 @@ from algorithms.methods import fedevp
 from algorithms.methods import fedrep
 from algorithms.methods import vanilla
 from benchmarks import timing
+from periodic_shift import evolving_domains
+from periodic_shift import scenario as scenario_lib
 from periodic_shift import scenarios
 from tasks import circle
 from tasks import synthetic
@@ -41,10 +43,9 @@ _SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
 
 def _evolving(task, num_domains, rotation_step, num_clients):
   """The task with the scenario's domains, and per round its sampled clients' preprocessed datasets."""
-  config = scenarios.Config(name='evolving_domains', num_domains=num_domains, rotation_step=rotation_step,
-                            num_clients=num_clients)
-  scenario = scenarios.build(config, task.mode_client_ids(), task.client_sizes, _CLIENTS_PER_ROUND.value, seed=0,
-                             num_classes=task.num_classes)
+  config = evolving_domains.Settings(num_domains=num_domains, rotation_step=rotation_step, num_clients=num_clients)
+  scenario = scenarios.build('evolving_domains', config, task.population(),
+                             scenario_lib.Schedule(_CLIENTS_PER_ROUND.value, seed=0))
   task = task.with_domains(scenario.domains(task.mode_names, task.num_classes))
   spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=_BATCH_SIZE.value)
   rounds = [[task.plan_dataset(plan, spec, shuffle_seed=(0, r * 1000 + i))

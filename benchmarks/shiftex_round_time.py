@@ -31,7 +31,9 @@ from algorithms.methods import feddrift
 from algorithms.methods import shiftex
 from algorithms.methods import vanilla
 from benchmarks import timing
+from periodic_shift import scenario as scenario_lib
 from periodic_shift import scenarios
+from periodic_shift import windowed
 from tasks import synthetic
 from utils import execution_context
 
@@ -45,9 +47,8 @@ _WINDOW_ROUNDS = 4
 def _windowed(task):
   """The task with the windowed scenario's domains, and per round its sampled clients' preprocessed datasets."""
   total = _ROUNDS.value + timing.WARMUP_ROUNDS
-  config = scenarios.Config(name='windowed', total_rounds=total, window_rounds=_WINDOW_ROUNDS, num_clients=None)
-  scenario = scenarios.build(config, task.mode_client_ids(), task.client_sizes, _CLIENTS_PER_ROUND.value, seed=0,
-                             num_classes=task.num_classes)
+  scenario = scenarios.build('windowed', windowed.Settings(window_rounds=_WINDOW_ROUNDS), task.population(),
+                             scenario_lib.Schedule(_CLIENTS_PER_ROUND.value, seed=0, total_rounds=total))
   task = task.with_domains(scenario.domains(task.mode_names, task.num_classes))
   spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=timing.BATCH_SIZE)
   rounds = [[task.plan_dataset(plan, spec, shuffle_seed=(0, r * 1000 + i))

@@ -77,7 +77,8 @@ def differences(recorded: Mapping[str, object], config: Mapping[str, object],
     value = _normalized(value)
     before = recorded[name] if name in recorded else _normalized(defaults.get(name, value))
     if before != value:
-      changed.append(f'{name}: {before!r} -> {value!r}')
+      shown = repr(before) if name in recorded else f'not recorded, so the default {before!r}'
+      changed.append(f'{name}: {shown} -> {value!r}')
   return changed
 
 

@@ -1,14 +1,48 @@
 """Concept drift as a scenario (beyond the five papers, as FedDrift and FedCCFA benchmark it): concepts are label
 permutations; every client changes concept at its own change point."""
 
+import dataclasses
 from typing import Sequence
 
 import numpy as np
 
 from periodic_shift import domains as domains_lib
 from periodic_shift import scenario
+from utils import settings
 
+NAME = 'concept_drift'
+LENGTH_DEPENDENCE = 'its change points are fractions of --total_rounds'
 DRIFT_TYPES = ('sudden', 'incremental', 'recurring')
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """How and when the clients change concept (`ConceptDriftScenario`)."""
+  drift_type: str = settings.setting('sudden', 'sudden, incremental or recurring.')
+  num_concepts: int = settings.setting(2, 'Concepts (label permutations; 0 = identity).')
+  drift_start: float = settings.setting(0.25, 'Earliest change point, fraction of the run.')
+  drift_end: float = settings.setting(0.5, 'Latest change point, fraction of the run.')
+  drift_length: int = settings.setting(16, 'Rounds an incremental drift takes.')
+  concept_period: int = settings.setting(32, 'Rounds each recurring concept lasts.')
+
+  def validate(self, schedule: scenario.Schedule) -> None:
+    del schedule  # Unused.
+    if self.drift_type not in DRIFT_TYPES:
+      raise ValueError(f'drift_type must be one of {", ".join(DRIFT_TYPES)}; got {self.drift_type!r}.')
+    if self.num_concepts < 2:
+      raise ValueError(f'num_concepts must be >= 2; got {self.num_concepts}.')
+    if not 0.0 <= self.drift_start <= self.drift_end <= 1.0:
+      raise ValueError(f'need 0 <= drift_start <= drift_end <= 1; got {self.drift_start:g}, {self.drift_end:g}.')
+    if self.drift_length < 1 or self.concept_period < 1:
+      raise ValueError(f'drift_length and concept_period must be >= 1; got {self.drift_length}, '
+                       f'{self.concept_period}.')
+
+
+def build(config: Settings, population: scenario.Population, schedule: scenario.Schedule,
+          shift_free: bool = False) -> 'ConceptDriftScenario':
+  """Every client of every base, each changing concept at its own change point (never without the shift)."""
+  return ConceptDriftScenario(population.client_ids, population.client_sizes, schedule.clients_per_round, config,
+                              schedule.total_rounds, schedule.seed, shift_free)
 
 
 class ConceptDriftScenario(scenario.Scenario):
@@ -27,7 +61,7 @@ class ConceptDriftScenario(scenario.Scenario):
   """
 
   def __init__(self, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
-               clients_per_round: int, config: 'scenarios.Config', seed: int, shift_free: bool = False):
+               clients_per_round: int, config: Settings, total_rounds: int, seed: int, shift_free: bool = False):
     self._clients = scenario.union_population(base_client_ids, clients_per_round)
     self._sizes = base_client_sizes
     self._num_bases = len(base_client_ids)
@@ -36,7 +70,7 @@ class ConceptDriftScenario(scenario.Scenario):
     self._seed = seed
     self._shift_free = shift_free
     rng = np.random.default_rng([seed, 5])
-    first, last = config.drift_start * config.total_rounds, config.drift_end * config.total_rounds
+    first, last = config.drift_start * total_rounds, config.drift_end * total_rounds
     self._change_points = np.floor(rng.uniform(first, last + 1, size=len(self._clients))).astype(int)
 
   @property

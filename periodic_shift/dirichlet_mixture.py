@@ -30,18 +30,55 @@ The validation splits are in `split_plans('validation')`.
 `shift_free` (No-Dist-Shift): pi_c = 1/M for every client.
 """
 
-from typing import Sequence
+import dataclasses
+from typing import Optional, Sequence
 
 import numpy as np
 
 from periodic_shift import domains as domains_lib
 from periodic_shift import scenario
+from utils import settings
 
+NAME = 'dirichlet_mixture'
+LENGTH_DEPENDENCE = None
 COMPONENTS = ('transformed', 'bases')
 SPLITS = ('train', 'validation', 'test')
 SPLIT_FRACTIONS = (0.6, 0.2, 0.2)  # The FedGMM paper, Section 4.1.
 UNSEEN_SPLITS = ('adaptation', 'test')
 UNSEEN_FRACTIONS = (0.5, 0.5)  # The FedGMM paper, Section 4.6.
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The components, the clients' mixtures and the unseen clients (module docstring)."""
+  dirichlet_components: Optional[str] = settings.setting(
+      None, 'The components, transformed (base 0 and base 0 under rot90 + flip + invert + a label permutation, the '
+      'FedGMM paper\'s real data) or bases (the task\'s bases, its synthetic data). Default: the task\'s (bases for '
+      'gaussian_mixture and gaussian_toy_1d, else transformed).')
+  component_alpha: float = settings.setting(0.4, 'alpha of each client\'s Dir(alpha) mixture weights over the '
+                                            'components.')
+  unseen_fraction: float = settings.setting(
+      0.0, 'Share of clients held out of training (FedGMM, Table 5: 0.2); their data split 50/50 adaptation/test.')
+  num_clients: Optional[int] = settings.setting(None, 'Clients (None: every client the components share).')
+
+  def validate(self, schedule: scenario.Schedule) -> None:
+    del schedule  # Unused.
+    if self.num_clients is not None and self.num_clients < 1:
+      raise ValueError(f'num_clients must be >= 1; got {self.num_clients}.')
+    if self.dirichlet_components not in (None, *COMPONENTS):
+      raise ValueError(f'dirichlet_components must be one of {", ".join(COMPONENTS)}; got '
+                       f'{self.dirichlet_components!r}.')
+    if not self.component_alpha > 0 or not 0 <= self.unseen_fraction < 1:
+      raise ValueError(f'component_alpha must be > 0 and unseen_fraction in [0, 1); got {self.component_alpha:g}, '
+                       f'{self.unseen_fraction:g}.')
+
+
+def build(config: Settings, population: scenario.Population, schedule: scenario.Schedule,
+          shift_free: bool = False) -> 'DirichletMixtureScenario':
+  """Every client a fixed Dir(alpha) mixture of the components (equal shares without the shift)."""
+  return DirichletMixtureScenario(population.client_ids, population.client_sizes, schedule.clients_per_round,
+                                  config.dirichlet_components or 'transformed', config.component_alpha,
+                                  config.unseen_fraction, schedule.seed, config.num_clients, shift_free)
 
 
 def split_counts(n: int, fractions: Sequence[float]) -> list[int]:

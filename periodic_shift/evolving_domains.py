@@ -1,11 +1,54 @@
 """The FedEvolve paper's evolving domains as a scenario."""
 
+import dataclasses
 from typing import Sequence
 
 import numpy as np
 
 from periodic_shift import domains as domains_lib
 from periodic_shift import scenario
+from utils import settings
+
+NAME = 'evolving_domains'
+LENGTH_DEPENDENCE = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The domains, their rotation and the clients (Tan et al., 2024)."""
+  num_domains: int = settings.setting(12, 'M + 1 domains, the last the target.')
+  rotation_step: float = settings.setting(15.0, 'Delta, degrees between domains.')
+  target_extra_rotation: float = settings.setting(
+      0.0, 'Degrees the target turns beyond M * Delta (the paper\'s unexpected target evolution).')
+  num_clients: int = settings.setting(20, 'Clients, each holding every source domain (the FedEvolve paper: 20).')
+  evolving_base: int = settings.setting(0, 'The base population rotated (0: the day mode, EMNIST digits).')
+  dirichlet_alpha: float = settings.setting(
+      float('inf'), 'Each client\'s class weights ~ Dir(alpha) thin its sources\' labels (the FedEvolve paper: inf, '
+      '1.0, 0.1); inf = no label skew.')
+  rotation_planes: int = settings.setting(
+      1, 'On vector inputs, the orthogonal planes each rotation turns (1: one plane; half the input dimension: every '
+      'direction, the synthetic rotated-digits stand-in).')
+
+  def validate(self, schedule: scenario.Schedule) -> None:
+    del schedule  # Unused.
+    if self.num_clients < 1:
+      raise ValueError(f'num_clients must be >= 1; got {self.num_clients}.')
+    if self.num_domains < 2:
+      raise ValueError(f'num_domains must be >= 2 (sources and the target); got {self.num_domains}.')
+    if not self.dirichlet_alpha > 0:
+      raise ValueError(f'dirichlet_alpha must be > 0 (inf: no label skew); got {self.dirichlet_alpha:g}.')
+    if self.rotation_planes < 1:
+      raise ValueError(f'rotation_planes must be >= 1; got {self.rotation_planes}.')
+
+
+def build(config: Settings, population: scenario.Population, schedule: scenario.Schedule,
+          shift_free: bool = False) -> 'EvolvingDomainsScenario':
+  """Base `evolving_base` rotated into `num_domains` time stages, dealt to `num_clients` clients (unrotated without
+  the shift)."""
+  return EvolvingDomainsScenario(population.client_ids, config.evolving_base, config.num_domains, config.rotation_step,
+                                 config.target_extra_rotation, config.num_clients, schedule.clients_per_round,
+                                 schedule.seed, shift_free, config.dirichlet_alpha, population.num_classes,
+                                 config.rotation_planes)
 
 
 class EvolvingDomainsScenario(scenario.Scenario):

@@ -1,15 +1,50 @@
 """The pFedEM paper's shift as a scenario: every client holds all K bases; the shares of its data follow cycles
 (Chen et al., Section V)."""
 
+import dataclasses
 from typing import Sequence
 
 import numpy as np
 
 from periodic_shift import day_probability
 from periodic_shift import scenario
+from utils import settings
 
+NAME = 'mixture_drift'
+LENGTH_DEPENDENCE = 'its cycles are laid over --total_rounds (--num_cycles)'
 MIXTURE_SCHEDULES = ('linear', 'cosine', 'none')
 MIXTURE_TESTS = ('current', 'balanced')
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The cycles of the domain shares and the clients (Chen et al.)."""
+  mixture_schedule: str = settings.setting('linear', 'Shape of the domain-share cycles, linear or cosine (Chen et al.).')
+  num_cycles: float = settings.setting(3.0, 'Cycles of the domain shares over the run.')
+  mixture_test: str = settings.setting('current', 'test_mixture_accuracy weighs the domains by the round\'s shares '
+                                       '(current) or equally (balanced).')
+  num_clients: int = settings.setting(80, 'Clients, each holding data of every domain (the pFedEM paper: 80).')
+
+  def validate(self, schedule: scenario.Schedule) -> None:
+    if self.num_clients < 1:
+      raise ValueError(f'num_clients must be >= 1; got {self.num_clients}.')
+    if self.mixture_schedule not in MIXTURE_SCHEDULES:
+      raise ValueError(f'mixture_schedule must be one of {", ".join(MIXTURE_SCHEDULES)}; got '
+                       f'{self.mixture_schedule!r}.')
+    if self.mixture_test not in MIXTURE_TESTS:
+      raise ValueError(f'mixture_test must be one of {", ".join(MIXTURE_TESTS)}; got {self.mixture_test!r}.')
+    if not self.num_cycles > 0 or not schedule.total_rounds / self.num_cycles >= 2:
+      raise ValueError(f'num_cycles must be > 0 with cycles of at least 2 rounds; got {self.num_cycles:g} over '
+                       f'{schedule.total_rounds} rounds.')
+
+
+def build(config: Settings, population: scenario.Population, schedule: scenario.Schedule,
+          shift_free: bool = False) -> 'MixtureDriftScenario':
+  """`num_clients` clients holding every base, their shares cycling `num_cycles` times over the run (constant shares
+  without the shift)."""
+  return MixtureDriftScenario(population.client_ids, population.client_sizes, config.num_clients,
+                              schedule.clients_per_round, schedule.total_rounds / config.num_cycles,
+                              'none' if shift_free else config.mixture_schedule, config.mixture_test, schedule.seed)
 
 
 def mixture_shares(round_num, num_domains: int, cycle_rounds: float, schedule: str) -> np.ndarray:

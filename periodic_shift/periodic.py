@@ -1,9 +1,42 @@
 """The periodic day/night shift of the Diurnal-or-Nocturnal paper (Eq. 2) as a scenario."""
 
+import dataclasses
+
 import numpy as np
 
 from periodic_shift import client_sampler
+from periodic_shift import day_probability
 from periodic_shift import scenario
+from utils import settings
+
+NAME = 'periodic'
+LENGTH_DEPENDENCE = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """q(t) of Eq. 3 (the Diurnal-or-Nocturnal paper); its period T is the run's `--period`."""
+  shift_fn: str = settings.setting('linear', f'q(t), one of {", ".join(day_probability.SHIFT_FUNCTIONS)}.')
+  shift_p: float = settings.setting(1.0, 'Exponent p of q(t) (Eq. 3), > 0.')
+
+  def validate(self, schedule: scenario.Schedule) -> None:
+    day_probability.validate(self.shift_fn, schedule.period, self.shift_p)
+
+
+def build(config: Settings, population: scenario.Population, schedule: scenario.Schedule,
+          shift_free: bool = False) -> 'PeriodicScenario':
+  """m clients per round, each wholly of one mode, drawn with q(t) (`client_sampler.RoundSampler`); without the
+  shift, with the population's day share in every round."""
+  ids = population.client_ids
+  day_share = len(ids[client_sampler.DAY]) / sum(len(mode_ids) for mode_ids in ids)
+  q = day_probability.build_day_probability_fn('none' if shift_free else config.shift_fn, schedule.period,
+                                               config.shift_p, day_share)
+  try:
+    sampler = client_sampler.RoundSampler(ids, schedule.clients_per_round, client_sampler.day_night_probabilities(q),
+                                          schedule.seed)
+  except ValueError as error:
+    raise ValueError(f'--{error}') from error
+  return PeriodicScenario(sampler)
 
 
 class PeriodicScenario(scenario.Scenario):

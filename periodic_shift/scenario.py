@@ -9,7 +9,17 @@ evaluation (the `mode` feature of `tasks.task`) for simulation metrics only; no 
 anything, and methods never see the scenario.
 
 Every random choice of round t is a function of (seed, t) and, per client, of (seed, t, client position), so a
-resumed run draws the same data. The scenarios, one module each, are listed in `periodic_shift.scenarios`.
+resumed run draws the same data.
+
+A scenario is a module, listed in `periodic_shift.scenarios`, that owns
+  NAME:              the name `--scenario` selects;
+  Settings:          a frozen dataclass whose fields declared with `utils.settings.setting` are the binary's flags of
+                     the same names, and its `validate(schedule)`, raising a one-line ValueError naming the flag for
+                     a value no population can make valid;
+  LENGTH_DEPENDENCE: why its round t depends on `--total_rounds` (so a finished run cannot be extended), or None;
+  build(settings, population, schedule, shift_free): its `Scenario` over the task's `Population`, raising a
+                     one-line ValueError when the population cannot provide what the settings ask; `shift_free`
+                     (No-Dist-Shift, `--no_shift`) removes the shift.
 """
 
 import abc
@@ -48,6 +58,25 @@ class ClientPlan:
 class RoundPlan:
   """The participants of one round and what each holds."""
   clients: tuple[ClientPlan, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Population:
+  """What a task offers a scenario: its base populations' client ids (`client_ids[b]`, base b), each client's
+  number of examples (`client_sizes[b][id]`) and the number of labels."""
+  client_ids: Sequence[Sequence[str]]
+  client_sizes: Sequence[dict[str, int]]
+  num_classes: int = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+  """The run's settings a scenario plans with: clients per round, the seed, the run's length and the period T of
+  the periodic shift (the task's defaults resolved)."""
+  clients_per_round: int
+  seed: int
+  total_rounds: int = 256
+  period: int = 32
 
 
 # The names scenarios give their held-out clients (`Scenario.evaluation_plans`): every training client's own test

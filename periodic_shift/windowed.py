@@ -1,15 +1,74 @@
 """ShiftEx's windows of covariate and label shift as a scenario (Bhope et al., "Shift Happens: Mixture of Experts based
 Continual Adaptation in Federated Learning", 2025, Section 6)."""
 
+import dataclasses
 from typing import Optional, Sequence
 
 import numpy as np
 
 from periodic_shift import domains as domains_lib
 from periodic_shift import scenario
+from utils import settings
 
+NAME = 'windowed'
+LENGTH_DEPENDENCE = 'its windows\' regimes are drawn for ceil(--total_rounds / --window_rounds) windows at once'
 WINDOWINGS = ('tumbling', 'sliding')
 CENSUS_SCOPES = ('population', 'cohort')
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The windows, their regimes and the population (`WindowedScenario`)."""
+  window_rounds: int = settings.setting(32, 'Rounds per window.')
+  windowing: str = settings.setting('tumbling', 'tumbling or sliding (overlapping) windows.')
+  window_overlap: int = settings.setting(8, 'Sliding windows: rounds over which a moved client holds both regimes.')
+  corruptions: tuple[str, ...] = settings.setting(
+      ('noise', 'brightness', 'contrast', 'rotation', 'scale'),
+      'Corruption families the windows draw from (blur, haze, jitter: image tasks only).')
+  label_skew_alpha: float = settings.setting(
+      1.0, 'Dirichlet concentration of each window\'s label weights; 0 = no label shift.')
+  switch_fraction: float = settings.setting(
+      0.5, 'Share of clients moving to the new regime at each window boundary.')
+  window_chunks: int = settings.setting(
+      2, 'Each client\'s data are cut into this many disjoint chunks and window w holds chunk w mod N, so '
+      'consecutive windows hold fresh examples; 1 replays all of them in every window.')
+  window_severity: int = settings.setting(
+      0, 'The corruption severity (1-5) of every window; 0 draws one per window.')
+  census_scope: str = settings.setting(
+      'population', 'Who reports in a census round (ShiftEx): every party (population) or those that train in that '
+      'window (cohort).')
+  num_clients: Optional[int] = settings.setting(
+      None, 'The population, drawn from every base\'s clients (None: all of them).')
+
+  def validate(self, schedule: scenario.Schedule) -> None:
+    del schedule  # Unused.
+    if self.num_clients is not None and self.num_clients < 1:
+      raise ValueError(f'num_clients must be >= 1; got {self.num_clients}.')
+    if self.window_rounds < 1 or self.windowing not in WINDOWINGS:
+      raise ValueError(f'window_rounds must be >= 1 and windowing one of {", ".join(WINDOWINGS)}; got '
+                       f'{self.window_rounds}, {self.windowing!r}.')
+    if self.windowing == 'sliding' and not 0 <= self.window_overlap < self.window_rounds:
+      raise ValueError(f'window_overlap must be in [0, window_rounds); got {self.window_overlap}.')
+    unknown = set(self.corruptions) - set(domains_lib.CORRUPTIONS)
+    if not self.corruptions or unknown:
+      raise ValueError(f'corruptions must be some of {", ".join(domains_lib.CORRUPTIONS)}; got '
+                       f'{",".join(self.corruptions)}.')
+    if self.census_scope not in CENSUS_SCOPES:
+      raise ValueError(f'census_scope must be one of {", ".join(CENSUS_SCOPES)}; got {self.census_scope!r}.')
+    if self.window_chunks < 1 or not 0 <= self.window_severity <= 5:
+      raise ValueError(f'window_chunks must be >= 1 and window_severity in 0-5; got {self.window_chunks}, '
+                       f'{self.window_severity}.')
+    if self.label_skew_alpha < 0 or not 0 < self.switch_fraction <= 1:
+      raise ValueError(f'label_skew_alpha must be >= 0 and switch_fraction in (0, 1]; got '
+                       f'{self.label_skew_alpha:g}, {self.switch_fraction:g}.')
+
+
+def build(config: Settings, population: scenario.Population, schedule: scenario.Schedule,
+          shift_free: bool = False) -> 'WindowedScenario':
+  """The run cut into windows of `window_rounds`, a new regime at each boundary (regime 0 throughout without the
+  shift)."""
+  return WindowedScenario(population.client_ids, population.client_sizes, schedule.clients_per_round, config,
+                          schedule.total_rounds, schedule.seed, population.num_classes, shift_free)
 
 
 class WindowedScenario(scenario.Scenario):
@@ -50,7 +109,7 @@ class WindowedScenario(scenario.Scenario):
   """
 
   def __init__(self, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
-               clients_per_round: int, config: 'scenarios.Config', seed: int, num_classes: int,
+               clients_per_round: int, config: Settings, total_rounds: int, seed: int, num_classes: int,
                shift_free: bool = False):
     self._clients = scenario.union_population(base_client_ids, clients_per_round)
     if config.num_clients is not None:  # A population drawn from the union (seeded).
@@ -63,8 +122,9 @@ class WindowedScenario(scenario.Scenario):
     self._num_bases = len(base_client_ids)
     self._clients_per_round = clients_per_round
     self._config = config
+    self._total_rounds = total_rounds
     self._seed = seed
-    self._num_regimes = 1 if shift_free else max(1, -(-config.total_rounds // config.window_rounds))
+    self._num_regimes = 1 if shift_free else max(1, -(-total_rounds // config.window_rounds))
     rng = np.random.default_rng([seed, 9])
     self.regimes = [(None, 0)] + [(str(rng.choice(config.corruptions)), int(rng.integers(1, 6)))
                                   for _ in range(self._num_regimes - 1)]
@@ -139,7 +199,7 @@ class WindowedScenario(scenario.Scenario):
     indices = range(len(self._clients))
     if self._config.census_scope == 'cohort':  # The parties that train in some round of the census's window.
       window = self.window(round_num)
-      last = min(self._config.total_rounds, (window + 1) * self._config.window_rounds)
+      last = min(self._total_rounds, (window + 1) * self._config.window_rounds)
       indices = sorted({int(index) for r in range(1 + window * self._config.window_rounds, last + 1)
                         for index in self._chosen(r)})
     return scenario.RoundPlan(tuple(self._client_plan(index, round_num) for index in indices))

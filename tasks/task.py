@@ -134,6 +134,10 @@ class Task:
     """Per mode, the ids of clients with at least one training example, sorted."""
     return [sorted(sizes) for sizes in self.client_sizes]
 
+  def population(self) -> scenario_lib.Population:
+    """What the task offers a scenario: its modes' client ids and sizes and its labels."""
+    return scenario_lib.Population(self.mode_client_ids(), self.client_sizes, self.num_classes)
+
   def population_summary(self) -> dict:
     summary = {}
     for name, sizes, test_size in zip(self.mode_names, self.client_sizes, self.test_sizes):

@@ -7,6 +7,8 @@ import numpy as np
 import tensorflow as tf
 from sklearn import datasets
 
+from periodic_shift import evolving_domains
+from periodic_shift import scenario
 from periodic_shift import scenarios
 from tasks import digits
 from tasks import registry
@@ -99,8 +101,8 @@ class DigitsWrittenTest(tf.test.TestCase):
   def test_evolving_domains_fit_twelve_domains_of_five_clients(self):
     task = registry.create('digits_written', None, 0)
     build = lambda clients: scenarios.build(
-        scenarios.Config(name='evolving_domains', num_domains=12, num_clients=clients), task.mode_client_ids(),
-        task.client_sizes, clients_per_round=5, seed=0, num_classes=10)
+        'evolving_domains', evolving_domains.Settings(num_domains=12, num_clients=clients), task.population(),
+        scenario.Schedule(clients_per_round=5, seed=0))
     self.assertLen(build(5).round_plan(1).clients[0].parts, 11)  # Eleven sources, one distinct client each.
     with self.assertRaisesRegex(ValueError, 'needs that many clients'):
       build(6)

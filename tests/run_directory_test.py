@@ -42,7 +42,7 @@ class ConfigurationTest(absltest.TestCase):
   def test_flag_missing_from_an_older_record_matches_only_at_its_default(self):
     run_directory.prepare(self.dir, _CONFIG, overwrite=False)
     run_directory.check_compatible(self.dir, dict(_CONFIG, scenario='periodic'), _DEFAULTS)
-    with self.assertRaisesRegex(run_directory.RunDirectoryError, "scenario: 'periodic' -> 'windowed'"):
+    with self.assertRaisesRegex(run_directory.RunDirectoryError, "scenario: not recorded, so the default 'periodic' -> 'windowed'"):
       run_directory.check_compatible(self.dir, dict(_CONFIG, scenario='windowed'), _DEFAULTS)
 
   def test_outputs_without_a_record_are_refused(self):

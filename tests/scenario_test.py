@@ -10,12 +10,16 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from periodic_shift import client_sampler
+from periodic_shift import concept_drift as concept_lib
 from periodic_shift import day_probability
 from periodic_shift import dirichlet_mixture
 from periodic_shift import domains as domains_lib
+from periodic_shift import evolving_domains as evolving_lib
 from periodic_shift import mixture_drift
+from periodic_shift import periodic as periodic_lib
 from periodic_shift import scenario
 from periodic_shift import scenarios
+from periodic_shift import windowed as windowed_lib
 from tasks import task as task_lib
 
 
@@ -25,12 +29,21 @@ def _populations(sizes_per_base):
   return ids, sizes
 
 
+_NAMES = {module.Settings: module.NAME for module in scenarios.MODULES}
+
+
+def _build(config, ids, sizes, clients_per_round, seed, num_classes=2, shift_free=False, total_rounds=256, period=32):
+  """The scenario of `config` (a scenario module's Settings) over these populations, built through the registry."""
+  return scenarios.build(_NAMES[type(config)], config, scenario.Population(ids, sizes, num_classes),
+                         scenario.Schedule(clients_per_round, seed, total_rounds, period), shift_free)
+
+
 class PeriodicScenarioTest(absltest.TestCase):
 
   def test_plan_is_the_round_sampler_sample(self):
     ids, sizes = _populations([[5] * 30, [5] * 40])
-    config = scenarios.Config(name='periodic', shift_fn='linear', shift_p=2.0, period=8)
-    periodic = scenarios.build(config, ids, sizes, clients_per_round=6, seed=3)
+    config = periodic_lib.Settings(shift_fn='linear', shift_p=2.0)
+    periodic = _build(config, ids, sizes, clients_per_round=6, seed=3, period=8)
     q = day_probability.build_day_probability_fn('linear', 8, 2.0, 30 / 70)
     sampler = client_sampler.RoundSampler(ids, 6, client_sampler.day_night_probabilities(q), 3)
     for round_num in range(1, 20):
@@ -75,11 +88,10 @@ class MixtureDriftScenarioTest(absltest.TestCase):
     super().setUp()
     rng = np.random.default_rng(0)
     self.ids, self.sizes = _populations([rng.integers(20, 80, 100).tolist(), rng.integers(20, 80, 120).tolist()])
-    self.config = scenarios.Config(name='mixture_drift', total_rounds=200, num_cycles=3, mixture_schedule='linear',
-                                  num_clients=80)
+    self.config = mixture_drift.Settings(num_cycles=3, mixture_schedule='linear', num_clients=80)
 
   def test_domain_counts_are_binomial_around_the_schedule(self):
-    mixture = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    mixture = _build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1, total_rounds=200)
     z_scores = []
     for round_num in range(1, 201):
       plan = mixture.round_plan(round_num)
@@ -99,7 +111,7 @@ class MixtureDriftScenarioTest(absltest.TestCase):
     self.assertBetween(np.std(z_scores), 0.8, 1.2)  # Binomial, not over- or under-dispersed.
 
   def test_clients_keep_their_sources_and_budgets(self):
-    mixture = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    mixture = _build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1, total_rounds=200)
     sources = collections.defaultdict(set)
     for round_num in range(1, 60):
       plan = mixture.round_plan(round_num)
@@ -114,31 +126,32 @@ class MixtureDriftScenarioTest(absltest.TestCase):
     self.assertTrue(all(len(ids) == 1 for ids in sources.values()))  # One fixed source per client and domain.
 
   def test_same_seed_same_data_other_seed_other_data(self):
-    first = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
-    again = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
-    other = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=2)
+    first = _build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1, total_rounds=200)
+    again = _build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1, total_rounds=200)
+    other = _build(self.config, self.ids, self.sizes, clients_per_round=10, seed=2, total_rounds=200)
     self.assertEqual(first.round_plan(17), again.round_plan(17))
     self.assertNotEqual(first.round_plan(17), other.round_plan(17))
 
   def test_test_weights(self):
-    current = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1)
+    current = _build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1, total_rounds=200)
     np.testing.assert_allclose(current.test_weights(11), current.shares(11))
-    balanced = scenarios.build(scenarios.Config(name='mixture_drift', mixture_test='balanced'), self.ids, self.sizes,
-                              clients_per_round=10, seed=1)
+    balanced = _build(mixture_drift.Settings(mixture_test='balanced'), self.ids, self.sizes, clients_per_round=10,
+                      seed=1)
     np.testing.assert_allclose(balanced.test_weights(11), [0.5, 0.5])
 
   def test_no_shift_has_constant_equal_shares(self):
-    flat = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1, shift_free=True)
+    flat = _build(self.config, self.ids, self.sizes, clients_per_round=10, seed=1, shift_free=True, total_rounds=200)
     for round_num in (1, 30, 67):
       np.testing.assert_allclose(flat.shares(round_num), [0.5, 0.5])
 
   def test_bad_settings_name_the_flag(self):
-    for config, message in ((scenarios.Config(name='sine'), 'scenario must be one of'),
-                            (scenarios.Config(name='mixture_drift', num_cycles=200), 'num_cycles'),
-                            (scenarios.Config(name='mixture_drift', mixture_schedule='step'), 'mixture_schedule'),
-                            (scenarios.Config(name='mixture_drift', num_clients=101), '--num_clients')):
+    with self.assertRaisesRegex(ValueError, 'scenario must be one of'):
+      scenarios.module('sine')
+    for config, message in ((mixture_drift.Settings(num_cycles=200), 'num_cycles'),
+                            (mixture_drift.Settings(mixture_schedule='step'), 'mixture_schedule'),
+                            (mixture_drift.Settings(num_clients=101), '--num_clients')):
       with self.assertRaisesRegex(ValueError, message):
-        scenarios.build(config, self.ids, self.sizes, clients_per_round=10, seed=1)
+        _build(config, self.ids, self.sizes, clients_per_round=10, seed=1)
 
 
 class EvolvingDomainsScenarioTest(absltest.TestCase):
@@ -146,25 +159,24 @@ class EvolvingDomainsScenarioTest(absltest.TestCase):
   def setUp(self):
     super().setUp()
     self.ids, self.sizes = _populations([[10] * 60, [10] * 70])
-    self.config = scenarios.Config(name='evolving_domains', num_domains=5, rotation_step=15.0, num_clients=12,
-                                  evolving_base=1)
+    self.config = evolving_lib.Settings(num_domains=5, rotation_step=15.0, num_clients=12, evolving_base=1)
 
   def test_domains_rotate_by_m_delta_and_the_last_is_the_target(self):
-    evolving = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
+    evolving = _build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
     domain_list = evolving.domains(('day', 'night'), 10)
     self.assertEqual([d.rotation_degrees for d in domain_list], [0.0, 15.0, 30.0, 45.0, 60.0])
     self.assertEqual({d.base for d in domain_list}, {1})
     self.assertEqual(domain_list[-1].name, 'night_rot60')
     self.assertEqual([d.stage for d in domain_list], [0, 1, 2, 3, 4])
     np.testing.assert_array_equal(evolving.test_weights(3), [0, 0, 0, 0, 1])
-    unexpected = scenarios.build(dataclasses.replace(self.config, target_extra_rotation=20.0), self.ids, self.sizes,
+    unexpected = _build(dataclasses.replace(self.config, target_extra_rotation=20.0), self.ids, self.sizes,
                                 clients_per_round=4, seed=0)
     self.assertEqual(unexpected.domains(('day', 'night'), 10)[-1].rotation_degrees, 80.0)
-    flat = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0, shift_free=True)
+    flat = _build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0, shift_free=True)
     self.assertTrue(all(d.is_plain for d in flat.domains(('day', 'night'), 10)))
 
   def test_clients_hold_every_source_domain_from_disjoint_base_clients(self):
-    evolving = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
+    evolving = _build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
     sources = {}
     for round_num in range(1, 40):
       plan = evolving.round_plan(round_num)
@@ -176,12 +188,12 @@ class EvolvingDomainsScenarioTest(absltest.TestCase):
           self.assertEqual(sources.setdefault((client.client_id, part.domain), part.source_id), part.source_id)
       self.assertEqual(evolving.round_metrics(round_num, plan), {'source_domains': 4.0})
     self.assertLen(set(sources.values()), len(sources))  # No base client serves two (client, domain) pairs.
-    self.assertEqual(evolving.round_plan(9), scenarios.build(self.config, self.ids, self.sizes, 4, 0).round_plan(9))
+    self.assertEqual(evolving.round_plan(9), _build(self.config, self.ids, self.sizes, 4, 0).round_plan(9))
 
   def test_dirichlet_label_weights_recover_the_concentration(self):
     ids, sizes = _populations([[10] * 6000])
     config = dataclasses.replace(self.config, evolving_base=0, num_domains=3, num_clients=2000, dirichlet_alpha=0.5)
-    evolving = scenarios.build(config, ids, sizes, clients_per_round=4, seed=1, num_classes=5)
+    evolving = _build(config, ids, sizes, clients_per_round=4, seed=1, num_classes=5)
     weights = np.array(evolving.label_weights)
     self.assertEqual(weights.shape, (2000, 5))
     # Each class weight of Dir(0.5 1_5) is Beta(0.5, 2); its moments give alpha back.
@@ -193,18 +205,18 @@ class EvolvingDomainsScenarioTest(absltest.TestCase):
       self.assertEqual({part.label_weights for part in client.parts}, {tuple(weights[c])})
     # One thinning seed in every round: a client keeps the same examples of its sources (task test below).
     self.assertLen({part.label_seed for r in (3, 4) for c in evolving.round_plan(r).clients for part in c.parts}, 1)
-    iid = scenarios.build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
+    iid = _build(self.config, self.ids, self.sizes, clients_per_round=4, seed=0)
     self.assertEqual({part.label_weights for c in iid.round_plan(1).clients for part in c.parts}, {None})
     with self.assertRaisesRegex(ValueError, 'dirichlet_alpha must be > 0'):
-      dataclasses.replace(self.config, dirichlet_alpha=0.0).validate()
+      dataclasses.replace(self.config, dirichlet_alpha=0.0).validate(scenario.Schedule(4, 0))
 
   def test_too_few_base_clients_names_the_flags(self):
     with self.assertRaisesRegex(ValueError, '--num_clients x --num_domains = 75 .* has 70'):
-      scenarios.build(dataclasses.replace(self.config, num_clients=15), self.ids, self.sizes, 4, 0)
+      _build(dataclasses.replace(self.config, num_clients=15), self.ids, self.sizes, 4, 0)
 
   def test_each_client_is_tested_on_its_own_target_data_from_a_base_client_of_its_own(self):
     config = dataclasses.replace(self.config, dirichlet_alpha=0.3)
-    evolving = scenarios.build(config, self.ids, self.sizes, clients_per_round=4, seed=0, num_classes=10)
+    evolving = _build(config, self.ids, self.sizes, clients_per_round=4, seed=0, num_classes=10)
     target = evolving.evaluation_plans()['target']
     self.assertLen(target.test, 12)
     training_sources = {part.source_id for r in range(60) for c in evolving.round_plan(r).clients for part in c.parts}
@@ -226,9 +238,8 @@ class ConceptDriftScenarioTest(absltest.TestCase):
     self.ids, self.sizes = _populations([[40] * 30, [25] * 20])
 
   def _build(self, **settings):
-    config = scenarios.Config(name='concept_drift', total_rounds=100, drift_start=0.2, drift_end=0.4,
-                             drift_length=10, concept_period=8, **settings)
-    return scenarios.build(config, self.ids, self.sizes, clients_per_round=50, seed=4)
+    config = concept_lib.Settings(drift_start=0.2, drift_end=0.4, drift_length=10, concept_period=8, **settings)
+    return _build(config, self.ids, self.sizes, clients_per_round=50, seed=4, total_rounds=100)
 
   def _concepts(self, drift, round_num):
     """client -> {concept: examples} in the round (every client takes part: m = population)."""
@@ -287,8 +298,8 @@ class ConceptDriftScenarioTest(absltest.TestCase):
     self.assertEqual([sorted(p) for p in permutations], [list(range(5))] * 2)
 
   def test_no_shift_keeps_concept_zero(self):
-    config = scenarios.Config(name='concept_drift', total_rounds=100, drift_type='sudden')
-    flat = scenarios.build(config, self.ids, self.sizes, clients_per_round=50, seed=4, shift_free=True)
+    config = concept_lib.Settings(drift_type='sudden')
+    flat = _build(config, self.ids, self.sizes, clients_per_round=50, seed=4, shift_free=True, total_rounds=100)
     self.assertEqual(flat.round_metrics(90, flat.round_plan(90)), {'concept_share_0': 1.0, 'concept_share_1': 0.0})
 
 
@@ -299,15 +310,15 @@ class WindowedScenarioTest(absltest.TestCase):
     self.ids, self.sizes = _populations([[30] * 41, [20] * 60])
 
   def _build(self, **settings):
-    config = scenarios.Config(name='windowed', total_rounds=50, window_rounds=10, num_clients=None, **settings)
-    return scenarios.build(config, self.ids, self.sizes, clients_per_round=101, seed=2, num_classes=4)
+    config = windowed_lib.Settings(window_rounds=10, **settings)
+    return _build(config, self.ids, self.sizes, clients_per_round=101, seed=2, num_classes=4, total_rounds=50)
 
   def test_exactly_the_switch_fraction_moves_at_every_boundary(self):
     windowed = self._build()
     self.assertLen(windowed.regimes, 5)
     self.assertEqual(windowed.regimes[0], (None, 0))
     for family, severity in windowed.regimes[1:]:
-      self.assertIn(family, scenarios.Config.corruptions)
+      self.assertIn(family, windowed_lib.Settings.corruptions)
       self.assertBetween(severity, 1, 5)
     for window in range(1, 5):
       moved = windowed.assignments[window] != windowed.assignments[window - 1]
@@ -416,33 +427,33 @@ class WindowedScenarioTest(absltest.TestCase):
         self.assertEmpty(sets[0] & sets[1])
 
   def test_num_clients_draws_the_population_that_trains_and_reports(self):
-    config = scenarios.Config(name='windowed', total_rounds=50, window_rounds=10, num_clients=30)
-    windowed = scenarios.build(config, self.ids, self.sizes, clients_per_round=8, seed=2, num_classes=4)
+    config = windowed_lib.Settings(window_rounds=10, num_clients=30)
+    windowed = _build(config, self.ids, self.sizes, clients_per_round=8, seed=2, num_classes=4, total_rounds=50)
     census = {client.client_id for client in windowed.census_plan(10).clients}  # W0's last round.
     self.assertLen(census, 30)
     sampled = {client.client_id for r in range(1, 51) for client in windowed.round_plan(r).clients}
     self.assertLessEqual(sampled, census)
     self.assertEqual(windowed.census_rounds(), [10, 11, 21, 31, 41])
     self.assertIsNone(windowed.census_plan(12))
-    fixed = scenarios.build(dataclasses.replace(config, window_severity=4), self.ids, self.sizes, clients_per_round=8,
-                            seed=2, num_classes=4)
+    fixed = _build(dataclasses.replace(config, window_severity=4), self.ids, self.sizes, clients_per_round=8, seed=2,
+                   num_classes=4, total_rounds=50)
     self.assertEqual([family for family, _ in fixed.regimes], [family for family, _ in windowed.regimes])
     self.assertEqual([severity for _, severity in fixed.regimes], [0, 4, 4, 4, 4])
     # The cohort scope: the census of window 2 (round 11) is the union of rounds 11-20's participants.
-    cohort = scenarios.build(dataclasses.replace(config, census_scope='cohort'), self.ids, self.sizes,
-                             clients_per_round=2, seed=2, num_classes=4)
+    cohort = _build(dataclasses.replace(config, census_scope='cohort'), self.ids, self.sizes, clients_per_round=2,
+                    seed=2, num_classes=4, total_rounds=50)
     trained = {client.client_id for r in range(11, 21) for client in cohort.round_plan(r).clients}
     self.assertEqual({client.client_id for client in cohort.census_plan(11).clients}, trained)
     self.assertLess(len(trained), 30)
     for too_few in (5, 102):
       with self.assertRaisesRegex(ValueError, '--num_clients must be between'):
-        scenarios.build(dataclasses.replace(config, num_clients=too_few), self.ids, self.sizes, clients_per_round=8,
-                        seed=2, num_classes=4)
+        _build(dataclasses.replace(config, num_clients=too_few), self.ids, self.sizes, clients_per_round=8, seed=2,
+               num_classes=4, total_rounds=50)
 
   def test_no_shift_stays_in_the_clean_regime(self):
-    config = scenarios.Config(name='windowed', total_rounds=50, window_rounds=10, num_clients=None)
-    flat = scenarios.build(config, self.ids, self.sizes, clients_per_round=101, seed=2, shift_free=True,
-                          num_classes=4)
+    config = windowed_lib.Settings(window_rounds=10)
+    flat = _build(config, self.ids, self.sizes, clients_per_round=101, seed=2, shift_free=True, num_classes=4,
+                  total_rounds=50)
     self.assertEqual(flat.num_domains, 2)
     self.assertEqual(flat.round_metrics(45, flat.round_plan(45)), {'window': 0.0, 'new_regime_share': 0.0})
 
@@ -450,8 +461,7 @@ class WindowedScenarioTest(absltest.TestCase):
 class DirichletMixtureScenarioTest(tf.test.TestCase):
 
   def _build(self, ids, sizes, **settings):
-    config = scenarios.Config(name='dirichlet_mixture', num_clients=None, **settings)
-    return scenarios.build(config, ids, sizes, clients_per_round=4, seed=5, num_classes=10)
+    return _build(dirichlet_mixture.Settings(**settings), ids, sizes, clients_per_round=4, seed=5, num_classes=10)
 
   def test_mixture_weights_recover_the_dirichlet_concentration(self):
     ids, sizes = _populations([[100] * 3000])
@@ -565,15 +575,15 @@ class DirichletMixtureScenarioTest(tf.test.TestCase):
 
   def test_no_shift_mixes_equally_and_bad_settings_name_the_flag(self):
     ids, sizes = _populations([[100] * 50])
-    config = scenarios.Config(name='dirichlet_mixture', num_clients=None)
-    flat = scenarios.build(config, ids, sizes, clients_per_round=4, seed=5, shift_free=True)
+    config = dirichlet_mixture.Settings()
+    flat = _build(config, ids, sizes, clients_per_round=4, seed=5, shift_free=True)
     self.assertAllClose(flat.mixture_weights, np.full((50, 2), 0.5))
     with self.assertRaisesRegex(ValueError, 'component_alpha must be > 0'):
-      scenarios.Config(name='dirichlet_mixture', component_alpha=0.0).validate()
+      dirichlet_mixture.Settings(component_alpha=0.0).validate(scenario.Schedule(4, 5))
     with self.assertRaisesRegex(ValueError, 'dirichlet_components must be one of'):
-      scenarios.Config(name='dirichlet_mixture', dirichlet_components='both').validate()
+      dirichlet_mixture.Settings(dirichlet_components='both').validate(scenario.Schedule(4, 5))
     with self.assertRaisesRegex(ValueError, '--clients_per_round must be between 1 and the training clients'):
-      scenarios.build(config, ids, sizes, clients_per_round=60, seed=5)
+      _build(config, ids, sizes, clients_per_round=60, seed=5)
 
 
 class PlanDatasetTest(tf.test.TestCase):

@@ -5,8 +5,6 @@ An `Algorithm` is what the training loop needs from a method:
   evaluate:   learning-process state -> test metrics (`test_accuracy`, `test_<mode>_accuracy`, ...); for a
               method that `evaluates_client_states` (FedRep's personal heads), (state, client_states) -> metrics,
               where client_states(client id) is the client's stored state (its initial state if never sampled);
-  shift_free: True for methods defined by training without distribution shift (No-Dist-Shift), whose clients the
-              training loop draws without the shift;
   initial_client_state: for methods that keep state on clients (`algorithms.core.client_state`), a client's state at
               its first round; None for the others;
   model_fn:   for methods whose network is not the task's K-branch network (pFedEM's K full networks), the
@@ -14,8 +12,9 @@ An `Algorithm` is what the training loop needs from a method:
 
 `Hyperparameters` are the settings every method shares (learning rates, branches, the period, ...).
 
-A method module with settings of its own owns them: a frozen dataclass `Config` and a `validate()` raising a one-line
-ValueError, a `build_algorithm(task, element_spec, hparams, evaluator, config)` and a `NAME`. A field declared with
+Every method module owns its settings: a `NAME`, a frozen dataclass `Config` (empty for a method without settings of
+its own) with a `validate()` raising a one-line ValueError, and a `build_algorithm(task, element_spec, hparams,
+evaluator, config)`. A field declared with
 `setting(default, help)` is a flag of the binary, named `<method>_<field>` (`flag_name`) or, for the settings of
 the Diurnal-or-Nocturnal paper's methods that users already pass by their first names (`--prior`, `--eta_max`), the
 `flag` the setting gives; methods that declare the same `flag` share it. A field without `setting` is not a flag: when
@@ -31,6 +30,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms.core import learning_process
+from utils import settings as settings_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +62,6 @@ class Hyperparameters:
 class Algorithm(NamedTuple):
   process: tff.learning.templates.LearningProcess
   evaluate: Callable[[object], dict]
-  shift_free: bool
   initial_client_state: Optional[dict] = None
   model_fn: Optional[Callable[[], tf.keras.Model]] = None
   evaluates_client_states: bool = False
@@ -72,6 +71,14 @@ class Algorithm(NamedTuple):
   # Every party of the population reports in the scenario's census rounds (`Scenario.census_plan`; the round's
   # other parties beside its participants, marked by `client_state.TRAINS` 0): ShiftEx's window boundaries.
   census: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class NoSettings:
+  """The `Config` of a method without settings of its own (Vanilla, T-shot k-means, Min-Loss)."""
+
+  def validate(self) -> None:
+    pass
 
 
 def window_of(round_num, window_rounds: int):
@@ -87,9 +94,8 @@ def process_args(task, element_spec, hparams: Hyperparameters) -> tuple:
   return (model_fn, task.batch_fn, element_spec, hparams.client_learning_rate, hparams.server_step)
 
 
-def setting(default, help_text: str, flag: Optional[str] = None):
-  """A `Config` field that is a flag, with its help text; `flag` names it (default `<method>_<field>`)."""
-  return dataclasses.field(default=default, metadata={'help': help_text, 'flag': flag})
+# A `Config` field that is a flag, with its help text; `flag` names it (default `<method>_<field>`).
+setting = settings_lib.setting
 
 
 def flag_name(method: str, field_name: str) -> str:
@@ -99,7 +105,7 @@ def flag_name(method: str, field_name: str) -> str:
 def settings(method: str, config_class) -> dict[str, dataclasses.Field]:
   """Flag name -> field, for the fields of `config_class` declared with `setting`."""
   return {field.metadata['flag'] or flag_name(method, field.name): field
-          for field in dataclasses.fields(config_class) if 'help' in field.metadata}
+          for field in settings_lib.declared(config_class)}
 
 
 def with_shared(config, shared: Mapping):

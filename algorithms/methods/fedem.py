@@ -244,4 +244,4 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                                           [task.num_modes, hparams.num_branches], best_matching=True,
                                           personalization=personalization(config.em_iterations))
   initial = initial_client_state(hparams.num_branches) if config.client_state else None
-  return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial)
+  return method.Algorithm(process, evaluate, initial_client_state=initial)

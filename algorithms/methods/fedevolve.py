@@ -162,4 +162,4 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                                           server.held_out_names))
     return metrics
 
-  return method.Algorithm(process, evaluate, shift_free=False, model_fn=model_fn)
+  return method.Algorithm(process, evaluate, model_fn=model_fn)

@@ -156,4 +156,4 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
     return evaluator.evaluate_personal(learning_process.global_model_weights(state), objectives.averaged_branches,
                                        tuning)
 
-  return method.Algorithm(process, evaluate, shift_free=False, model_fn=model_fn)
+  return method.Algorithm(process, evaluate, model_fn=model_fn)

@@ -347,5 +347,5 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   process = learning_process.compose(model_fn, client_work, hparams.server_step,
                                      per_tensor_mean.PerTensorWeightedMeanFactory())
   evaluate = build_evaluation(evaluator, model_fn, features_fn, task.num_modes, config)
-  return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial_client_state(config),
+  return method.Algorithm(process, evaluate, initial_client_state=initial_client_state(config),
                           model_fn=model_fn)

@@ -47,4 +47,4 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   def evaluate(state):
     return evaluator.evaluate(learning_process.global_model_weights(state), objectives.averaged_branches)
 
-  return method.Algorithm(process, evaluate, shift_free=False, model_fn=model_fn)
+  return method.Algorithm(process, evaluate, model_fn=model_fn)

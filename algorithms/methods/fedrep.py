@@ -153,5 +153,5 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
 
     return evaluator.evaluate_personal(weights, objectives.averaged_branches, client_weights=client_weights)
 
-  return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial_state,
+  return method.Algorithm(process, evaluate, initial_client_state=initial_state,
                           model_fn=model_fn, evaluates_client_states=True)

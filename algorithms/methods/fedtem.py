@@ -465,4 +465,4 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   evaluate = evaluation.routed_evaluation(
       evaluator, objective, lambda state: (state['mixture']['means'], state['mixture']['variances']),
       [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
-  return method.Algorithm(process, evaluate, shift_free=False, split_round=split_round)
+  return method.Algorithm(process, evaluate, split_round=split_round)

@@ -346,4 +346,4 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   evaluate = evaluation.routed_evaluation(
       evaluator, objective, lambda state: (state['clustering']['centers'], state['clustering']['scales']),
       [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
-  return method.Algorithm(process, evaluate, shift_free=False)
+  return method.Algorithm(process, evaluate)

@@ -13,12 +13,18 @@ for a whole client would not fit in memory).
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import certainty
 from algorithms.core import client_training
+from algorithms.core import evaluation
 from algorithms.core import learning_process
+from algorithms.core import method
 from algorithms.core import objectives
 from algorithms.core import routing
 from models import multi_branch
 from tasks import task as task_lib
+
+NAME = 'min_loss'
+Config = method.NoSettings
 
 
 def branch_losses(model: tf.keras.Model, batches: tf.data.Dataset, num_branches: int) -> tf.Tensor:
@@ -67,3 +73,13 @@ def build_process(model_fn, batch_fn, element_spec, client_learning_rate, server
   client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
                                   element_spec, num_branches, num_modes, smoothing_weight, smoothing_epsilon)
   return learning_process.compose(model_fn, client_work, server_step)
+
+
+def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+  """Min-Loss's process; test examples routed to the most certain branch."""
+  config.validate()
+  process = build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
+                          hparams.smoothing_weight, hparams.smoothing_epsilon)
+  return method.Algorithm(process, certainty.routed_evaluation(evaluator, task.num_modes, hparams.num_branches,
+                                                               hparams.eval_routing))

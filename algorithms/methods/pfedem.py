@@ -450,4 +450,4 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
       lambda mixture: (mixture['means'], mixture['variances'], mixture['weights']), [num_modes, num_components],
       best_matching=True)
   initial = initial_client_state(num_components) if config.client_pi else None
-  return method.Algorithm(process, evaluate, shift_free=False, initial_client_state=initial, model_fn=model_fn)
+  return method.Algorithm(process, evaluate, initial_client_state=initial, model_fn=model_fn)

@@ -105,6 +105,5 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   config.validate()
   process = build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
                           hparams.period, config.halves)
-  return method.Algorithm(process, certainty.routed_evaluation(evaluator, task.num_modes,
-                                                               hparams.num_branches, hparams.eval_routing),
-                          shift_free=False)
+  return method.Algorithm(process, certainty.routed_evaluation(evaluator, task.num_modes, hparams.num_branches,
+                                                               hparams.eval_routing))

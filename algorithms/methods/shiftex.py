@@ -682,6 +682,6 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
       evaluator.with_model(model_fn()), objective,
       lambda state: (state['active'], state['memory'], state['domain_slots']), [num_modes, k_slots],
       best_matching=True)
-  return method.Algorithm(process, evaluate, shift_free=False,
+  return method.Algorithm(process, evaluate,
                           initial_client_state=initial_state, census=True,
                           model_fn=model_fn)

@@ -26,11 +26,16 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms.core import client_training
+from algorithms.core import evaluation
 from algorithms.core import learning_process
+from algorithms.core import method
 from algorithms.core import objectives
 from algorithms.core import routing
 from models import multi_branch
 from tasks import task as task_lib
+
+NAME = 'tshot_kmeans'
+Config = method.NoSettings
 
 LLOYD_ITERATIONS = 10
 SERVER_LLOYD_ITERATIONS = 30
@@ -214,3 +219,15 @@ def evaluation_objective(num_modes: int, num_branches: int):
     return routing.routed_result(outputs, batch, branches, num_modes, num_branches)
 
   return objective
+
+
+def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+  """T-shot k-means' process; test examples routed by their nearest global center (best matching of branches)."""
+  config.validate()
+  process = build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
+                          hparams.period, hparams.clients_per_round)
+  evaluate = evaluation.routed_evaluation(evaluator, evaluation_objective(task.num_modes, hparams.num_branches),
+                                          lambda state: (state['centers'],), [task.num_modes, hparams.num_branches],
+                                          best_matching=True)
+  return method.Algorithm(process, evaluate)

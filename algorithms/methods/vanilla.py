@@ -2,7 +2,7 @@
 
 Section 4 "Baselines": "For the baseline without any branch selection technique, we train the same multi-branch
 network by taking the averaged output from both branches for prediction." Vanilla trains under the periodic shift;
-No-Dist-Shift (`nds`) is the same algorithm fed by the no-shift sampler (see `algorithms.registry`). With a
+No-Dist-Shift (`nds`) is the same algorithm under the scenario without its shift (`--no_shift`, `algorithms.registry`). With a
 single-branch model (K = 1) these are the Appendix A.8 baselines.
 
 The client work has no state; it reports the train loss and accuracy, aggregated with `federated_sum`.
@@ -11,9 +11,14 @@ The client work has no state; it reports the train loss and accuracy, aggregated
 import tensorflow_federated as tff
 
 from algorithms.core import client_training
+from algorithms.core import evaluation
 from algorithms.core import learning_process
+from algorithms.core import method
 from algorithms.core import objectives
 from tasks import task as task_lib
+
+NAME = 'vanilla'
+Config = method.NoSettings
 
 
 def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
@@ -34,6 +39,18 @@ def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn
   client_work = build_client_work(model_fn, batch_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
                                   element_spec)
   return learning_process.compose(model_fn, client_work, server_step)
+
+
+def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                    evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
+  """The K-branch network trained on the averaged branches and tested on them."""
+  config.validate()
+  process = build_process(*method.process_args(task, element_spec, hparams))
+
+  def evaluate(state):
+    return evaluator.evaluate(learning_process.global_model_weights(state), objectives.averaged_branches)
+
+  return method.Algorithm(process, evaluate)
 
 
 def build_single_network_process(task: task_lib.Task, element_spec, client_learning_rate: float,

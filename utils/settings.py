@@ -1,0 +1,41 @@
+"""Settings a plug-in module declares as fields of its frozen dataclass, each with its default and help text, which the
+binary turns into flags: a method's `Config` (`algorithms.core.method`) and a scenario's `Settings`
+(`periodic_shift.scenario`).
+
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+      window_rounds: int = settings.setting(32, 'rounds per window.')
+      num_clients: Optional[int] = settings.setting(None, 'the population (None: every client).')
+
+`flag_type` reads a field's flag type from its annotation (`Optional[int]` is an int flag, `tuple[str, ...]` a list
+flag), so a setting whose default is None still has a typed flag.
+"""
+
+import dataclasses
+import typing
+from typing import Optional
+
+
+def setting(default, help_text: str, flag: Optional[str] = None):
+  """A dataclass field that is a flag, with its help text; `flag` names the flag when the module's naming rule (a
+  method's `<method>_<field>`, a scenario's `<field>`) does not."""
+  return dataclasses.field(default=default, metadata={'help': help_text, 'flag': flag})
+
+
+def declared(settings_class) -> list[dataclasses.Field]:
+  """The fields of `settings_class` declared with `setting`, in declaration order."""
+  return [field for field in dataclasses.fields(settings_class) if 'help' in field.metadata]
+
+
+def flag_type(settings_class, field: dataclasses.Field) -> type:
+  """bool, int, float, str or list: the flag type of `field` from its annotation (Optional unwrapped; a tuple is a
+  list flag)."""
+  annotation = typing.get_type_hints(settings_class)[field.name]
+  if typing.get_origin(annotation) is typing.Union:
+    annotation = next(arg for arg in typing.get_args(annotation) if arg is not type(None))
+  if typing.get_origin(annotation) is tuple:
+    return list
+  if annotation not in (bool, int, float, str):
+    raise TypeError(f'{settings_class.__qualname__}.{field.name}: a setting is a bool, int, float, str or tuple of '
+                    f'str; got {annotation}.')
+  return annotation
