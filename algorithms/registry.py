@@ -102,8 +102,9 @@ def is_shift_free(name: str) -> bool:
 
 
 def num_branches(name: str, requested: int) -> int:
-  """The network's branches for method `name`: 1 for the single-branch baselines, else `requested`."""
-  return 1 if METHODS[name].single_branch else requested
+  """The network's branches for method `name`: 1 for the single-branch baselines, else `requested` (also for a name
+  `validate` refuses)."""
+  return 1 if name in METHODS and METHODS[name].single_branch else requested
 
 
 def build(name: str, task: task_lib.Task, element_spec, hparams: Hyperparameters, evaluator: evaluation.Evaluator,

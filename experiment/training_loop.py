@@ -158,6 +158,13 @@ def mixture_accuracy(metrics: dict, domain_names, weights: np.ndarray) -> float:
   return float(sum(w * metrics[f'test_{name}_accuracy'] for w, name in zip(weights, domain_names)))
 
 
+def round_datasets(task: task_lib.Task, clients, client_spec, seed: int, round_num: int) -> list:
+  """The datasets of round `round_num`'s `clients` (their `scenario.ClientPlan`s), each shuffled by (seed, the
+  client's derived seed of the round and its position)."""
+  return [task.plan_dataset(client, client_spec, (seed, client_sampler.derived_seed(seed, round_num, index)))
+          for index, client in enumerate(clients)]
+
+
 def _next_round(algorithm: algorithms.Algorithm, state, datasets, round_context):
   """`process.next(state, datasets)`; in `round_context` when one is given (several workers), as the method's split
   round when it has one (`algorithm.split_round`, the same round in two computations TFF can split)."""
@@ -213,9 +220,7 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
     round_started = time.monotonic()
     plan = scenario.round_plan(round_num)
     clients, census = _round_clients(algorithm, scenario, plan, round_num)
-    datasets = [task.plan_dataset(client, config.client_spec,
-                                  (config.seed, client_sampler.derived_seed(config.seed, round_num, index)))
-                for index, client in enumerate(clients)]
+    datasets = round_datasets(task, clients, config.client_spec, config.seed, round_num)
     client_ids = [client.client_id for client in clients]
     if store is not None:
       datasets = [collections.OrderedDict(dataset=dataset, client_state=state_dataset) for dataset, state_dataset

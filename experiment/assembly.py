@@ -1,0 +1,587 @@
+"""One experiment from one `ExperimentConfig`: the place a run is put together.
+
+    config = assembly.ExperimentConfig(
+        task=assembly.TaskChoice(task='synthetic'),
+        scenario=assembly.ScenarioChoice(scenario='windowed', settings=windowed.Settings(window_rounds=16)),
+        method=assembly.MethodChoice(algorithm='shiftex'),
+        training=assembly.TrainingConfig(total_rounds=64), outputs=assembly.OutputConfig(root_output_dir='/tmp/r'))
+    summary = assembly.run(config)
+
+`run` validates everything and the run directory before anything is built (`resolve`, a bad value is one
+`ExperimentError` line with exit status 2), then builds the task, the scenario over the task's populations, the
+evaluator over the test sets and held-out splits, the method's learning process, and runs the training loop
+(`experiment.training_loop`) into `<root_output_dir>/<experiment_name>/`: config.json (the configuration,
+`experiment.run_directory`), metrics.csv, tensorboard/, checkpoints/ and summary.json (the configuration, population
+sizes, parameter counts, final metrics). Rerunning the same configuration after an interruption resumes after the
+last checkpoint; another configuration in the directory is refused (only `CADENCE`, which cannot change results, may
+differ) unless `overwrite`. A round with non-finite values ends the run with exit status 3 (`NUMERIC_FAULT_STATUS`),
+a lost worker with 4 (`WORKER_LOST_STATUS`), keeping the last good checkpoint.
+
+Every field of the groups below declared with `utils.settings.setting` is a flag of `run_experiment.py` of the same
+name, as are the chosen scenario's Settings (`periodic_shift.scenario`) and the method's Config settings
+(`algorithms.core.method`). A setting left None takes the task's default (Table 2 for the paper's tasks).
+config.json records every setting that can change results, by flag name, with the task's defaults resolved.
+"""
+
+import dataclasses
+import os
+import time
+from typing import Optional
+
+from absl import logging
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from algorithms import registry as algorithms
+from algorithms.core import certainty
+from algorithms.core import evaluation
+from algorithms.core import learning_process
+from algorithms.core import method
+from algorithms.core import privacy_accounting
+from experiment import run_directory
+from experiment import shift_metrics
+from experiment import training_loop
+from models import multi_branch
+from periodic_shift import scenario as scenario_lib
+from periodic_shift import scenarios
+from tasks import registry as tasks
+from utils import execution_context
+from utils import remote_workers
+from utils import settings as settings_lib
+
+setting = settings_lib.setting
+NUMERIC_FAULT_STATUS = 3
+WORKER_LOST_STATUS = 4
+
+
+class ExperimentError(Exception):
+  """A run that cannot start or go on: one line, and the exit status a binary ends with."""
+
+  def __init__(self, message: str, status: int = 2):
+    super().__init__(message)
+    self.status = status
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskChoice:
+  task: str = setting('synthetic', f'One of {", ".join(tasks.TASKS)}.')
+  synthetic_style_scale: Optional[float] = setting(
+      None, 'Task synthetic: scale of each mode\'s input offset s_m, how far apart its two bases are '
+      '(tasks/synthetic.py). Default: the task\'s, 0.15.')
+  cache_dir: Optional[str] = setting(None, 'Directory holding the dataset files of emnist, cifar and stackoverflow '
+                                     '(TFF\'s cache layout, see tasks/); default ~/.tff.')
+  tfds_data_dir: Optional[str] = setting(
+      None, 'Directory of datasets prepared by tensorflow-datasets (task mnist; task cifar reads CIFAR-10 from it when '
+      'set), see tasks/tfds_files.py. Recorded with the run: CIFAR-10 read from it is split into other clients.')
+
+
+@dataclasses.dataclass(frozen=True)
+class ScenarioChoice:
+  """The scenario, its Settings (None: the scenario's defaults) and whether its shift is removed."""
+  scenario: str = setting('periodic', f'Shift scenario: one of {", ".join(scenarios.SCENARIOS)} (see '
+                          'periodic_shift/scenarios.py).')
+  no_shift: bool = setting(
+      False, 'Run the scenario without its shift (No-Dist-Shift, the reference of "Diurnal or Nocturnal?", Zhu et al., '
+      '2022): periodic samples the population\'s day share every round, mixture_drift keeps equal shares, '
+      'evolving_domains does not rotate, concept_drift and windowed keep every client in concept or regime 0, '
+      'dirichlet_mixture mixes every client equally. --algorithm=nds is vanilla with --no_shift.')
+  settings: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodChoice:
+  """The method and its Config (None: its defaults)."""
+  algorithm: str = setting('vanilla', f'One of {", ".join(algorithms.ALGORITHMS)}.')
+  config: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+  """The schedule and the hyperparameters every method shares (`algorithms.core.method.Hyperparameters`)."""
+  period: Optional[int] = setting(None, 'Period T in rounds (>= 2). Default: the task\'s.')
+  total_rounds: Optional[int] = setting(None, 'Training rounds. Default: the task\'s.')
+  clients_per_round: Optional[int] = setting(None, 'm. Default: the task\'s.')
+  client_epochs: int = setting(1, 'Local epochs per round.')
+  client_batch_size: Optional[int] = setting(None, 'Local batch size. Default: the task\'s.')
+  max_elements_per_client: Optional[int] = setting(
+      None, 'Cap on local examples per round. Default: the task\'s (512 for stackoverflow, none otherwise).')
+  client_learning_rate: Optional[float] = setting(None, 'Client SGD learning rate. Default: the task\'s.')
+  server_optimizer: str = setting(
+      'adam', 'The server step on the averaged update: adam (FedAdam, the optimizer of "Diurnal or Nocturnal?", Zhu '
+      'et al., 2022) or sgd (w - lr * update; lr 1 is the parameter averaging of FedAvg, pFedEM, FedGMM and '
+      'FedEvolve).')
+  aggregator: str = setting(
+      'mean', 'How the server aggregates the clients\' model updates: mean (example-weighted) or dp (TFF\'s DP-FedAvg '
+      'aggregator: adaptive clipping, zeroing, Gaussian noise; methods whose update is one mean).')
+  dp_noise_multiplier: float = setting(
+      0.0, '--aggregator=dp: the Gaussian noise on the sum of clipped updates, in units of the clip norm; '
+      'summary.json reports the run\'s epsilon at delta 1e-5.')
+  server_learning_rate: Optional[float] = setting(
+      None, 'Server learning rate. Default: the task\'s with --server_optimizer=adam, 1.0 (parameter averaging) with '
+      'sgd.')
+  server_adam_epsilon: Optional[float] = setting(None, 'Server Adam epsilon. Default: the task\'s.')
+  num_branches: int = setting(2, 'Branches K of the network (1 = single-branch).')
+  label_smooth_w: float = setting(0.1, 'lambda of Eq. 4 (weight of the other branches).')
+  label_smooth_eps: float = setting(0.5, 'epsilon of Eq. 4 (label smoothing).')
+  seed: int = setting(0, 'Seeds data generation, model initialization, sampling and shuffling.')
+  # The window of the methods that act per window (ShiftEx, FedDrift): the windowed scenario's --window_rounds.
+  window_rounds: int = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationConfig:
+  rounds_per_eval: int = setting(8, 'Evaluate on the test sets every this many rounds.')
+  eval_batch_size: int = setting(64, 'Test batch size: the group of test examples a method decides over (FedTEM, '
+                                 'FedTKM: one test client).')
+  eval_inference_batch_size: Optional[int] = setting(
+      None, 'Test examples the model runs on at once, a multiple of --eval_batch_size whose batches stay the groups '
+      '(same metrics); meant for accelerators (on a 2-core CPU it did not pay: docs/operations.md, Speed). Default: '
+      '--eval_batch_size.')
+  eval_routing: str = setting('batch', 'Test-time branch choice: per batch or per sample.')
+  oracle_test_labels: bool = setting(
+      False, 'Let methods that choose a branch, component, cluster or model at test time choose with the test labels '
+      '(FedEM\'s EM on the labeled batch, CFL\'s and FedDrift\'s lowest-loss model): the oracle protocol of "Diurnal '
+      'or Nocturnal?" (Zhu et al., 2022) for FedEM. Default: no test label decides anything; reports mark oracle '
+      'runs.')
+  mixed_test_q: tuple[str, ...] = setting(
+      (), 'Shares q in [0, 1]: also test on batches holding both modes of a two-mode task, a share q of mode 1 (day) '
+      'in every batch (metrics mixed_q<q>_accuracy); empty: per-mode test sets only.')
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputConfig:
+  root_output_dir: str = setting('/tmp/periodic_shift', 'Where experiments are written.')
+  experiment_name: Optional[str] = setting(None, 'Sub-directory of the run. Default: made from the main flags.')
+  overwrite: bool = setting(False, 'Delete the outputs of an earlier run in the experiment directory and start afresh '
+                            '(otherwise a different configuration there stops the run).')
+  rounds_per_checkpoint: int = setting(
+      8, 'Checkpoint every this many rounds (and after the last); a resumed run recomputes the rounds after the last '
+      'checkpoint, with identical results.')
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkersConfig:
+  workers: tuple[str, ...] = setting((), 'TFF workers (host:port, tools/start_worker.sh) that run each round\'s '
+                                     'clients in subrounds; empty: this process\'s own worker.')
+  subrounds: Optional[int] = setting(None, 'With --workers: subrounds per round (default: one per worker; more run in '
+                                     'turn).')
+  worker_timeout: float = setting(60.0, 'With --workers: seconds to wait for a worker that does not answer, at '
+                                  'start-up and during the run, before stopping.')
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+  task: TaskChoice = TaskChoice()
+  scenario: ScenarioChoice = ScenarioChoice()
+  method: MethodChoice = MethodChoice()
+  training: TrainingConfig = TrainingConfig()
+  evaluation: EvaluationConfig = EvaluationConfig()
+  outputs: OutputConfig = OutputConfig()
+  workers: WorkersConfig = WorkersConfig()
+
+
+GROUPS = {field.name: field.type for field in dataclasses.fields(ExperimentConfig)}
+# Settings that cannot change a run's results: output cadence, locations and where rounds and inference run (several
+# workers or larger inference batches give the same results, floats to the order of summation). A run may be resumed
+# with other values; config.json leaves them out.
+CADENCE = frozenset({'rounds_per_eval', 'rounds_per_checkpoint', 'root_output_dir', 'experiment_name', 'cache_dir',
+                     'workers', 'subrounds', 'worker_timeout', 'eval_inference_batch_size', 'overwrite'})
+# The settings the task's defaults fill in when None (`tasks.registry.defaults`).
+_TASK_DEFAULTED = ('period', 'total_rounds', 'clients_per_round', 'client_batch_size', 'client_learning_rate',
+                   'server_learning_rate', 'server_adam_epsilon', 'max_elements_per_client')
+_POSITIVE = ('client_epochs', 'client_batch_size', 'total_rounds', 'rounds_per_eval', 'rounds_per_checkpoint',
+             'eval_batch_size', 'num_branches', 'client_learning_rate', 'server_learning_rate', 'server_adam_epsilon')
+
+
+def settings_of(group) -> dict:
+  """A group's settings (fields declared with `setting`), by name."""
+  return {field.name: getattr(group, field.name) for field in settings_lib.declared(type(group))}
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+  """A validated configuration: the task's defaults filled in, each plug-in's settings, where the run writes."""
+  config: ExperimentConfig
+  training: TrainingConfig  # No None left where the task has a default.
+  scenario_settings: object
+  method_config: object
+  hparams: method.Hyperparameters
+  shift_free: bool
+  output_dir: str
+  record: dict  # config.json: flag name -> value.
+  defaults: dict  # flag name -> the value a run that did not record it had.
+
+  @property
+  def schedule(self) -> scenario_lib.Schedule:
+    t = self.training
+    return scenario_lib.Schedule(t.clients_per_round, t.seed, t.total_rounds, t.period)
+
+
+def _resolve_training(config: ExperimentConfig) -> TrainingConfig:
+  """The training settings with the task's defaults (and the sgd server step's rate 1) in place of None."""
+  defaults = tasks.defaults(config.task.task)
+  if config.training.server_optimizer == 'sgd':
+    defaults = dict(defaults, server_learning_rate=1.0)
+  return dataclasses.replace(config.training, **{
+      name: defaults.get(name) for name in _TASK_DEFAULTED if getattr(config.training, name) is None})
+
+
+def _check_training(config: ExperimentConfig, training: TrainingConfig) -> None:
+  if training.server_optimizer not in learning_process.SERVER_OPTIMIZERS:
+    raise ValueError(f'server_optimizer must be one of {", ".join(learning_process.SERVER_OPTIMIZERS)}; got '
+                     f'{training.server_optimizer!r}.')
+  if training.aggregator not in learning_process.AGGREGATORS:
+    raise ValueError(f'aggregator must be one of {", ".join(learning_process.AGGREGATORS)}; got '
+                     f'{training.aggregator!r}.')
+  if training.dp_noise_multiplier < 0 or (training.dp_noise_multiplier > 0 and training.aggregator != 'dp'):
+    raise ValueError(f'--dp_noise_multiplier must be >= 0 and is the noise of --aggregator=dp; got '
+                     f'{training.dp_noise_multiplier:g} with --aggregator={training.aggregator}.')
+  values = dict(settings_of(training), **settings_of(config.evaluation), **settings_of(config.outputs))
+  for name in _POSITIVE:
+    if values[name] is None or not values[name] > 0:
+      raise ValueError(f'--{name} must be > 0; got {values[name]}.')
+  if training.clients_per_round is None or training.clients_per_round < 1:
+    raise ValueError(f'--clients_per_round must be >= 1; got {training.clients_per_round}.')
+  if training.max_elements_per_client is not None and training.max_elements_per_client < 1:
+    raise ValueError(f'--max_elements_per_client must be >= 1 when set; got {training.max_elements_per_client}.')
+  if config.evaluation.eval_routing not in certainty.ROUTINGS:
+    raise ValueError(f'eval_routing must be one of {", ".join(certainty.ROUTINGS)}; got '
+                     f'{config.evaluation.eval_routing!r}.')
+
+
+def mixed_test_shares(evaluation_config: EvaluationConfig) -> list[float]:
+  """The shares of `mixed_test_q`; raises ValueError for one that is not a number in [0, 1]."""
+  shares = []
+  for text in evaluation_config.mixed_test_q:
+    try:
+      share = float(text)
+    except ValueError:
+      share = float('nan')
+    if not 0.0 <= share <= 1.0:
+      raise ValueError(f'--mixed_test_q takes shares in [0, 1]; got {text!r}.')
+    shares.append(share)
+  return shares
+
+
+def inference_groups(evaluation_config: EvaluationConfig) -> int:
+  """Test batches per inference batch (`evaluation.Evaluator`); raises ValueError on a bad value."""
+  size, batch = evaluation_config.eval_inference_batch_size, evaluation_config.eval_batch_size
+  if size is None:
+    return 1
+  if size < 1 or size % batch:
+    raise ValueError(f'--eval_inference_batch_size must be a positive multiple of --eval_batch_size ({batch}); got '
+                     f'{size}.')
+  return size // batch
+
+
+def _hyperparameters(config: ExperimentConfig, training: TrainingConfig) -> method.Hyperparameters:
+  return method.Hyperparameters(
+      client_learning_rate=training.client_learning_rate, server_learning_rate=training.server_learning_rate,
+      server_adam_epsilon=training.server_adam_epsilon,
+      num_branches=algorithms.num_branches(config.method.algorithm, training.num_branches), period=training.period,
+      clients_per_round=training.clients_per_round, window_rounds=training.window_rounds,
+      smoothing_weight=training.label_smooth_w, smoothing_epsilon=training.label_smooth_eps,
+      eval_routing=config.evaluation.eval_routing, seed=training.seed,
+      oracle_test_labels=config.evaluation.oracle_test_labels, server_optimizer=training.server_optimizer,
+      aggregator=training.aggregator, dp_noise_multiplier=training.dp_noise_multiplier)
+
+
+def _output_dir(config: ExperimentConfig, training: TrainingConfig, scenario_settings) -> str:
+  """<root_output_dir>/<experiment_name>; raises RunDirectoryError for a name that would leave the root."""
+  name, choice = config.outputs.experiment_name, config.scenario
+  prefix = f'{config.task.task}_{config.method.algorithm}'
+  if name is None and choice.scenario == 'periodic':
+    name = (f'{prefix}_{scenario_settings.shift_fn}_p{scenario_settings.shift_p:g}_T{training.period}_'
+            f's{training.seed}')
+  elif name is None:
+    name = f'{prefix}_{choice.scenario}_s{training.seed}'
+  run_directory.validate_name(name)
+  root = config.outputs.root_output_dir
+  if not os.path.isabs(root):  # Under `bazel run`, relative paths mean the user's working directory.
+    root = os.path.join(os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd()), root)
+  return os.path.join(root, name)
+
+
+def _method_settings(name: str, config) -> tuple[dict, dict]:
+  """(flag name -> value, flag name -> default) of the method's own settings."""
+  module = algorithms.METHODS[name].module
+  fields = method.settings(module.NAME, module.Config)
+  return ({flag: getattr(config, field.name) for flag, field in fields.items()},
+          {flag: field.default for flag, field in fields.items()})
+
+
+def _record(config: ExperimentConfig, resolved_training: TrainingConfig, scenario_settings,
+            method_config) -> tuple[dict, dict]:
+  """(config.json's record, flag name -> default): every setting that can change results, by flag name."""
+  groups = [getattr(config, name) for name in GROUPS] + [scenario_settings]
+  record = {name: value for group in groups for name, value in settings_of(group).items()}
+  defaults = {field.name: field.default for group in groups for field in settings_lib.declared(type(group))}
+  record.update(settings_of(resolved_training), window_rounds=resolved_training.window_rounds)
+  method_values, method_defaults = _method_settings(config.method.algorithm, method_config)
+  record.update(method_values)
+  defaults.update(method_defaults, window_rounds=TrainingConfig.window_rounds)
+  record = {name: list(value) if isinstance(value, tuple) else value for name, value in record.items()
+            if name not in CADENCE}
+  return record, defaults
+
+
+def resolve(config: ExperimentConfig) -> Resolved:
+  """Validates `config` and the run directory without building anything; raises ValueError (one line, naming the
+  flag) for a bad value and RunDirectoryError for a directory that holds another run."""
+  task_name, choice, algorithm = config.task.task, config.scenario, config.method.algorithm
+  tasks.validate(task_name)
+  tasks.validate_scenario(task_name, choice.scenario)
+  tasks.validate_style_scale(task_name, config.task.synthetic_style_scale)
+  algorithms.validate(algorithm, task_name, algorithms.num_branches(algorithm, config.training.num_branches))
+  training = _resolve_training(config)
+  _check_training(config, training)
+  scenario_settings = choice.settings or scenarios.module(choice.scenario).Settings()
+  if getattr(scenario_settings, 'dirichlet_components', '') is None:  # The task's components.
+    scenario_settings = dataclasses.replace(
+        scenario_settings, dirichlet_components=tasks.defaults(task_name).get('dirichlet_components'))
+  schedule = scenario_lib.Schedule(training.clients_per_round, training.seed, training.total_rounds, training.period)
+  scenarios.validate(choice.scenario, scenario_settings, schedule)
+  mixed_test_shares(config.evaluation)
+  inference_groups(config.evaluation)
+  hparams = _hyperparameters(config, training)
+  module = algorithms.METHODS[algorithm].module
+  method_config = method.with_shared(config.method.config or module.Config(), dataclasses.asdict(hparams))
+  method_config.validate()
+  workers = remote_workers.parse(','.join(config.workers.workers))
+  if config.workers.subrounds is not None and (not workers or config.workers.subrounds < 1):
+    raise ValueError(f'--subrounds needs --workers and must be >= 1; got {config.workers.subrounds}.')
+  if config.workers.worker_timeout <= 0:
+    raise ValueError(f'--worker_timeout must be > 0; got {config.workers.worker_timeout:g}.')
+  output_dir = _output_dir(config, training, scenario_settings)
+  record, defaults = _record(config, training, scenario_settings, method_config)
+  if not config.outputs.overwrite:
+    run_directory.check_compatible(output_dir, record, defaults, scenarios.length_dependence(choice.scenario))
+  shift_free = choice.no_shift or algorithms.is_shift_free(algorithm)
+  return Resolved(config, training, scenario_settings, method_config, hparams, shift_free, output_dir, record,
+                  defaults)
+
+
+def _absolute(path: Optional[str]) -> Optional[str]:
+  """`path` as the run reads it (relative paths from the working directory), or None."""
+  return os.path.abspath(path) if path else None
+
+
+def _held_out_data(task, clients, client_batch_size: int, eval_batch_size: int, seed: int) -> evaluation.HeldOutData:
+  """The held-out clients' test and personalization batches, together and (for local tuning) client by client,
+  the tuning batches shuffled by `seed`."""
+  client_data = lambda i: (task.held_out_dataset(clients.test[i:i + 1], eval_batch_size),
+                           task.held_out_dataset(clients.personalization[i:i + 1], client_batch_size,
+                                                 shuffle_seed=seed))
+  return evaluation.HeldOutData(task.held_out_dataset(clients.test, eval_batch_size),
+                                task.held_out_dataset(clients.personalization, eval_batch_size),
+                                len(clients.test), client_data, tuple(plan.client_id for plan in clients.test))
+
+
+def _privacy_summary(training: TrainingConfig) -> dict:
+  """With --aggregator=dp, the run's (epsilon, delta) (`algorithms.core.privacy_accounting`)."""
+  if training.aggregator != 'dp':
+    return {}
+  return {'privacy': dict(aggregator='dp', noise_multiplier=training.dp_noise_multiplier,
+                          rounds=training.total_rounds, delta=privacy_accounting.DEFAULT_DELTA,
+                          epsilon=privacy_accounting.epsilon(training.dp_noise_multiplier, training.total_rounds))}
+
+
+def _shift_summary(scenario, domains, rows: list[dict]) -> dict:
+  """Per window, drop / rounds to 95% recovery / max of the test accuracy on the window's data
+  (`test_mixture_accuracy`, the ShiftEx paper) for windowed scenarios, with the detector's rates and the assignment's
+  ARI against the true regimes where the method reports them, and the forgetting of each recurring concept for
+  concept-drift scenarios (`experiment.shift_metrics`)."""
+  summary = {}
+  domain_names = [domain.name for domain in domains]
+  starts = scenario.window_starts()
+  if starts is not None:
+    evaluated = [row for row in rows if 'test_mixture_accuracy' in row]
+    summary['window_metrics'] = [dataclasses.asdict(window) for window in shift_metrics.window_metrics(
+        [int(row['round']) for row in evaluated], [row['test_mixture_accuracy'] for row in evaluated], starts)]
+    detection = shift_metrics.detection_summary(rows, [domain.severity for domain in domains])
+    if detection is not None:
+      summary['detection'] = detection
+    if scenario.domain_regimes() is not None:
+      regime_ari = shift_metrics.regime_ari(rows, starts, scenario.domain_regimes())
+      if regime_ari is not None:
+        summary['regime_ari'] = regime_ari
+  concepts = scenario.concept_domains()
+  if concepts is not None:
+    columns = [[f'test_{domain_names[d]}_accuracy' for d in domains] for domains in concepts]
+    summary['forgetting'] = {f'concept_{j}': value
+                             for j, value in shift_metrics.concept_forgetting(rows, columns).items()}
+  return summary
+
+
+def _connect_workers(config: ExperimentConfig) -> list[str]:
+  """The workers' addresses once they answer and see the data directories; ExperimentError otherwise."""
+  workers = remote_workers.parse(','.join(config.workers.workers))
+  if workers:
+    try:
+      remote_workers.wait_until_ready(workers, config.workers.worker_timeout)
+      remote_workers.check_paths(workers, [_absolute(config.task.cache_dir), _absolute(config.task.tfds_data_dir)],
+                                 config.workers.worker_timeout)
+    except (remote_workers.WorkerUnavailableError, FileNotFoundError) as error:
+      raise ExperimentError(str(error)) from error
+  return workers
+
+
+def _build_task_and_scenario(resolved: Resolved):
+  """(the task with the scenario's domains, the scenario); ExperimentError for data the run cannot use."""
+  config, training = resolved.config, resolved.training
+  try:
+    task = tasks.create(config.task.task, config.task.cache_dir, training.seed, config.task.tfds_data_dir,
+                        config.task.synthetic_style_scale)
+    scenario = scenarios.build(config.scenario.scenario, resolved.scenario_settings, task.population(),
+                               resolved.schedule, resolved.shift_free)
+    scenario_domains = scenario.domains(task.mode_names, task.num_classes)
+    if scenario_domains is not None:
+      task = task.with_domains(scenario_domains)
+  except (ValueError, FileNotFoundError) as error:
+    raise ExperimentError(str(error)) from error
+  if config.evaluation.mixed_test_q and len(task.domain_names) != 2:
+    raise ExperimentError(f'--mixed_test_q mixes the two modes of a two-mode task; this scenario gives '
+                          f'{len(task.domain_names)} domains.')
+  return task, scenario
+
+
+def _evaluator(resolved: Resolved, task, scenario) -> evaluation.Evaluator:
+  """The test sets of every domain, the scenario's held-out clients and the mixed-mode batches."""
+  evaluation_config, training = resolved.config.evaluation, resolved.training
+  batch = evaluation_config.eval_batch_size
+  test_datasets = {name: task.test_dataset(mode, batch) for mode, name in enumerate(task.domain_names)}
+  held_out = {name: _held_out_data(task, clients, training.client_batch_size, batch, training.seed)
+              for name, clients in scenario.evaluation_plans().items()}
+  mixed = {evaluation.mixed_name(share): task.mixed_test_dataset(share, batch, training.seed)
+           for share in mixed_test_shares(evaluation_config)}
+  return evaluation.Evaluator(task.model_fn(resolved.hparams.num_branches), test_datasets, held_out,
+                              task.novelty_dataset(batch), mixed, inference_groups(evaluation_config))
+
+
+def _report_model(task, parameters: dict, training: TrainingConfig) -> None:
+  print(f'Task {task.name}: {task.population_summary()}')
+  branch = (f', one branch {parameters["branch"]:,} ({parameters["branch_overhead_percent"]:.1f}% of the '
+            'single-branch network)' if 'branch' in parameters else '')
+  print(f'Model: {parameters["total"]:,} parameters{branch}')
+  privacy = _privacy_summary(training).get('privacy')
+  if privacy:
+    print(f'Differential privacy: noise multiplier {privacy["noise_multiplier"]:g}, epsilon {privacy["epsilon"]:.3g} '
+          f'at delta {privacy["delta"]:g} over {privacy["rounds"]} rounds (every client in every round)')
+
+
+@dataclasses.dataclass
+class Experiment:
+  """A run ready to train: the task (with the scenario's domains), the scenario, the method's `Algorithm` and what
+  the training loop needs around them."""
+  resolved: Resolved
+  task: object
+  scenario: scenario_lib.Scenario
+  algorithm: method.Algorithm
+  client_spec: tff.simulation.baselines.ClientSpec
+  workers: list[str]
+
+  @property
+  def model_fn(self):
+    return self.algorithm.model_fn or (lambda: self.task.model_fn(self.resolved.hparams.num_branches))
+
+  def round_datasets(self, round_num: int) -> list:
+    """The datasets of round `round_num`'s participants, as the training loop builds them."""
+    return training_loop.round_datasets(self.task, self.scenario.round_plan(round_num).clients, self.client_spec,
+                                        self.resolved.training.seed, round_num)
+
+
+def build(resolved: Resolved) -> Experiment:
+  """Connects the workers and builds the task, the scenario, the evaluator and the method of a resolved
+  configuration; ExperimentError for data, workers or a method the run cannot use."""
+  config = resolved.config
+  execution_context.install()
+  workers = _connect_workers(config)
+  logging.set_verbosity(logging.WARNING)  # TFF's program managers log every file they write at INFO.
+  tf.get_logger().setLevel('ERROR')
+  task, scenario = _build_task_and_scenario(resolved)
+  training, name = resolved.training, config.method.algorithm
+  client_spec = tff.simulation.baselines.ClientSpec(num_epochs=training.client_epochs,
+                                                    batch_size=training.client_batch_size,
+                                                    max_elements=training.max_elements_per_client)
+  first_client = task.mode_client_ids()[task.domain_list[0].base][0]
+  element_spec = task.client_dataset(0, first_client, client_spec, (0, 0)).element_spec
+  evaluator = _evaluator(resolved, task, scenario)
+  try:
+    algorithm = algorithms.build(name, task, element_spec, resolved.hparams, evaluator, resolved.method_config)
+    for computation in (algorithm.split_round or [algorithm.process.next]) if workers else ():
+      remote_workers.check_splittable(computation, f'--algorithm={name}')
+  except ValueError as error:
+    raise ExperimentError(str(error)) from error
+  return Experiment(resolved, task, scenario, algorithm, client_spec, workers)
+
+
+def run(config: ExperimentConfig) -> dict:
+  """Runs (or resumes, or extends) the experiment of `config` and returns its summary (summary.json); raises
+  ExperimentError (a message of one line and the exit status) when it cannot start or go on."""
+  try:
+    resolved = resolve(config)
+  except ValueError as error:
+    raise ExperimentError(str(error)) from error
+  experiment = build(resolved)
+  training, outputs, output_dir = resolved.training, config.outputs, resolved.output_dir
+  try:
+    extended_from = run_directory.prepare(
+        output_dir, resolved.record, outputs.overwrite,
+        lambda r: r % config.evaluation.rounds_per_eval == 0 and r % outputs.rounds_per_checkpoint == 0)
+  except ValueError as error:
+    raise ExperimentError(str(error)) from error
+  parameters = multi_branch.parameter_counts(experiment.model_fn())
+  _report_model(experiment.task, parameters, training)
+  loop_config = training_loop.LoopConfig(
+      total_rounds=training.total_rounds, rounds_per_eval=config.evaluation.rounds_per_eval,
+      client_spec=experiment.client_spec, seed=training.seed, rounds_per_checkpoint=outputs.rounds_per_checkpoint)
+  if extended_from is not None:
+    print(f'Extending the run of {extended_from} rounds in {output_dir} to {training.total_rounds} rounds')
+  workers = experiment.workers
+  round_context = (remote_workers.round_context(workers, config.workers.subrounds, config.workers.worker_timeout)
+                   if workers else None)
+  started = time.monotonic()
+  try:
+    training_loop.run(experiment.algorithm, experiment.task, experiment.scenario,
+                      learning_process.initial_weights(experiment.model_fn, training.seed), loop_config, output_dir,
+                      round_context)
+  except run_directory.RunDirectoryError as error:
+    raise ExperimentError(str(error)) from error
+  except training_loop.NumericFault as fault:
+    raise ExperimentError(str(fault), NUMERIC_FAULT_STATUS) from fault
+  except remote_workers.WorkerUnavailableError as error:
+    raise ExperimentError(f'{error} The run stopped; its checkpoints are kept in {output_dir}: rerun the command to '
+                          'resume (with the worker back, or without it in --workers).', WORKER_LOST_STATUS) from error
+  return _summarize(resolved, experiment.task, experiment.scenario, parameters, time.monotonic() - started)
+
+
+def _summarize(resolved: Resolved, task, scenario, parameters: dict, seconds: float) -> dict:
+  """Writes summary.json and prints the final line."""
+  config, training, output_dir = resolved.config, resolved.training, resolved.output_dir
+  rows = training_loop.read_metrics(output_dir)
+  final = training_loop.final_metrics(rows, window_rounds=training.period)
+  every_setting = {name: value for group in [getattr(config, name) for name in GROUPS] + [resolved.scenario_settings]
+                   for name, value in settings_of(group).items() if name != 'overwrite'}
+  every_setting.update(_method_settings(config.method.algorithm, resolved.method_config)[0])
+  shift_fn = getattr(resolved.scenario_settings, 'shift_fn', None)
+  summary = {
+      'flags': {name: list(value) if isinstance(value, tuple) else value for name, value in every_setting.items()},
+      'resolved_hyperparameters': dict(
+          {name: getattr(training, name) for name in _TASK_DEFAULTED},
+          dirichlet_components=getattr(resolved.scenario_settings, 'dirichlet_components', None),
+          shift_fn='none' if resolved.shift_free else shift_fn),
+      'population': task.population_summary(),
+      'parameters': parameters,
+      'final_metrics': final,
+      **_shift_summary(scenario, task.domain_list, rows),
+      **_privacy_summary(training),
+      'seconds_this_invocation': seconds,
+  }
+  run_directory.write_json(os.path.join(output_dir, 'summary.json'), summary)
+  if 'test_accuracy' in final:
+    print(f'Test accuracy {final["test_accuracy"]:.4f} at round {int(final["round"])}, '
+          f'{final["test_accuracy_last_period_mean"]:.4f} averaged over the last period. Outputs: {output_dir}')
+  else:
+    held_out = ', '.join(f'{key} {value:.4f}' for key, value in final.items() if key.endswith('_accuracy'))
+    print(f'{held_out} at round {int(final["round"])}. Outputs: {output_dir}')
+  return summary

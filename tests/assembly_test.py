@@ -1,0 +1,91 @@
+"""Tests the assembler: a run built from an `ExperimentConfig` without flags equals the binary's run of the same
+settings, records only the settings of the plug-ins it uses, and refuses bad values with one line before building."""
+
+import json
+import os
+
+from absl.testing import absltest
+
+from algorithms.methods import fedprox
+from experiment import assembly
+from periodic_shift import dirichlet_mixture
+from periodic_shift import windowed
+from tests import in_process_run
+
+_SHARED_ARGS = ['--task=synthetic', '--scenario=dirichlet_mixture', '--num_clients=12', '--unseen_fraction=0.25',
+                '--algorithm=fedprox', '--fedprox_mu=0.5', '--total_rounds=2', '--clients_per_round=3', '--period=2',
+                '--rounds_per_eval=2', '--eval_batch_size=500', '--seed=1']
+
+
+def _config(root: str, **groups) -> assembly.ExperimentConfig:
+  """The config of `_SHARED_ARGS`, written to <root>/direct; `groups` replace whole groups."""
+  settings = dict(
+      task=assembly.TaskChoice(task='synthetic'),
+      scenario=assembly.ScenarioChoice(scenario='dirichlet_mixture', settings=dirichlet_mixture.Settings(
+          num_clients=12, unseen_fraction=0.25)),
+      method=assembly.MethodChoice(algorithm='fedprox', config=fedprox.Config(mu=0.5)),
+      training=assembly.TrainingConfig(total_rounds=2, clients_per_round=3, period=2, seed=1),
+      evaluation=assembly.EvaluationConfig(rounds_per_eval=2, eval_batch_size=500),
+      outputs=assembly.OutputConfig(root_output_dir=root, experiment_name='direct'))
+  settings.update(groups)
+  return assembly.ExperimentConfig(**settings)
+
+
+class AssemblyTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    in_process_run.start_worker()
+
+  def test_a_config_without_flags_runs_as_the_binary_and_records_its_plugins_settings(self):
+    root = self.create_tempdir().full_path
+    summary = assembly.run(_config(root))
+    status, stderr = in_process_run.run([*_SHARED_ARGS, f'--root_output_dir={root}', '--experiment_name=flags'])
+    self.assertEqual(status, 0, stderr[-2000:])
+    direct, by_flags = (in_process_run.metrics_rows(os.path.join(root, name)) for name in ('direct', 'flags'))
+    self.assertLen(direct, 2)
+    for row in direct + by_flags:
+      row.pop('round_seconds')
+    self.assertEqual(direct, by_flags)
+    self.assertEqual(summary['final_metrics']['round'], 2.0)
+    with open(os.path.join(root, 'direct', 'config.json')) as f:
+      record = json.load(f)
+    with open(os.path.join(root, 'flags', 'config.json')) as f:
+      self.assertEqual(json.load(f), record)
+    self.assertEqual((record['unseen_fraction'], record['fedprox_mu'], record['clients_per_round']), (0.25, 0.5, 3))
+    self.assertEqual(record['client_learning_rate'], 0.05)  # The synthetic task's default, resolved.
+    for other_plugins_setting in ('num_domains', 'shift_fn', 'eta_max', 'fedgmm_learners'):
+      self.assertNotIn(other_plugins_setting, record)
+    for cadence in assembly.CADENCE:
+      self.assertNotIn(cadence, record)
+
+  def test_bad_values_are_one_line_naming_the_flag_before_anything_is_built(self):
+    root = self.create_tempdir().full_path
+    cases = (
+        (dict(training=assembly.TrainingConfig(total_rounds=0)), '--total_rounds must be > 0; got 0.'),
+        (dict(scenario=assembly.ScenarioChoice(scenario='windowed', settings=windowed.Settings(window_rounds=0))),
+         'window_rounds must be >= 1'),
+        (dict(method=assembly.MethodChoice(algorithm='fedprox', config=fedprox.Config(mu=0.0))),
+         '--fedprox_mu must be > 0'),
+        (dict(method=assembly.MethodChoice(algorithm='fedfoo')), 'algorithm must be one of'),
+    )
+    for groups, message in cases:
+      with self.subTest(message=message):
+        with self.assertRaisesRegex(assembly.ExperimentError, message) as raised:
+          assembly.run(_config(root, **groups))
+        self.assertEqual(raised.exception.status, 2)
+        self.assertNotIn('\n', str(raised.exception))
+    self.assertEmpty(os.listdir(root))  # Nothing written.
+
+  def test_a_built_experiment_trains_a_round_on_its_scenarios_clients(self):
+    experiment = assembly.build(assembly.resolve(_config(self.create_tempdir().full_path)))
+    datasets = experiment.round_datasets(1)
+    self.assertLen(datasets, 3)  # --clients_per_round.
+    process = experiment.algorithm.process
+    output = process.next(process.initialize(), datasets)
+    planned = sum(part.num_examples for client in experiment.scenario.round_plan(1).clients for part in client.parts)
+    self.assertEqual(output.metrics['client_work']['train_examples'], planned)
+
+if __name__ == '__main__':
+  absltest.main()
