@@ -1,12 +1,12 @@
-"""Runs one federated simulation under distribution shift: the flags of one `experiment.assembly.ExperimentConfig`.
+"""Runs one federated simulation under distribution shift: the flags of one `experiment.core.assembly.ExperimentConfig`.
 
     bazel run //:run_experiment -- --task=synthetic --algorithm=vanilla --shift_fn=linear --shift_p=4
 
 Every flag is generated from a setting a module declares (`utils.settings.setting`): the run's own settings
-(`experiment.assembly`: task, scenario and method choice, training, evaluation, outputs, workers), each scenario's
+(`experiment.core.assembly`: task, scenario and method choice, training, evaluation, outputs, workers), each scenario's
 (`periodic_shift.scenario`, flags named as the settings; a setting several scenarios share is one flag) and each
 method's (`algorithms.core.method`, `--<method>_<setting>`). docs/flags.md lists them all. The run, its outputs and
-resuming are `experiment.assembly.run`'s; a bad value or an unusable run directory ends the run with one line on
+resuming are `experiment.core.assembly.run`'s; a bad value or an unusable run directory ends the run with one line on
 stderr and exit status 2 before any data is loaded or model built, a round with non-finite values with status 3, a
 lost worker with 4.
 """
@@ -25,7 +25,7 @@ from absl import flags
 
 from algorithms import registry as algorithms
 from algorithms.core import method
-from experiment import assembly
+from experiment.core import assembly
 from periodic_shift import scenarios
 from utils import execution_context
 from utils import settings as settings_lib

@@ -31,7 +31,7 @@ import time
 from absl import app
 from absl import flags
 
-from experiment import run_directory
+from experiment.core import run_directory
 from utils import execution_context
 
 _KILLS = flags.DEFINE_integer('kills', 20, 'SIGKILLs per method before the run may finish.')

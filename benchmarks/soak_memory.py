@@ -23,7 +23,7 @@ import tempfile
 from absl import app
 from absl import flags
 
-from experiment import run_directory
+from experiment.core import run_directory
 from utils import execution_context
 
 _ALGORITHMS = flags.DEFINE_list('algorithms', ['vanilla', 'fedtem'], 'Methods to soak.')

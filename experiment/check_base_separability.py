@@ -1,4 +1,4 @@
-"""Whether a diagonal GMM over a frozen encoder's features can find a task's bases (`experiment/base_separability.py`),
+"""Whether a diagonal GMM over a frozen encoder's features can find a task's bases (`experiment/core/base_separability.py`),
 for the encoder a pFedEM run with the same task, seed and `--pfedem_features` freezes.
 
     bazel run //experiment:check_base_separability -- --task=synthetic --seeds=0,1,2 --features=pretrained
@@ -15,7 +15,7 @@ from absl import flags
 import numpy as np
 
 from algorithms.methods import pfedem
-from experiment import base_separability
+from experiment.core import base_separability
 from tasks import registry as tasks
 
 _TASK = flags.DEFINE_string('task', 'synthetic', f'One of {", ".join(tasks.TASKS)}.')

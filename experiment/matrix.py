@@ -4,11 +4,11 @@ r"""Runs a grid of experiments: every combination of the swept flags, N runs at 
     python -m experiment.matrix --sweep=algorithm=vanilla,fedtkm --sweep=seed=0,1,2 --set=total_rounds=64 \
         --root=/tmp/m
 
-The grid comes from a TOML file (`--grid`, format in `experiment/grid.py`) and/or flags: `--sweep=flag=v1,v2`
+The grid comes from a TOML file (`--grid`, format in `experiment/core/grid.py`) and/or flags: `--sweep=flag=v1,v2`
 adds or replaces a swept flag, `--set=flag=value` fixes one for every run. Each run writes to `<root>/<name>/`;
-rerunning the same command skips finished runs and resumes interrupted ones (`experiment/matrix_runner.py`).
+rerunning the same command skips finished runs and resumes interrupted ones (`experiment/core/matrix_runner.py`).
 `--dry_run` lists the runs and their flags. At the end the matrix writes the report of its root (`<root>/report`,
-`experiment/report_writer.py`; the grid's [report] table shapes its main table, which is printed).
+`experiment/reporting/report_writer.py`; the grid's [report] table shapes its main table, which is printed).
 """
 
 import os
@@ -17,8 +17,8 @@ import sys
 from absl import app
 from absl import flags
 
-from experiment import grid as grid_lib
-from experiment import matrix_runner
+from experiment.core import grid as grid_lib
+from experiment.core import matrix_runner
 
 _GRID = flags.DEFINE_string('grid', None, 'A TOML grid file (experiment/grids/).')
 _SWEEP = flags.DEFINE_multi_string('sweep', [], 'flag=v1,v2,...: sweep a run_experiment flag over these values.')
@@ -50,7 +50,7 @@ def _write_report(root: str, grid: grid_lib.Grid) -> None:
   """The report of the root's runs, its main table printed; a report that cannot be written is one line."""
   # Imported here: matplotlib loads only once the runs are done, and a bad command line stays one line (matplotlib
   # warns on stderr when it finds no writable config directory, as in Bazel's test sandbox).
-  from experiment import report_writer  # pylint: disable=g-import-not-at-top
+  from experiment.reporting import report_writer  # pylint: disable=g-import-not-at-top
   report_writer.write_and_print('matrix: report', root, os.path.join(root, 'report'),
                                 columns=list(grid.report_columns), percent=grid.report_percent, show_table=True)
 

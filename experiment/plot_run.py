@@ -1,4 +1,4 @@
-"""The report's plots and table for one run, also while it is running (`experiment/report_writer.py`).
+"""The report's plots and table for one run, also while it is running (`experiment/reporting/report_writer.py`).
 
     bazel run //experiment:plot_run -- --run=/tmp/periodic_shift/synthetic_vanilla_linear_p1_T32_s0
 """
@@ -9,7 +9,7 @@ import sys
 from absl import app
 from absl import flags
 
-from experiment import report_writer
+from experiment.reporting import report_writer
 
 _RUN = flags.DEFINE_string('run', None, 'A run directory (with config.json and metrics.csv).')
 _OUTPUT = flags.DEFINE_string('output', None, 'Where the plots go. Default: <run>/plots.')

@@ -1,4 +1,4 @@
-"""Writes a report of a root of runs: tables, plots and one index.html (`experiment/report_writer.py`).
+"""Writes a report of a root of runs: tables, plots and one index.html (`experiment/reporting/report_writer.py`).
 
     bazel run //experiment:report -- --root=/tmp/fedevolve
     python -m experiment.report --root=/tmp/fedevolve --output=/tmp/fedevolve_report
@@ -16,7 +16,7 @@ import sys
 from absl import app
 from absl import flags
 
-from experiment import report_writer
+from experiment.reporting import report_writer
 
 _ROOT = flags.DEFINE_string('root', None, 'Directory whose sub-directories are runs (a matrix root).')
 _OUTPUT = flags.DEFINE_string('output', None, 'Report directory. Default: <root>/report.')

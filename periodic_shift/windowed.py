@@ -101,7 +101,7 @@ class WindowedScenario(scenario.Scenario):
   (each client's examples in its regime), so `test_mixture_accuracy` is the accuracy on the data the parties hold
   now, the paper's measure (each party's current-window test data, sample-weighted). `window` and
   `new_regime_share` (the share of the round's examples in the newest regime) go to metrics.csv, whose window
-  boundaries `experiment.shift_metrics` cuts at.
+  boundaries `experiment.core.shift_metrics` cuts at.
   Census (`census_plan`, for methods whose parties all report at window boundaries, ShiftEx's Algorithm 2): in W0's
   last round and at each later window's census round (`census_rounds`) every client of the population
   (`census_scope` population; cohort: every client that trains in some round of that window) holds the

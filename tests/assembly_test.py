@@ -7,7 +7,7 @@ import os
 from absl.testing import absltest
 
 from algorithms.methods import fedprox
-from experiment import assembly
+from experiment.core import assembly
 from periodic_shift import dirichlet_mixture
 from periodic_shift import windowed
 from tests import in_process_run

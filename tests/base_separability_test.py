@@ -1,11 +1,11 @@
-"""Tests `experiment.base_separability` on features whose mixture structure is known: bases that are the dominant
+"""Tests `experiment.core.base_separability` on features whose mixture structure is known: bases that are the dominant
 split, and bases that a larger split of every base hides."""
 
 import numpy as np
 from scipy import stats
 import tensorflow as tf
 
-from experiment import base_separability
+from experiment.core import base_separability
 
 
 def _hidden_bases(rng, per_base=600):

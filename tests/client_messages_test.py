@@ -14,7 +14,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from algorithms.core import aggregation_only
-from experiment import training_loop
+from experiment.core import training_loop
 from tests import in_process_run
 
 _SCENARIOS = {

@@ -10,8 +10,8 @@ import tensorflow_federated as tff
 from algorithms.core import client_state
 from algorithms.core import learning_process
 from algorithms.methods import fedem
-from experiment import client_states
-from experiment import run_directory
+from experiment.core import client_states
+from experiment.core import run_directory
 from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context

@@ -14,8 +14,8 @@ import time
 
 from absl.testing import absltest
 
-from experiment import grid as grid_lib
-from experiment import matrix_runner
+from experiment.core import grid as grid_lib
+from experiment.core import matrix_runner
 
 # Writes <root>/<name>/summary.json after --sleep seconds, or exits as --exit says; logs start and end times.
 _FAKE_RUN = textwrap.dedent('''
@@ -184,7 +184,7 @@ class RunnerTest(absltest.TestCase):
   def _start_matrix(self):
     """A matrix of two long runs in another process; returns it once both runs have started."""
     script = textwrap.dedent(f'''
-        from experiment import grid, matrix_runner
+        from experiment.core import grid, matrix_runner
         runs = grid.from_spec({{}}, overrides=[('sleep', '60')], sweeps=[('seed', ['0', '1'])]).runs()
         matrix_runner.run_matrix(runs, {self.root!r}, 2, {self.command!r}, poll_seconds=0.02)
     ''')

@@ -21,7 +21,7 @@ import numpy as np
 from scipy import stats
 from sklearn import metrics
 
-from experiment import report_writer
+from experiment.reporting import report_writer
 from tests import in_process_run
 
 _ALGORITHMS = ('vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',

@@ -18,8 +18,8 @@ from scipy import optimize
 from scipy import stats
 
 from algorithms.core import privacy_accounting
-from experiment import report_tables
-from experiment import run_results
+from experiment.reporting import report_tables
+from experiment.reporting import run_results
 from tests import in_process_run
 
 _RUN = ['--task=synthetic', '--clients_per_round=5', '--period=8', '--total_rounds=8', '--rounds_per_eval=8',

@@ -8,10 +8,10 @@ import os
 from absl.testing import absltest
 import numpy as np
 
-from experiment import report_plots
-from experiment import report_tables
-from experiment import report_writer
-from experiment import run_results
+from experiment.reporting import report_plots
+from experiment.reporting import report_tables
+from experiment.reporting import report_writer
+from experiment.reporting import run_results
 
 _PNG = b'\x89PNG\r\n\x1a\n'
 

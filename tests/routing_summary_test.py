@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms.core import routing
-from experiment import routing_summary
+from experiment.core import routing_summary
 
 
 def _rows(confusions: list[np.ndarray], best_matching: bool = True) -> list[dict]:

@@ -7,7 +7,7 @@ import os
 from absl.testing import absltest
 import numpy as np
 
-from experiment import run_directory
+from experiment.core import run_directory
 from utils import execution_context
 
 _CONFIG = {'algorithm': 'vanilla', 'client_learning_rate': 0.05, 'seed': 0}

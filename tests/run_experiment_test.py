@@ -14,7 +14,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from experiment import run_directory
+from experiment.core import run_directory
 from tests import in_process_run
 
 _BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')

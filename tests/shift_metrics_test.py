@@ -6,7 +6,7 @@ import numpy as np
 from scipy import stats
 from sklearn import metrics
 
-from experiment import shift_metrics
+from experiment.core import shift_metrics
 
 
 class WindowMetricsTest(absltest.TestCase):

@@ -1,7 +1,7 @@
 """Client work for methods that keep state on their clients (FedEM's mixture weights; later FedGMM, ShiftEx).
 
 A method's per-client state is a structure of float32 arrays, the same shape for every client (e.g. pi [K]). The
-training loop keeps it in one store (`experiment.client_states`), keyed by client id and checkpointed with the run.
+training loop keeps it in one store (`experiment.core.client_states`), keyed by client id and checkpointed with the run.
 TFF's templates accept only sequences as client data, so each participating client receives its state as a
 one-element dataset beside its training data:
 

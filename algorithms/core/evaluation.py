@@ -316,7 +316,7 @@ def routed_evaluation(evaluator: Evaluator, objective: Objective, objective_args
                       personalization: Optional[Personalization] = None, novelty_score: Optional[Callable] = None):
   """evaluate(state) for a method that routes test examples to branches: the evaluator's metrics plus
   `routing_accuracy` (under the best matching of domains to branches when `best_matching`), `routing_ari` and the
-  counts they come from, `routing_count_<domain>_<branch>` (test examples; `experiment.routing_summary` scores them
+  counts they come from, `routing_count_<domain>_<branch>` (test examples; `experiment.core.routing_summary` scores them
   under one matching for the whole run).
   `objective_args_fn(client work state)` gives the objective's extra arguments (its clustering model)."""
 

@@ -105,7 +105,7 @@ def train_metrics(sums: dict) -> collections.OrderedDict:
 def train_routing_metrics(confusion: tf.Tensor, best_matching: bool) -> collections.OrderedDict:
   """A round's routing metrics from its clients' counts [modes, branches]: `train_routing_accuracy` (under this
   round's best matching when `best_matching`), `train_routing_ari`, and every count as
-  `train_routing_count_<mode>_<branch>`, from which `experiment.routing_summary` scores the whole run under one
+  `train_routing_count_<mode>_<branch>`, from which `experiment.core.routing_summary` scores the whole run under one
   matching (a per-round matching lets branches that swap meaning between rounds score high)."""
   counts = {f'{metric_names.ROUTING_COUNT_PREFIX}{m}_{b}': confusion[m, b]
             for m in range(int(confusion.shape[0])) for b in range(int(confusion.shape[1]))}

@@ -1,5 +1,5 @@
 """A directory of runs as the report reads it: each run's settings, its metrics rows and its summary, from the
-files alone (`config.json`, `metrics.csv`, `summary.json`; `experiment.run_directory`), without TensorFlow.
+files alone (`config.json`, `metrics.csv`, `summary.json`; `experiment.core.run_directory`), without TensorFlow.
 
 Runs are compared within *settings*: the configuration flags that differ between the runs of the root, without
 the seed. Settings that differ only in the algorithm form one *comparison* (the methods of one table block or one

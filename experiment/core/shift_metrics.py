@@ -49,7 +49,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from algorithms.core import routing
-from experiment import routing_summary
+from experiment.core import routing_summary
 
 RECOVERY_FRACTION = 0.95
 PRE_SHIFT_READINGS = ('last', 'max')

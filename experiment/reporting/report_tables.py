@@ -6,7 +6,7 @@ the run's windows (and per window, for the per-window table), and the recurring 
 a server view (`<name>_server_accuracy`, the FedEvolve paper's "server accuracy") beside the personalized one; a method
 with a global model that does not personalize (it reports `test_accuracy` but no server view) has one model for both, so
 its server view is its `<name>_accuracy`. Runs whose scenario schedules a mixture (`scheduled_share_0`, the pFedEM
-paper's mixture_drift) add the pFedEM paper's measures from their metrics.csv (`experiment.shift_metrics`): the mean of
+paper's mixture_drift) add the pFedEM paper's measures from their metrics.csv (`experiment.core.shift_metrics`): the mean of
 `test_mixture_accuracy` over the evaluations (`test_mixture_accuracy_mean`), its standard deviation over the last
 two cycles (`test_mixture_accuracy_std_last_cycles`, Table I), the last evaluation's mean of the per-domain
 accuracies (`balanced_mix_accuracy`: every base in equal share, the 50/50 mix of Figure 2) and, for a method that
@@ -14,9 +14,9 @@ learns mixture weights, the signed correlation of the share matched to base 0 wi
 (`share_correlation`, Figure 4) and beside it what noise reaches for that run length (`share_correlation_floor`).
 Windowed runs of a method that detects shifts add the detector's rates against the simulation's truth
 (`detection_rate`, `false_alarm_rate`) and the ARI of its assignment against the true regimes (`regime_ari`), from
-`summary.json` (`experiment.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`, lower is
+`summary.json` (`experiment.core.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`, lower is
 better). A column appears when at least one run reports it; `columns` chooses and orders them. Rows are settings
-(`experiment.run_results`); within a comparison (settings that differ only in the method) the best mean of each
+(`experiment.reporting.run_results`); within a comparison (settings that differ only in the method) the best mean of each
 column is marked (bold in markdown, `best` in the CSV): highest, or lowest for losses, drops, recovery times,
 false alarms and forgetting.
 """
@@ -28,9 +28,9 @@ from typing import Optional
 
 import numpy as np
 
-from experiment import report_plots
-from experiment import run_results
-from experiment import shift_metrics
+from experiment.reporting import report_plots
+from experiment.reporting import run_results
+from experiment.core import shift_metrics
 
 # (column, lower is better), in table order.
 MAIN_COLUMNS = (

@@ -2,7 +2,7 @@
 
     <root>/<name>/config.json     the configuration (flag name -> value, with task defaults resolved) the run was
                                   started with, written before its first round;
-    <root>/<name>/metrics.csv     one row per round (`experiment.training_loop`);
+    <root>/<name>/metrics.csv     one row per round (`experiment.core.training_loop`);
     <root>/<name>/checkpoints/    `program_state_<round>` directories in `tff.program.FileProgramStateManager`'s
                                   layout.
 

@@ -20,7 +20,7 @@ A grid is a small TOML file (`experiment/grids/*.toml`), or the same given by fl
     shift_p = [0.25, 4]
 
     [report]                              # optional: the main table of the report the matrix writes at its end
-    columns = ["target_server_accuracy", "target_accuracy"]   # its metrics, in order (`experiment.report_tables`)
+    columns = ["target_server_accuracy", "target_accuracy"]   # its metrics, in order (`experiment.reporting.report_tables`)
     percent = true                        # accuracies in percent
 
 Runs are ordered as the sweep's product, the first swept flag outermost. A flag's value is written as the binary

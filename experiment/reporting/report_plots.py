@@ -1,4 +1,4 @@
-"""The report's plots (matplotlib, PNG): per comparison of methods (`experiment.run_results`),
+"""The report's plots (matplotlib, PNG): per comparison of methods (`experiment.reporting.run_results`),
 
 - test accuracy against rounds, one line per method (mean over seeds, the band +- one standard error), with the
   scenario's shift drawn under it (q(t), a domain's share, the new regime's share or the window);
@@ -25,8 +25,8 @@ import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 
 from algorithms.core import metric_names
-from experiment import run_results
-from experiment import shift_metrics
+from experiment.reporting import run_results
+from experiment.core import shift_metrics
 
 # The accuracy a curve shows, the first one the runs report.
 ACCURACIES = ('test_mixture_accuracy', 'test_accuracy', 'target_accuracy', 'personalized_accuracy')

@@ -1,10 +1,10 @@
 """Writes a report directory from a root of runs: tables (markdown, CSV), plots (PNG) and one `index.html` that
 shows them together, readable offline (images by relative path, no scripts).
 
-    <output>/tables.md, tables.csv            every metric that applies (`experiment.report_tables`)
+    <output>/tables.md, tables.csv            every metric that applies (`experiment.reporting.report_tables`)
     <output>/per_domain.md, per_domain.csv    per-domain accuracy, when the runs report domains
     <output>/per_window.md, per_window.csv    each window's drop, recovery rounds and max accuracy (windowed runs)
-    <output>/*.png                            `experiment.report_plots`, per comparison of methods
+    <output>/*.png                            `experiment.reporting.report_plots`, per comparison of methods
     <output>/index.html
 """
 
@@ -15,9 +15,9 @@ import os
 import sys
 from typing import Optional
 
-from experiment import report_plots
-from experiment import report_tables
-from experiment import run_results
+from experiment.reporting import report_plots
+from experiment.reporting import report_tables
+from experiment.reporting import run_results
 
 _STYLE = ('body{font-family:sans-serif;margin:2em;max-width:1400px} table{border-collapse:collapse;font-size:13px;'
           'margin-bottom:1.5em} td,th{border:1px solid #bbb;padding:3px 6px;text-align:right} '

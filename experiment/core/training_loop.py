@@ -6,7 +6,7 @@ Outputs in `output_dir` (all through `tff.program`):
                  measurements (`train_loss`, `train_accuracy`, ...), `round_seconds`, and on evaluation rounds the
                  test metrics (with `test_mixture_accuracy` where the scenario weighs its domains' test sets);
   tensorboard/   `tff.program.TensorBoardReleaseManager`, the same values;
-  checkpoints/   the learning-process state after each checkpointed round (`experiment.run_directory.Checkpoints`,
+  checkpoints/   the learning-process state after each checkpointed round (`experiment.core.run_directory.Checkpoints`,
                  written atomically).
 
 Resuming: on start the newest checkpoint that loads is restored (a damaged newer one is moved aside, saying so in
@@ -39,9 +39,9 @@ from algorithms import registry as algorithms
 from algorithms.core import client_state
 from algorithms.core import learning_process
 from algorithms.core import metric_names
-from experiment import client_states
-from experiment import routing_summary
-from experiment import run_directory
+from experiment.core import client_states
+from experiment.core import routing_summary
+from experiment.core import run_directory
 from periodic_shift import client_sampler
 from periodic_shift import scenario as scenario_lib
 from tasks import task as task_lib

@@ -10,8 +10,8 @@
 `run` validates everything and the run directory before anything is built (`resolve`, a bad value is one
 `ExperimentError` line with exit status 2), then builds the task, the scenario over the task's populations, the
 evaluator over the test sets and held-out splits, the method's learning process, and runs the training loop
-(`experiment.training_loop`) into `<root_output_dir>/<experiment_name>/`: config.json (the configuration,
-`experiment.run_directory`), metrics.csv, tensorboard/, checkpoints/ and summary.json (the configuration, population
+(`experiment.core.training_loop`) into `<root_output_dir>/<experiment_name>/`: config.json (the configuration,
+`experiment.core.run_directory`), metrics.csv, tensorboard/, checkpoints/ and summary.json (the configuration, population
 sizes, parameter counts, final metrics). Rerunning the same configuration after an interruption resumes after the
 last checkpoint; another configuration in the directory is refused (only `CADENCE`, which cannot change results, may
 differ) unless `overwrite`. A round with non-finite values ends the run with exit status 3 (`NUMERIC_FAULT_STATUS`),
@@ -38,9 +38,9 @@ from algorithms.core import evaluation
 from algorithms.core import learning_process
 from algorithms.core import method
 from algorithms.core import privacy_accounting
-from experiment import run_directory
-from experiment import shift_metrics
-from experiment import training_loop
+from experiment.core import run_directory
+from experiment.core import shift_metrics
+from experiment.core import training_loop
 from models import multi_branch
 from periodic_shift import scenario as scenario_lib
 from periodic_shift import scenarios
@@ -390,7 +390,7 @@ def _shift_summary(scenario, domains, rows: list[dict]) -> dict:
   """Per window, drop / rounds to 95% recovery / max of the test accuracy on the window's data
   (`test_mixture_accuracy`, the ShiftEx paper) for windowed scenarios, with the detector's rates and the assignment's
   ARI against the true regimes where the method reports them, and the forgetting of each recurring concept for
-  concept-drift scenarios (`experiment.shift_metrics`)."""
+  concept-drift scenarios (`experiment.core.shift_metrics`)."""
   summary = {}
   domain_names = [domain.name for domain in domains]
   starts = scenario.window_starts()

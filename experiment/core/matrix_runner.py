@@ -1,4 +1,4 @@
-"""Runs a grid's runs (`experiment.grid`) as separate `run_experiment` processes, N at a time, resumably.
+"""Runs a grid's runs (`experiment.core.grid`) as separate `run_experiment` processes, N at a time, resumably.
 
 Each run writes to `<root>/<run name>/` as `run_experiment` does by itself, so a rerun of the matrix
 - skips finished runs (those with a `summary.json`),
@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Callable, Optional, Sequence
 
-from experiment import grid as grid_lib
+from experiment.core import grid as grid_lib
 
 LOG_DIR = '.matrix'
 SUMMARY = 'summary.json'
@@ -173,5 +173,5 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
 
 def default_command() -> list[str]:
   """This Python running the repository's `run_experiment.py`."""
-  return [sys.executable, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                       'run_experiment.py')]
+  repository = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  return [sys.executable, os.path.join(repository, 'run_experiment.py')]
