@@ -21,12 +21,11 @@ import numpy as np
 from scipy import stats
 from sklearn import metrics
 
+from algorithms import registry as algorithms
 from experiment.reporting import report_writer
 from tests import in_process_run
 
-_ALGORITHMS = ('vanilla', 'nds', 'vanilla_single', 'nds_single', 'scsgd', 'tshot_kmeans', 'min_loss', 'fedem',
-               'fedtem', 'fedtkm', 'pfedem', 'cfl', 'fedgmm', 'fedprox', 'fedavg_plus', 'local', 'fedevolve',
-               'fedevp', 'fedrep', 'shiftex', 'feddrift')
+_ALGORITHMS = algorithms.ALGORITHMS  # Every method of the registry: a new one runs here on every scenario.
 _SEEDS = (0, 1)
 _SEEDED_TWICE = 1  # Methods per scenario run with both seeds (in turn: six methods, one per scenario, have two).
 _SCENARIO_FLAGS = {

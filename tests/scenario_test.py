@@ -21,6 +21,7 @@ from periodic_shift import scenario
 from periodic_shift import scenarios
 from periodic_shift import windowed as windowed_lib
 from tasks import task as task_lib
+from utils import settings as settings_lib
 
 
 def _populations(sizes_per_base):
@@ -36,6 +37,32 @@ def _build(config, ids, sizes, clients_per_round, seed, num_classes=2, shift_fre
   """The scenario of `config` (a scenario module's Settings) over these populations, built through the registry."""
   return scenarios.build(_NAMES[type(config)], config, scenario.Population(ids, sizes, num_classes),
                          scenario.Schedule(clients_per_round, seed, total_rounds, period), shift_free)
+
+
+class ScenarioContractTest(absltest.TestCase):
+  """Every registered scenario module honours the contract of `periodic_shift.scenario`."""
+
+  def test_every_module_declares_typed_settings_that_validate_at_their_defaults(self):
+    self.assertLen(set(scenarios.SCENARIOS), len(scenarios.MODULES))
+    ids, sizes = _populations([[12] * 300, [12] * 300])  # Room for every default population.
+    for module in scenarios.MODULES:
+      with self.subTest(scenario=module.NAME):
+        self.assertTrue(module.Settings.__dataclass_params__.frozen)
+        self.assertTrue(module.LENGTH_DEPENDENCE is None or '--total_rounds' in module.LENGTH_DEPENDENCE)
+        declared = settings_lib.declared(module.Settings)
+        self.assertNotEmpty(declared)
+        for field in declared:
+          self.assertIn(settings_lib.flag_type(module.Settings, field), (bool, int, float, str, list))
+        config = scenarios.settings_from(module.NAME, {})
+        self.assertEqual(config, module.Settings())
+        built = _build(config, ids, sizes, clients_per_round=4, seed=0, num_classes=10, total_rounds=8, period=4)
+        self.assertIsInstance(built, scenario.Scenario)
+        self.assertNotEmpty(built.round_plan(1).clients)
+
+  def test_settings_from_values_keeps_defaults_for_missing_and_none(self):
+    config = scenarios.settings_from('windowed', {'window_rounds': 5, 'num_clients': None, 'corruptions': ['noise'],
+                                                  'num_domains': 7})
+    self.assertEqual(config, windowed_lib.Settings(window_rounds=5, corruptions=('noise',)))
 
 
 class PeriodicScenarioTest(absltest.TestCase):
