@@ -23,11 +23,13 @@ from sklearn import metrics
 
 from algorithms import registry as algorithms
 from experiment.reporting import report_writer
+from periodic_shift import scenarios
 from tests import in_process_run
 
 _ALGORITHMS = algorithms.ALGORITHMS  # Every method of the registry: a new one runs here on every scenario.
 _SEEDS = (0, 1)
 _SEEDED_TWICE = 1  # Methods per scenario run with both seeds (in turn: six methods, one per scenario, have two).
+# Settings that make each scenario's two rounds small and show its shift; a scenario not listed runs with its defaults.
 _SCENARIO_FLAGS = {
     # Two rounds of one period: q(1) = 0 (every sampled client a night client), q(2) = 1.
     'periodic': [],
@@ -138,7 +140,7 @@ def _windowed_measures(rows: list[dict]) -> dict[str, float]:
 
 def _seeds(scenario: str, algorithm: str) -> tuple[int, ...]:
   """Seed 0 for every method; seed 1 too for `_SEEDED_TWICE` of them, different ones in each scenario."""
-  turn = list(_SCENARIO_FLAGS).index(scenario) * _SEEDED_TWICE
+  turn = scenarios.SCENARIOS.index(scenario) * _SEEDED_TWICE
   return _SEEDS if (_ALGORITHMS.index(algorithm) - turn) % len(_ALGORITHMS) < _SEEDED_TWICE else _SEEDS[:1]
 
 
@@ -154,7 +156,7 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
     super().setUpClass()
     in_process_run.start_worker()
 
-  @parameterized.parameters(*_SCENARIO_FLAGS)
+  @parameterized.parameters(*scenarios.SCENARIOS)
   def test_every_method_and_the_report(self, scenario):
     root = self.create_tempdir().full_path
     addresses = None
@@ -166,7 +168,7 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
         with self.subTest(algorithm=algorithm, seed=seed):
           args = ['--task=synthetic', f'--scenario={scenario}', f'--algorithm={algorithm}', '--clients_per_round=3',
                   '--total_rounds=2', '--period=2', '--rounds_per_eval=2', '--eval_batch_size=500', f'--seed={seed}',
-                  *_SCENARIO_FLAGS[scenario]]
+                  *_SCENARIO_FLAGS.get(scenario, [])]
           status, stderr = in_process_run.run([*args, f'--root_output_dir={root}',
                                                f'--experiment_name={algorithm}_s{seed}'])
           refusal = _refusal(scenario, algorithm)
