@@ -213,8 +213,11 @@ class Resolved:
 
   @property
   def schedule(self) -> scenario_lib.Schedule:
-    t = self.training
-    return scenario_lib.Schedule(t.clients_per_round, t.seed, t.total_rounds, t.period)
+    return _schedule(self.training)
+
+
+def _schedule(training: TrainingConfig) -> scenario_lib.Schedule:
+  return scenario_lib.Schedule(training.clients_per_round, training.seed, training.total_rounds, training.period)
 
 
 def _resolve_training(config: ExperimentConfig) -> TrainingConfig:
@@ -339,8 +342,7 @@ def resolve(config: ExperimentConfig) -> Resolved:
   if getattr(scenario_settings, 'dirichlet_components', '') is None:  # The task's components.
     scenario_settings = dataclasses.replace(
         scenario_settings, dirichlet_components=tasks.defaults(task_name).get('dirichlet_components'))
-  schedule = scenario_lib.Schedule(training.clients_per_round, training.seed, training.total_rounds, training.period)
-  scenarios.validate(choice.scenario, scenario_settings, schedule)
+  scenarios.validate(choice.scenario, scenario_settings, _schedule(training))
   mixed_test_shares(config.evaluation)
   inference_groups(config.evaluation)
   hparams = _hyperparameters(config, training)
