@@ -27,7 +27,6 @@ from algorithms.methods import fedtkm
 from algorithms.methods import vanilla
 from benchmarks import timing
 from models import multi_branch
-from tasks import synthetic
 from tasks import task as task_lib
 from utils import execution_context
 
@@ -70,9 +69,8 @@ def _plain_tf_bound(task, model_fn, rounds):
   return (train + 2 * infer) / train
 
 
-def _measure(task, model_fn):
+def _measure(task, model_fn, rounds):
   """Vanilla's s/round, {method: s/round}, and the bound, on the same rounds of clients."""
-  rounds = timing.round_datasets(task, _ROUNDS.value + timing.WARMUP_ROUNDS, _CLIENTS_PER_ROUND.value)
   element_spec = rounds[0][0].element_spec
   args = (model_fn, task.batch_fn, element_spec, _CLIENT_LR, _SERVER_STEP)
   vanilla_seconds = _process_seconds(vanilla.build_process(*args), model_fn, rounds)
@@ -88,8 +86,9 @@ def main(argv):
   execution_context.install()
   tf.get_logger().setLevel('ERROR')
   print(f'clients/round {_CLIENTS_PER_ROUND.value}, {_ROUNDS.value} timed rounds')
-  for name, task in (('synthetic', synthetic.create_task(seed=0)), ('emnist_shaped', timing.emnist_shaped_task())):
-    vanilla_seconds, method_seconds, bound = _measure(task, lambda task=task: task.model_fn(2))
+  for name in ('synthetic', 'emnist_shaped'):
+    task, rounds = timing.periodic_workload(name, _ROUNDS.value + timing.WARMUP_ROUNDS, _CLIENTS_PER_ROUND.value)
+    vanilla_seconds, method_seconds, bound = _measure(task, lambda task=task: task.model_fn(2), rounds)
     print(f'{name:14s} vanilla {vanilla_seconds:.3f} s/round  bound {bound:.2f}')
     for method, seconds in method_seconds.items():
       ratio = seconds / vanilla_seconds

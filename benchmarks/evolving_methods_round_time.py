@@ -18,7 +18,6 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import app
 from absl import flags
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from algorithms.core import learning_process
 from algorithms.core import method
@@ -28,10 +27,6 @@ from algorithms.methods import fedrep
 from algorithms.methods import vanilla
 from benchmarks import timing
 from periodic_shift import evolving_domains
-from periodic_shift import scenario as scenario_lib
-from periodic_shift import scenarios
-from tasks import circle
-from tasks import synthetic
 from utils import execution_context
 
 _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Timed rounds (after the warm-up rounds).')
@@ -42,16 +37,10 @@ _SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
 
 
 def _evolving(task, num_domains, rotation_step, num_clients):
-  """The task with the scenario's domains, and per round its sampled clients' preprocessed datasets."""
-  config = evolving_domains.Settings(num_domains=num_domains, rotation_step=rotation_step, num_clients=num_clients)
-  scenario = scenarios.build('evolving_domains', config, task.population(),
-                             scenario_lib.Schedule(_CLIENTS_PER_ROUND.value, seed=0))
-  task = task.with_domains(scenario.domains(task.mode_names, task.num_classes))
-  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=_BATCH_SIZE.value)
-  rounds = [[task.plan_dataset(plan, spec, shuffle_seed=(0, r * 1000 + i))
-             for i, plan in enumerate(scenario.round_plan(r).clients)]
-            for r in range(1, _ROUNDS.value + timing.WARMUP_ROUNDS + 1)]
-  return task, rounds
+  """The task with the scenario's domains, and per round its sampled clients' datasets, as a run builds them."""
+  settings = evolving_domains.Settings(num_domains=num_domains, rotation_step=rotation_step, num_clients=num_clients)
+  return timing.run_data(task, 'evolving_domains', settings, _ROUNDS.value + timing.WARMUP_ROUNDS,
+                         _CLIENTS_PER_ROUND.value, _BATCH_SIZE.value)
 
 
 def _measure(task, rounds):
@@ -75,8 +64,8 @@ def main(argv):
   execution_context.install()
   tf.get_logger().setLevel('ERROR')
   print(f'clients/round {_CLIENTS_PER_ROUND.value}, batch {_BATCH_SIZE.value}, {_ROUNDS.value} timed rounds')
-  for name, (task, rounds) in (('synthetic', _evolving(synthetic.create_task(seed=0), 5, 20.0, 20)),
-                               ('circle', _evolving(circle.create_task(seed=0), 30, 180.0 / 29, 20))):
+  for name, (task, rounds) in (('synthetic', _evolving('synthetic', 5, 20.0, 20)),
+                               ('circle', _evolving('circle', 30, 180.0 / 29, 20))):
     print(timing.ratio_line(name, _measure(task, rounds), 'fedavg'))
 
 

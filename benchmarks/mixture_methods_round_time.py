@@ -18,7 +18,6 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app
 from absl import flags
-import numpy as np
 import tensorflow as tf
 
 from algorithms.core import evaluation
@@ -30,7 +29,6 @@ from algorithms.methods import pfedem
 from algorithms.methods import vanilla
 from benchmarks import timing
 from models import multi_branch
-from tasks import synthetic
 from utils import execution_context
 
 _ROUNDS = flags.DEFINE_integer('rounds', 20, 'Timed rounds (after 3 warm-up rounds).')
@@ -39,21 +37,14 @@ _CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
 _SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
 
 
-def _seconds(algorithm_or_process, model_fn, rounds, with_client_state=None):
+def _seconds(algorithm_or_process, model_fn, rounds, initial_client_state=None):
   process = getattr(algorithm_or_process, 'process', algorithm_or_process)
-  state = [process.set_model_weights(process.initialize(), learning_process.initial_weights(model_fn, 0))]
-
-  def step(datasets):
-    if with_client_state is not None:
-      datasets = [collections.OrderedDict(dataset=d, client_state=tf.data.Dataset.from_tensors(
-          collections.OrderedDict(position=np.int32(i), **with_client_state))) for i, d in enumerate(datasets)]
-    state[0] = process.next(state[0], datasets).state
-
-  return timing.seconds_per_round(step, rounds)
+  if initial_client_state is not None:
+    rounds = timing.with_client_states(rounds, initial_client_state)
+  return timing.process_seconds_per_round(model_fn, process, rounds)
 
 
-def _measure(task):
-  rounds = timing.round_datasets(task, _ROUNDS.value + timing.WARMUP_ROUNDS, _CLIENTS_PER_ROUND.value)
+def _measure(task, rounds):
   element_spec = rounds[0][0].element_spec
   hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_LR, _EPSILON, num_branches=2)
   evaluator = evaluation.Evaluator(task.model_fn(2), {})
@@ -67,7 +58,7 @@ def _measure(task):
     algorithm = pfedem.build_algorithm(task, element_spec, hparams, evaluator, config)
     seconds[name] = _seconds(algorithm, algorithm.model_fn, rounds)
   algorithm = cfl.build_algorithm(task, element_spec, hparams, evaluator, cfl.Config())
-  seconds['cfl'] = _seconds(algorithm, algorithm.model_fn, rounds, {'cluster': np.float32(cfl.UNASSIGNED)})
+  seconds['cfl'] = _seconds(algorithm, algorithm.model_fn, rounds, cfl.initial_client_state())
   features = 'raw' if task.name == 'synthetic' else 'random_projection'
   config = fedgmm.Config(gaussians=2, learners=2, features=features)
   algorithm = fedgmm.build_algorithm(task, element_spec, hparams, evaluator, config)
@@ -80,9 +71,9 @@ def main(argv):
   execution_context.install()
   tf.get_logger().setLevel('ERROR')
   print(f'clients/round {_CLIENTS_PER_ROUND.value}, {_ROUNDS.value} timed rounds')
-  for name, task in (('synthetic', synthetic.create_task(seed=0)),
-                     ('emnist_shaped', timing.emnist_shaped_task())):
-    print(timing.ratio_line(name, _measure(task), 'vanilla'))
+  for name in ('synthetic', 'emnist_shaped'):
+    task, rounds = timing.periodic_workload(name, _ROUNDS.value + timing.WARMUP_ROUNDS, _CLIENTS_PER_ROUND.value)
+    print(timing.ratio_line(name, _measure(task, rounds), 'vanilla'))
 
 
 if __name__ == '__main__':

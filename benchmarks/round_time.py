@@ -130,9 +130,8 @@ def main(argv):
       if name != 'synthetic':
         task_files.write(name, cache_dir, np.random.default_rng(0))
       defaults = registry.defaults(name)
-      task = registry.create(name, cache_dir, seed=0)
-      rounds = timing.round_datasets(task, _ROUNDS.value + timing.WARMUP_ROUNDS, defaults['clients_per_round'],
-                                     defaults['client_batch_size'], defaults.get('max_elements_per_client'))
+      task, rounds = timing.run_data(name, 'periodic', None, _ROUNDS.value + timing.WARMUP_ROUNDS,
+                                     defaults['clients_per_round'], defaults['client_batch_size'], cache_dir)
       model_fn = lambda task=task: task.model_fn(2)
       ours = _time_ours(task, model_fn, rounds, defaults)
       tff_fedavg = _time_tff_fedavg(task, model_fn, rounds, defaults)

@@ -22,7 +22,6 @@ from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from algorithms.core import learning_process
 from algorithms.core import drift_statistics
@@ -31,10 +30,7 @@ from algorithms.methods import feddrift
 from algorithms.methods import shiftex
 from algorithms.methods import vanilla
 from benchmarks import timing
-from periodic_shift import scenario as scenario_lib
-from periodic_shift import scenarios
 from periodic_shift import windowed
-from tasks import synthetic
 from utils import execution_context
 
 _ROUNDS = flags.DEFINE_integer('rounds', 12, 'Timed rounds (after the warm-up rounds).')
@@ -44,16 +40,11 @@ _SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
 _WINDOW_ROUNDS = 4
 
 
-def _windowed(task):
-  """The task with the windowed scenario's domains, and per round its sampled clients' preprocessed datasets."""
-  total = _ROUNDS.value + timing.WARMUP_ROUNDS
-  scenario = scenarios.build('windowed', windowed.Settings(window_rounds=_WINDOW_ROUNDS), task.population(),
-                             scenario_lib.Schedule(_CLIENTS_PER_ROUND.value, seed=0, total_rounds=total))
-  task = task.with_domains(scenario.domains(task.mode_names, task.num_classes))
-  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=timing.BATCH_SIZE)
-  rounds = [[task.plan_dataset(plan, spec, shuffle_seed=(0, r * 1000 + i))
-             for i, plan in enumerate(scenario.round_plan(r).clients)] for r in range(1, total + 1)]
-  return task, rounds
+def _windowed(task: str):
+  """The task with the windowed scenario's domains, and per round its sampled clients' datasets, as a run builds
+  them."""
+  return timing.run_data(task, 'windowed', windowed.Settings(window_rounds=_WINDOW_ROUNDS),
+                         _ROUNDS.value + timing.WARMUP_ROUNDS, _CLIENTS_PER_ROUND.value, window_rounds=_WINDOW_ROUNDS)
 
 
 def _round_seconds(task, rounds) -> dict:
@@ -107,7 +98,7 @@ def main(argv):
   tf.get_logger().setLevel('ERROR')
   print(f'clients/round {_CLIENTS_PER_ROUND.value}, batch {timing.BATCH_SIZE}, {_ROUNDS.value} timed rounds, '
         f'windows of {_WINDOW_ROUNDS} rounds')
-  task, rounds = _windowed(synthetic.create_task(seed=0))
+  task, rounds = _windowed('synthetic')
   print(timing.ratio_line('synthetic windowed', _round_seconds(task, rounds), 'fedavg'))
   config = shiftex.Config(census_capacity=320)  # 320 shifted parties to cluster.
   detection, assignment = _detection_and_assignment_seconds(32, 512, config)

@@ -1,8 +1,11 @@
-"""Helpers shared by the benchmarks: the same sampled clients for every implementation, timing, and an
-EMNIST-shaped workload (random 28x28 images, 62 classes, clients of 100-200 examples, the paper's EMNIST CNN)."""
+"""Helpers shared by the benchmarks: a run's data as `run_experiment` builds it (the same sampled clients for every
+implementation), timing, and an EMNIST-shaped workload (random 28x28 images, 62 classes, clients of 100-200
+examples, the paper's EMNIST CNN)."""
 
 import collections
+import tempfile
 import time
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -10,9 +13,11 @@ import tensorflow_federated as tff
 
 from algorithms.core import client_state
 from algorithms.core import learning_process
+from experiment.core import assembly
 from models import emnist_cnn
-from periodic_shift import client_sampler
-from periodic_shift import day_probability
+from periodic_shift import periodic
+from periodic_shift import scenario as scenario_lib
+from periodic_shift import scenarios
 from tasks import task as task_lib
 
 BATCH_SIZE = 20
@@ -21,18 +26,39 @@ WARMUP_ROUNDS = 3
 METHOD_FLAGS = {'local': ['--scenario=evolving_domains'], 'fedevolve': ['--scenario=evolving_domains']}
 
 
+def run_data(task: str, scenario: str, scenario_settings, rounds: int, clients_per_round: int,
+             batch_size: int = BATCH_SIZE, cache_dir: Optional[str] = None, **training) -> tuple[task_lib.Task, list]:
+  """(the task with the scenario's domains, per round 1..`rounds` its participants' datasets) of the run
+  `run_experiment` makes with these settings (seed 0; `training`: more `assembly.TrainingConfig` fields), built by
+  `experiment.core.assembly.build_data`, the run's own data path."""
+  with tempfile.TemporaryDirectory() as root:  # `resolve` reads the (absent) run directory; nothing is written.
+    config = assembly.ExperimentConfig(
+        task=assembly.TaskChoice(task=task, cache_dir=cache_dir),
+        scenario=assembly.ScenarioChoice(scenario, settings=scenario_settings),
+        training=assembly.TrainingConfig(total_rounds=rounds, clients_per_round=clients_per_round,
+                                         client_batch_size=batch_size, seed=0, **training),
+        outputs=assembly.OutputConfig(root_output_dir=root))
+    data = assembly.build_data(assembly.resolve(config))
+  return data.task, [data.round_datasets(round_num) for round_num in range(1, rounds + 1)]
+
+
+def periodic_workload(name: str, rounds: int, clients_per_round: int) -> tuple[task_lib.Task, list]:
+  """(task, per round its participants' datasets) under the periodic scenario's defaults, for a registered task
+  (`run_data`) or `emnist_shaped` (`emnist_shaped_task`)."""
+  if name == 'emnist_shaped':
+    task = emnist_shaped_task()
+    return task, round_datasets(task, rounds, clients_per_round)
+  return run_data(name, 'periodic', None, rounds, clients_per_round)
+
+
 def round_datasets(task, rounds, clients_per_round, batch_size=BATCH_SIZE, max_elements=None):
-  """Per round, the sampled clients' preprocessed datasets, `(raw_batch, mode)` elements."""
-  q = day_probability.build_day_probability_fn('linear', 32, 1.0, day_population_share=0.5)
-  sampler = client_sampler.RoundSampler(task.mode_client_ids(), clients_per_round,
-                                        client_sampler.day_night_probabilities(q), seed=0)
+  """Per round, the participants' datasets of the periodic scenario (its defaults: linear shift, p = 1, T = 32) over
+  `task`, a workload not in the task registry (`emnist_shaped_task`); `(raw_batch, mode)` elements."""
+  scenario = scenarios.build('periodic', periodic.Settings(), task.population(),
+                             scenario_lib.Schedule(clients_per_round, seed=0, total_rounds=rounds, period=32))
   spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=batch_size, max_elements=max_elements)
-  result = []
-  for round_num in range(1, rounds + 1):
-    sample = sampler.sample(round_num)
-    result.append([task.client_dataset(mode, client_id, spec, shuffle_seed=(0, round_num * 1000 + i))
-                   for i, (client_id, mode) in enumerate(zip(sample.client_ids, sample.modes))])
-  return result
+  return [[task.plan_dataset(plan, spec, shuffle_seed=(0, round_num * 1000 + i))
+           for i, plan in enumerate(scenario.round_plan(round_num).clients)] for round_num in range(1, rounds + 1)]
 
 
 def seconds_per_round(step, rounds):

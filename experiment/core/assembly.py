@@ -45,6 +45,7 @@ from models import multi_branch
 from periodic_shift import scenario as scenario_lib
 from periodic_shift import scenarios
 from tasks import registry as tasks
+from tasks import task as task_lib
 from utils import execution_context
 from utils import remote_workers
 from utils import settings as settings_lib
@@ -64,15 +65,14 @@ class ExperimentError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class TaskChoice:
+  """The task, its Settings (None: the task's defaults) and where its files are."""
   task: str = setting('synthetic', f'One of {", ".join(tasks.TASKS)}.')
-  synthetic_style_scale: Optional[float] = setting(
-      None, 'Task synthetic: scale of each mode\'s input offset s_m, how far apart its two bases are '
-      '(tasks/synthetic.py). Default: the task\'s, 0.15.')
   cache_dir: Optional[str] = setting(None, 'Directory holding the dataset files of emnist, cifar and stackoverflow '
                                      '(TFF\'s cache layout, see tasks/); default ~/.tff.')
   tfds_data_dir: Optional[str] = setting(
       None, 'Directory of datasets prepared by tensorflow-datasets (task mnist; task cifar reads CIFAR-10 from it when '
       'set), see tasks/tfds_files.py. Recorded with the run: CIFAR-10 read from it is split into other clients.')
+  settings: object = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,6 +203,7 @@ class Resolved:
   """A validated configuration: the task's defaults filled in, each plug-in's settings, where the run writes."""
   config: ExperimentConfig
   training: TrainingConfig  # No None left where the task has a default.
+  task_settings: object
   scenario_settings: object
   method_config: object
   hparams: method.Hyperparameters
@@ -313,16 +314,17 @@ def _method_settings(name: str, config) -> tuple[dict, dict]:
           {flag: field.default for flag, field in fields.items()})
 
 
-def _record(config: ExperimentConfig, resolved_training: TrainingConfig, scenario_settings,
+def _record(config: ExperimentConfig, resolved_training: TrainingConfig, task_settings, scenario_settings,
             method_config) -> tuple[dict, dict]:
   """(config.json's record, flag name -> default): every setting that can change results, by flag name."""
   groups = [getattr(config, name) for name in GROUPS] + [scenario_settings]
   record = {name: value for group in groups for name, value in settings_of(group).items()}
   defaults = {field.name: field.default for group in groups for field in settings_lib.declared(type(group))}
   record.update(settings_of(resolved_training), window_rounds=resolved_training.window_rounds)
+  task_values, task_defaults = tasks.settings_record(config.task.task, task_settings)
   method_values, method_defaults = _method_settings(config.method.algorithm, method_config)
-  record.update(method_values)
-  defaults.update(method_defaults, window_rounds=TrainingConfig.window_rounds)
+  record.update(task_values, **method_values)
+  defaults.update(task_defaults, **method_defaults, window_rounds=TrainingConfig.window_rounds)
   record = {name: list(value) if isinstance(value, tuple) else value for name, value in record.items()
             if name not in CADENCE}
   return record, defaults
@@ -332,9 +334,9 @@ def resolve(config: ExperimentConfig) -> Resolved:
   """Validates `config` and the run directory without building anything; raises ValueError (one line, naming the
   flag) for a bad value and RunDirectoryError for a directory that holds another run."""
   task_name, choice, algorithm = config.task.task, config.scenario, config.method.algorithm
-  tasks.validate(task_name)
+  task_settings = config.task.settings or tasks.module(task_name).Settings()
+  tasks.validate(task_name, task_settings)
   tasks.validate_scenario(task_name, choice.scenario)
-  tasks.validate_style_scale(task_name, config.task.synthetic_style_scale)
   algorithms.validate(algorithm, task_name, algorithms.num_branches(algorithm, config.training.num_branches))
   training = _resolve_training(config)
   _check_training(config, training)
@@ -355,12 +357,12 @@ def resolve(config: ExperimentConfig) -> Resolved:
   if config.workers.worker_timeout <= 0:
     raise ValueError(f'--worker_timeout must be > 0; got {config.workers.worker_timeout:g}.')
   output_dir = _output_dir(config, training, scenario_settings)
-  record, defaults = _record(config, training, scenario_settings, method_config)
+  record, defaults = _record(config, training, task_settings, scenario_settings, method_config)
   if not config.outputs.overwrite:
     run_directory.check_compatible(output_dir, record, defaults, scenarios.length_dependence(choice.scenario))
   shift_free = choice.no_shift or algorithms.is_shift_free(algorithm)
-  return Resolved(config, training, scenario_settings, method_config, hparams, shift_free, output_dir, record,
-                  defaults)
+  return Resolved(config, training, task_settings, scenario_settings, method_config, hparams, shift_free, output_dir,
+                  record, defaults)
 
 
 def _absolute(path: Optional[str]) -> Optional[str]:
@@ -432,8 +434,8 @@ def _build_task_and_scenario(resolved: Resolved):
   """(the task with the scenario's domains, the scenario); ExperimentError for data the run cannot use."""
   config, training = resolved.config, resolved.training
   try:
-    task = tasks.create(config.task.task, config.task.cache_dir, training.seed, config.task.tfds_data_dir,
-                        config.task.synthetic_style_scale)
+    task = tasks.create(config.task.task, resolved.task_settings,
+                        task_lib.DataFiles(config.task.cache_dir, config.task.tfds_data_dir), training.seed)
     scenario = scenarios.build(config.scenario.scenario, resolved.scenario_settings, task.population(),
                                resolved.schedule, resolved.shift_free)
     scenario_domains = scenario.domains(task.mode_names, task.num_classes)
@@ -472,49 +474,81 @@ def _report_model(task, parameters: dict, training: TrainingConfig) -> None:
 
 
 @dataclasses.dataclass
-class Experiment:
-  """A run ready to train: the task (with the scenario's domains), the scenario, the method's `Algorithm` and what
-  the training loop needs around them."""
-  resolved: Resolved
+class RunData:
+  """A resolved configuration's data as its run trains on it: the task (with the scenario's domains), the scenario
+  and the clients' preprocessing. What benchmarks time methods on."""
   task: object
   scenario: scenario_lib.Scenario
-  algorithm: method.Algorithm
   client_spec: tff.simulation.baselines.ClientSpec
+  seed: int
+
+  def round_datasets(self, round_num: int) -> list:
+    """The datasets of round `round_num`'s participants, as the training loop builds them: `(raw_batch, mode)`
+    elements (`tasks.task.preprocess_client`)."""
+    return training_loop.round_datasets(self.task, self.scenario.round_plan(round_num).clients, self.client_spec,
+                                        self.seed, round_num)
+
+  @property
+  def element_spec(self):
+    """The element spec of every client dataset (the first client of the first domain's base)."""
+    first_client = self.task.mode_client_ids()[self.task.domain_list[0].base][0]
+    return self.task.client_dataset(0, first_client, self.client_spec, (0, 0)).element_spec
+
+
+def build_data(resolved: Resolved) -> RunData:
+  """The task, the scenario over its populations and the clients' preprocessing of a resolved configuration;
+  ExperimentError for data the run cannot use."""
+  task, scenario = _build_task_and_scenario(resolved)
+  training = resolved.training
+  client_spec = tff.simulation.baselines.ClientSpec(num_epochs=training.client_epochs,
+                                                    batch_size=training.client_batch_size,
+                                                    max_elements=training.max_elements_per_client)
+  return RunData(task, scenario, client_spec, training.seed)
+
+
+@dataclasses.dataclass
+class Experiment:
+  """A run ready to train: its data, the method's `Algorithm` and the workers it runs on."""
+  resolved: Resolved
+  data: RunData
+  algorithm: method.Algorithm
   workers: list[str]
+
+  @property
+  def task(self):
+    return self.data.task
+
+  @property
+  def scenario(self) -> scenario_lib.Scenario:
+    return self.data.scenario
 
   @property
   def model_fn(self):
     return self.algorithm.model_fn or (lambda: self.task.model_fn(self.resolved.hparams.num_branches))
 
   def round_datasets(self, round_num: int) -> list:
-    """The datasets of round `round_num`'s participants, as the training loop builds them."""
-    return training_loop.round_datasets(self.task, self.scenario.round_plan(round_num).clients, self.client_spec,
-                                        self.resolved.training.seed, round_num)
+    return self.data.round_datasets(round_num)
 
 
 def build(resolved: Resolved) -> Experiment:
-  """Connects the workers and builds the task, the scenario, the evaluator and the method of a resolved
-  configuration; ExperimentError for data, workers or a method the run cannot use."""
+  """Connects the workers and builds the data, the evaluator and the method of a resolved configuration;
+  ExperimentError for data, workers or a method the run cannot use."""
   config = resolved.config
   execution_context.install()
   workers = _connect_workers(config)
   logging.set_verbosity(logging.WARNING)  # TFF's program managers log every file they write at INFO.
   tf.get_logger().setLevel('ERROR')
-  task, scenario = _build_task_and_scenario(resolved)
-  training, name = resolved.training, config.method.algorithm
-  client_spec = tff.simulation.baselines.ClientSpec(num_epochs=training.client_epochs,
-                                                    batch_size=training.client_batch_size,
-                                                    max_elements=training.max_elements_per_client)
-  first_client = task.mode_client_ids()[task.domain_list[0].base][0]
-  element_spec = task.client_dataset(0, first_client, client_spec, (0, 0)).element_spec
-  evaluator = _evaluator(resolved, task, scenario)
+  data = build_data(resolved)
+  name = config.method.algorithm
+  evaluator = _evaluator(resolved, data.task, data.scenario)
   try:
-    algorithm = algorithms.build(name, task, element_spec, resolved.hparams, evaluator, resolved.method_config)
+    algorithm = algorithms.build(name, data.task, data.element_spec, resolved.hparams, evaluator,
+                                 resolved.method_config)
     for computation in (algorithm.split_round or [algorithm.process.next]) if workers else ():
       remote_workers.check_splittable(computation, f'--algorithm={name}')
   except ValueError as error:
     raise ExperimentError(str(error)) from error
-  return Experiment(resolved, task, scenario, algorithm, client_spec, workers)
+  return Experiment(resolved, data, algorithm, workers)
 
 
 def run(config: ExperimentConfig) -> dict:
@@ -536,7 +570,7 @@ def run(config: ExperimentConfig) -> dict:
   _report_model(experiment.task, parameters, training)
   loop_config = training_loop.LoopConfig(
       total_rounds=training.total_rounds, rounds_per_eval=config.evaluation.rounds_per_eval,
-      client_spec=experiment.client_spec, seed=training.seed, rounds_per_checkpoint=outputs.rounds_per_checkpoint)
+      client_spec=experiment.data.client_spec, seed=training.seed, rounds_per_checkpoint=outputs.rounds_per_checkpoint)
   if extended_from is not None:
     print(f'Extending the run of {extended_from} rounds in {output_dir} to {training.total_rounds} rounds')
   workers = experiment.workers
@@ -564,7 +598,8 @@ def _summarize(resolved: Resolved, task, scenario, parameters: dict, seconds: fl
   final = training_loop.final_metrics(rows, window_rounds=training.period)
   every_setting = {name: value for group in [getattr(config, name) for name in GROUPS] + [resolved.scenario_settings]
                    for name, value in settings_of(group).items() if name != 'overwrite'}
-  every_setting.update(_method_settings(config.method.algorithm, resolved.method_config)[0])
+  every_setting.update(tasks.settings_record(config.task.task, resolved.task_settings)[0],
+                       **_method_settings(config.method.algorithm, resolved.method_config)[0])
   shift_fn = getattr(resolved.scenario_settings, 'shift_fn', None)
   summary = {
       'flags': {name: list(value) if isinstance(value, tuple) else value for name, value in every_setting.items()},
