@@ -3,9 +3,10 @@
     python flags_doc.py docs/flags.md      (or: bazel run //:flags_doc -- $PWD/docs/flags.md)
 
 `tests/flags_doc_test.py` fails when `docs/flags.md` differs from what this writes, so the reference cannot go stale.
-Flags come in three parts: the run's own (task, schedule, outputs, workers); the scenarios' settings (each scenario
-module's `Settings`, flags named as the settings), scenario by scenario with that scenario's default; and the methods'
-settings (`algorithms.core.method.setting`: `--<method>_<setting>`, or the flag a setting names), method by method.
+Flags come in four parts: the run's own (task, schedule, outputs, workers); the tasks' settings (each task module's
+`Settings`, `--<task>_<setting>`), task by task; the scenarios' settings (each scenario module's `Settings`, flags
+named as the settings), scenario by scenario with that scenario's default; and the methods' settings
+(`algorithms.core.method.setting`: `--<method>_<setting>`, or the flag a setting names), method by method.
 """
 
 import sys
@@ -15,6 +16,7 @@ from absl import flags
 from algorithms import registry as algorithms
 from algorithms.core import method
 from periodic_shift import scenarios
+from tasks import registry as tasks
 import run_experiment
 
 _HEADER = ('# Flags of `run_experiment.py`\n\n'
@@ -47,9 +49,15 @@ def markdown() -> str:
   method_flags = {module.NAME: sorted(method.settings(module.NAME, module.Config)) for module in algorithms.MODULES
                   if method.settings(module.NAME, module.Config)}
   scenario_fields = [(name, field) for name, _, field in scenarios.declared_settings()]
-  owned = {flag for names in method_flags.values() for flag in names} | {field.name for _, field in scenario_fields}
+  task_flags = [(flag, name) for flag, name, _, _ in tasks.declared_settings()]
+  owned = ({flag for names in method_flags.values() for flag in names} | {field.name for _, field in scenario_fields}
+           | {flag for flag, _ in task_flags})
   lines = [_HEADER, '## The run', '', '| flag | default | meaning |', '|---|---|---|']
   lines += [_row(by_name[name]) for name in sorted(set(by_name) - owned)]
+  lines += ['', '## The tasks\' settings', '']
+  for name in sorted({name for _, name in task_flags}, key=tasks.TASKS.index):
+    lines += [f'### `--task={name}`', '', '| flag | default | meaning |', '|---|---|---|']
+    lines += [_row(by_name[flag]) for flag, task in task_flags if task == name] + ['']
   lines += ['', '## The scenarios\' settings', '']
   for name in scenarios.SCENARIOS:
     lines += [f'### `--scenario={name}`', '', '| flag | default | meaning |', '|---|---|---|']

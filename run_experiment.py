@@ -3,15 +3,15 @@
     bazel run //:run_experiment -- --task=synthetic --algorithm=vanilla --shift_fn=linear --shift_p=4
 
 Every flag is generated from a setting a module declares (`utils.settings.setting`): the run's own settings
-(`experiment.core.assembly`: task, scenario and method choice, training, evaluation, outputs, workers), each scenario's
-(`periodic_shift.scenario`, flags named as the settings; a setting several scenarios share is one flag) and each
-method's (`algorithms.core.method`, `--<method>_<setting>`). docs/flags.md lists them all. The run, its outputs and
-resuming are `experiment.core.assembly.run`'s; a bad value or an unusable run directory ends the run with one line on
-stderr and exit status 2 before any data is loaded or model built, a round with non-finite values with status 3, a
-lost worker with 4.
+(`experiment.core.assembly`: task, scenario and method choice, training, evaluation, outputs, workers), each task's
+(`tasks.task`, `--<task>_<setting>`), each scenario's (`periodic_shift.scenario`, flags named as the settings; a
+setting several scenarios share is one flag) and each method's (`algorithms.core.method`, `--<method>_<setting>`).
+docs/flags.md lists them all. The run, its outputs and resuming are `experiment.core.assembly.run`'s; a bad value or
+an unusable run directory ends the run with one line on stderr and exit status 2 before any data is loaded or model
+built, a round with non-finite values with status 3, a lost worker with 4. Tests parse flags into their own
+`flags.FlagValues` (`define_flags`, `experiment_config`, `run`).
 """
 
-import collections
 import dataclasses
 import os
 import sys
@@ -27,6 +27,7 @@ from algorithms import registry as algorithms
 from algorithms.core import method
 from experiment.core import assembly
 from periodic_shift import scenarios
+from tasks import registry as tasks
 from utils import execution_context
 from utils import settings as settings_lib
 
@@ -34,86 +35,73 @@ _DEFINE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFI
            list: flags.DEFINE_list}
 
 
-def _define(settings_class) -> dict:
-  """A flag per setting of `settings_class` (`utils.settings`), named as the setting: flag name -> holder."""
-  defined = {}
-  for field in settings_lib.declared(settings_class):
-    kind = settings_lib.flag_type(settings_class, field)
-    default = list(field.default) if kind is list else field.default
-    defined[field.name] = _DEFINE[kind](field.name, default, field.metadata['help'])
-  return defined
+def flags_by_part() -> dict[str, list[settings_lib.Flag]]:
+  """Every flag of the binary: each group of `assembly.ExperimentConfig`'s by the group's name, then 'task',
+  'scenario' and 'method' settings (the registries' `flags()`)."""
+  parts = {group: [settings_lib.flag_of(settings_class, field) for field in settings_lib.declared(settings_class)]
+           for group, settings_class in assembly.GROUPS.items()}
+  return {**{f'{group}_group': part for group, part in parts.items()}, 'task': tasks.flags(),
+          'scenario': scenarios.flags(), 'method': algorithms.flags()}
 
 
-def _define_scenario_flags() -> dict:
-  """A flag per scenario setting, named as the setting: flag name -> holder. A setting several scenarios declare
-  (`--num_clients`) is one flag whose default, None, leaves each scenario its own."""
-  owners = collections.defaultdict(list)
-  for name, settings_class, field in scenarios.declared_settings():
-    owners[field.name].append((name, settings_class, field))
-  defined = {}
-  for flag, declared in owners.items():
-    name, settings_class, field = declared[0]
-    kind = settings_lib.flag_type(settings_class, field)
-    assert all(settings_lib.flag_type(c, f) is kind for _, c, f in declared), f'--{flag} has two types.'
-    if len(declared) == 1:
-      default, help_text = field.default, f'{name}: {field.metadata["help"]}'
-    else:
-      default = None
-      help_text = '; '.join(f'{name}: {field.metadata["help"]} Default {field.default}.' for name, _, field in declared)
-    defined[flag] = _DEFINE[kind](flag, list(default) if kind is list else default, help_text)
-  return defined
+def define_flags(flag_values: flags.FlagValues) -> None:
+  """Defines every flag of the binary in `flag_values` (the binary's: absl's global FLAGS)."""
+  for flag in (flag for part in _PARTS.values() for flag in part):
+    default = list(flag.default) if flag.kind is list and flag.default is not None else flag.default
+    _DEFINE[flag.kind](flag.name, default, flag.help, flag_values=flag_values)
 
 
-def _define_method_flags() -> dict:
-  """A flag per setting of every method module's Config: flag name -> holder; a flag two methods declare (FedTEM's
-  and FedTKM's `--prior`) is defined once."""
-  defined, defaults = {}, {}
-  for module in algorithms.MODULES:
-    for flag, field in method.settings(module.NAME, module.Config).items():
-      if flag in defined:
-        assert defaults[flag] == field.default, f'--{flag} has two defaults.'
-        continue
-      kind = settings_lib.flag_type(module.Config, field)
-      defined[flag], defaults[flag] = _DEFINE[kind](flag, field.default, field.metadata['help']), field.default
-  return defined
+_PARTS = flags_by_part()
+define_flags(flags.FLAGS)
 
 
-_GROUP_FLAGS = {name: _define(group) for name, group in assembly.GROUPS.items()}
-_SCENARIO_FLAGS = _define_scenario_flags()
-_METHOD_FLAGS = _define_method_flags()
+def _values(flag_values: flags.FlagValues, part: str, only_set: bool = False) -> dict:
+  """Flag name -> value (a list as a tuple) of the flags of `part`; with `only_set`, of those set on the command
+  line."""
+  return {flag.name: tuple(value) if isinstance(value := flag_values[flag.name].value, list) else value
+          for flag in _PARTS[part] if not only_set or flag_values[flag.name].present}
 
 
-def _value(holder):
-  return tuple(holder.value) if isinstance(holder.value, list) else holder.value
-
-
-def experiment_config() -> assembly.ExperimentConfig:
-  """The configuration the flags describe (an unknown scenario or method is left for `assembly.resolve` to refuse)."""
-  groups = {name: group(**{field: _value(holder) for field, holder in _GROUP_FLAGS[name].items()})
-            for name, group in assembly.GROUPS.items()}
-  choice, algorithm = groups['scenario'], groups['method'].algorithm
+def experiment_config(flag_values: flags.FlagValues = flags.FLAGS) -> assembly.ExperimentConfig:
+  """The configuration parsed `flag_values` describe (an unknown task, scenario or method is left for
+  `assembly.resolve` to refuse); raises ValueError (one line) for a set flag of a task other than `--task`."""
+  groups = {name: group(**_values(flag_values, f'{name}_group')) for name, group in assembly.GROUPS.items()}
+  task, choice, algorithm = groups['task'].task, groups['scenario'], groups['method'].algorithm
+  if task in tasks.TASKS:
+    settings = tasks.settings_from(task, _values(flag_values, 'task', only_set=True))
+    groups['task'] = dataclasses.replace(groups['task'], settings=settings)
   if choice.scenario in scenarios.SCENARIOS:
-    values = {flag: _value(holder) for flag, holder in _SCENARIO_FLAGS.items()}
-    groups['scenario'] = dataclasses.replace(choice, settings=scenarios.settings_from(choice.scenario, values))
+    settings = scenarios.settings_from(choice.scenario, _values(flag_values, 'scenario'))
+    groups['scenario'] = dataclasses.replace(choice, settings=settings)
   if algorithm in algorithms.METHODS:
-    module = algorithms.METHODS[algorithm].module
-    config = module.Config(**{field.name: _METHOD_FLAGS[flag].value
+    module, values = algorithms.METHODS[algorithm].module, _values(flag_values, 'method')
+    config = module.Config(**{field.name: values[flag]
                               for flag, field in method.settings(module.NAME, module.Config).items()})
     groups['method'] = dataclasses.replace(groups['method'], config=config)
-  groups['training'] = dataclasses.replace(groups['training'], window_rounds=_SCENARIO_FLAGS['window_rounds'].value)
+  groups['training'] = dataclasses.replace(groups['training'], window_rounds=flag_values['window_rounds'].value)
   return assembly.ExperimentConfig(**groups)
+
+
+def run(flag_values: flags.FlagValues) -> None:
+  """The run parsed `flag_values` describe; on a bad value or a run that cannot go on, one line on stderr and exit
+  with the error's status (SystemExit)."""
+  try:
+    config = experiment_config(flag_values)
+  except ValueError as error:
+    _fail(str(error))
+  try:
+    assembly.run(config)
+    return
+  except assembly.ExperimentError as error:
+    message, status = str(error), error.status
+  _fail(message, status)  # Outside the handler: the error's traceback (and the TFF objects it holds) is freed.
 
 
 @execution_context.exits_with_signal_status
 def main(argv):
   if len(argv) > 1:
     _fail(f'unexpected arguments: {" ".join(argv[1:])}')
-  try:
-    assembly.run(experiment_config())
-    return
-  except assembly.ExperimentError as error:
-    message, status = str(error), error.status
-  _fail(message, status)  # Outside the handler: the error's traceback (and the TFF objects it holds) is freed.
+  run(flags.FLAGS)
 
 
 def _fail(message: str, status: int = 2) -> None:

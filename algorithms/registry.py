@@ -40,6 +40,7 @@ from algorithms.methods import shiftex
 from algorithms.methods import tshot_kmeans
 from algorithms.methods import vanilla
 from tasks import task as task_lib
+from utils import settings as settings_lib
 
 
 Hyperparameters = method.Hyperparameters
@@ -83,6 +84,17 @@ ALGORITHMS = tuple(METHODS)
 # Every method module once, in registry order: the modules whose settings are flags.
 MODULES = tuple({entry.module.NAME: entry.module for entry in METHODS.values()}.values())
 _TASKS_WITHOUT_RAW_SPACE = frozenset({'stackoverflow'})
+
+
+def flags() -> list[settings_lib.Flag]:
+  """The flag of every setting of every method module's Config (`--<method>_<setting>`); a flag two methods declare
+  (FedTEM's and FedTKM's `--prior`) is one flag."""
+  specs = {}
+  for module in MODULES:
+    for name, field in method.settings(module.NAME, module.Config).items():
+      spec = settings_lib.flag_of(module.Config, field, name)
+      assert specs.setdefault(name, spec).default == spec.default, f'--{name} has two defaults.'
+  return list(specs.values())
 
 
 def validate(name: str, task_name: str = None, num_branches: int = 2) -> None:

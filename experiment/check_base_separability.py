@@ -17,6 +17,7 @@ import numpy as np
 from algorithms.methods import pfedem
 from experiment.core import base_separability
 from tasks import registry as tasks
+from tasks import task as task_lib
 
 _TASK = flags.DEFINE_string('task', 'synthetic', f'One of {", ".join(tasks.TASKS)}.')
 _SEEDS = flags.DEFINE_list('seeds', ['0'], 'Run seeds: the task\'s data and the encoder (as pFedEM\'s).')
@@ -29,9 +30,9 @@ _CACHE_DIR = flags.DEFINE_string('cache_dir', None, 'As run_experiment\'s.')
 _TFDS_DATA_DIR = flags.DEFINE_string('tfds_data_dir', None, 'As run_experiment\'s.')
 
 
-def _features(seed: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _features(task_settings, seed: int) -> tuple[np.ndarray, np.ndarray, int]:
   """(features [N, D], bases [N], K) over the task's pooled training examples."""
-  task = tasks.create(_TASK.value, _CACHE_DIR.value, seed, _TFDS_DATA_DIR.value, _STYLE_SCALE.value)
+  task = tasks.create(_TASK.value, task_settings, task_lib.DataFiles(_CACHE_DIR.value, _TFDS_DATA_DIR.value), seed)
   weights = pfedem.frozen_encoder_weights(task, _FEATURES.value, _PRETRAIN_EPOCHS.value, seed)
   features_fn = pfedem.Features(_FEATURES.value, lambda: task.model_fn(1), weights)
   features, bases = zip(*pfedem.pooled_features(task, features_fn, seed))
@@ -42,8 +43,8 @@ def main(argv):
   try:
     if len(argv) > 1:
       raise ValueError(f'unexpected arguments: {" ".join(argv[1:])}')
-    tasks.validate(_TASK.value)
-    tasks.validate_style_scale(_TASK.value, _STYLE_SCALE.value)
+    task_settings = tasks.settings_from(_TASK.value, {'synthetic_style_scale': _STYLE_SCALE.value})
+    tasks.validate(_TASK.value, task_settings)
     if not all(seed.isdigit() for seed in _SEEDS.value):
       raise ValueError(f'--seeds takes non-negative integers; got {",".join(_SEEDS.value)}.')
     seeds = [int(seed) for seed in _SEEDS.value]
@@ -56,7 +57,7 @@ def main(argv):
         '| bases\' GMM ARI |')
   print('|---|---|---|---|---|---|---|')
   for seed in seeds:
-    features, bases, num_bases = _features(seed)
+    features, bases, num_bases = _features(task_settings, seed)
     result = base_separability.separability(features, bases, num_bases, _STARTS.value, seed)
     print(f'| {seed} | {len(bases)} | {result.probe_accuracy:.3f} | {result.best_log_likelihood:.2f} | '
           f'{result.best_ari:.2f} | {result.bases_log_likelihood:.2f} | {result.bases_ari:.2f} |', flush=True)

@@ -49,6 +49,24 @@ def declared_settings() -> Iterator[tuple[str, type, object]]:
       yield scenario_module.NAME, scenario_module.Settings, field
 
 
+def flags() -> list[settings_lib.Flag]:
+  """The flag of every scenario setting, named as the setting. A setting several scenarios declare (`--num_clients`)
+  is one flag whose default, None, leaves each scenario its own."""
+  owners = {}
+  for name, settings_class, field in declared_settings():
+    flag = settings_lib.flag_of(settings_class, field, help_prefix=f'{name}: ')
+    owners.setdefault(field.name, []).append((name, flag))
+  specs = []
+  for declared in owners.values():
+    first = declared[0][1]
+    assert all(flag.kind is first.kind for _, flag in declared), f'--{first.name} has two types.'
+    if len(declared) > 1:
+      first = first._replace(default=None, help='; '.join(f'{flag.help} Default {flag.default}.'
+                                                          for _, flag in declared))
+    specs.append(first)
+  return specs
+
+
 def settings_from(name: str, values: Mapping):
   """Scenario `name`'s Settings from `values` (setting name -> value, e.g. the flags): a missing or None value keeps
   the scenario's default, a list becomes a tuple."""

@@ -32,6 +32,7 @@ from tasks import partition
 from tasks import task as task_lib
 from tasks import tfds_files
 from tasks import tff_files
+from utils import settings as settings_lib
 
 CIFAR100_FILENAME = 'cifar100.sqlite'
 CIFAR10_DIRNAME = 'cifar-10-batches-py'
@@ -49,6 +50,10 @@ DEFAULTS = {
     'total_rounds': 8196,
     'period': 256,
 }
+
+NAME = 'cifar'
+UNSUPPORTED = {}
+Settings = settings_lib.NoSettings
 
 
 def read_cifar10(directory: str) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -100,3 +105,9 @@ def create_task(cache_dir: str, seed: int = 0, tfds_data_dir: Optional[str] = No
                  night_test.create_tf_dataset_from_all_clients().cache()],
       test_sizes=[len(test_labels), sum(tff_files.client_counts(cifar100_path, 'test').values())],
       batch_fn=batch_fn, model_fn=resnet_gn.create_model, num_classes=resnet_gn.NUM_CLASSES, raw_label_key='label')
+
+
+def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
+  """The task for `--task=cifar` (the contract: `tasks.task`)."""
+  del settings  # It has none.
+  return create_task(files.cache_dir, seed, files.tfds_data_dir)

@@ -32,6 +32,7 @@ import tensorflow_federated as tff
 from models import multi_branch
 from models import representation
 from tasks import task as task_lib
+from utils import settings as settings_lib
 
 NUM_CLASSES = 2
 RADIUS = 1.0
@@ -46,6 +47,10 @@ DEFAULTS = {
     'total_rounds': 200,
     'period': 32,
 }
+
+NAME = 'circle'
+UNSUPPORTED = {'periodic': task_lib.ONE_BASE, 'mixture_drift': task_lib.ONE_BASE}
+Settings = settings_lib.NoSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,3 +83,9 @@ def create_task(seed: int = 0, config: CircleConfig = CircleConfig()) -> task_li
       test_data=[tf.data.Dataset.from_tensor_slices(test)], test_sizes=[config.test_examples],
       batch_fn=lambda batch: batch, model_fn=create_model, num_classes=NUM_CLASSES, mode_names=('circle',),
       representation=representation.mlp_representation(2, NUM_CLASSES, HIDDEN_UNITS))
+
+
+def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
+  """The task for `--task=circle` (the contract: `tasks.task`)."""
+  del settings  # It has none.
+  return create_task(seed)

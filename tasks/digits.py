@@ -19,11 +19,8 @@ modes as 0/O and 1/l):
   (20) with Dirichlet(`label_concentration` = 1) class mixes (`tasks.partition.dirichlet_partition`): about 31
   clients per mode, non-IID as EMNIST's writers are.
 
-`digits_written` (`DigitsConfig(one_base=True)`, IID clients): every digit as written in one base population, labels
-0-9, 10 classes, no night mode: the real-handwriting base that scenarios transforming one base need (Tan et al.,
-"Federated Learning Under Evolving Distribution Shifts", 2024, rotate MNIST's digits by 15 degrees per domain;
-`evolving_domains` on this task is that on real handwriting, at a far smaller scale: 1,258 training digits in 62
-clients of 20 give at most 5 clients x 12 domains, 20 digits per client and domain).
+`DigitsConfig(one_base=True)` puts every digit as written in one base population (labels 0-9, no night mode):
+the `digits_written` task (`tasks.digits_written`).
 
 Preprocessing: x = image / 16 in [0, 1], [8, 8, 1]; y = label. Model: a small CNN, conv 3x3 (16) - max-pool 2 -
 conv 3x3 (32) - max-pool 2 - dense 64 (ReLU, the 64-d clustering features), and 20-way linear branches.
@@ -44,6 +41,7 @@ from models import multi_branch
 from tasks import partition
 from tasks import synthetic
 from tasks import task as task_lib
+from utils import settings as settings_lib
 
 CLASSES_PER_MODE = 10
 NUM_CLASSES = 2 * CLASSES_PER_MODE
@@ -52,6 +50,10 @@ MAX_INTENSITY = 16.0
 FEATURE_DIM = 64
 
 DEFAULTS = dict(synthetic.DEFAULTS, client_batch_size=10)
+
+NAME = 'digits'
+UNSUPPORTED = {}
+Settings = settings_lib.NoSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,3 +113,9 @@ def create_task(seed: int = 0, config: DigitsConfig = DigitsConfig()) -> task_li
                        client_sizes=client_sizes, test_data=test_data, test_sizes=test_sizes, batch_fn=batch_fn,
                        model_fn=functools.partial(create_model, num_classes=num_classes), num_classes=num_classes,
                        input_range=(0.0, 1.0), raw_label_key='label', mode_names=names)
+
+
+def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
+  """The task for `--task=digits` (the contract: `tasks.task`)."""
+  del settings  # It has none.
+  return create_task(seed)

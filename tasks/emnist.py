@@ -23,6 +23,7 @@ from models import emnist_cnn
 from models import representation
 from tasks import task as task_lib
 from tasks import tff_files
+from utils import settings as settings_lib
 
 FILENAME = 'emnist_all.sqlite'
 NUM_DIGITS = 10
@@ -37,6 +38,10 @@ DEFAULTS = {
     'total_rounds': 2049,
     'period': 256,
 }
+
+NAME = 'emnist'
+UNSUPPORTED = {}
+Settings = settings_lib.NoSettings
 
 
 def _label_mode(serialized: tf.Tensor) -> tf.Tensor:
@@ -75,3 +80,9 @@ def create_task(cache_dir: str, seed: int = 0) -> task_lib.Task:
                        num_classes=emnist_cnn.NUM_CLASSES, input_range=(0.0, 1.0),
                        raw_label_key='label',
                        representation=representation.conv_representation((28, 28, 1), emnist_cnn.NUM_CLASSES))
+
+
+def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
+  """The task for `--task=emnist` (the contract: `tasks.task`)."""
+  del settings  # It has none.
+  return create_task(files.cache_dir, seed)

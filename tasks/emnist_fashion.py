@@ -23,11 +23,16 @@ from tasks import emnist
 from tasks import partition
 from tasks import task as task_lib
 from tasks import tfds_files
+from utils import settings as settings_lib
 
 FASHION_LABEL_OFFSET = emnist_cnn.NUM_CLASSES
 NUM_CLASSES = FASHION_LABEL_OFFSET + 10
 CLIENT_SIZE = 100
 DEFAULTS = dict(emnist.DEFAULTS)
+
+NAME = 'emnist_fashion'
+UNSUPPORTED = {'periodic': 'it has three bases; the day/night shift has two'}
+Settings = settings_lib.NoSettings
 
 
 def _emnist_elements(images: np.ndarray, labels: np.ndarray) -> collections.OrderedDict:
@@ -50,3 +55,9 @@ def create_task(cache_dir: Optional[str], tfds_data_dir: Optional[str], seed: in
       test_sizes=[*base.test_sizes, len(test_labels)], batch_fn=emnist.batch_fn,
       model_fn=lambda num_branches: emnist_cnn.create_model(num_branches, NUM_CLASSES), num_classes=NUM_CLASSES,
       mode_names=('day', 'night', 'fashion'), input_range=(0.0, 1.0), raw_label_key='label')
+
+
+def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
+  """The task for `--task=emnist_fashion` (the contract: `tasks.task`)."""
+  del settings  # It has none.
+  return create_task(files.cache_dir, files.tfds_data_dir, seed)

@@ -43,6 +43,7 @@ import tensorflow_federated as tff
 
 from models import multi_branch
 from tasks import task as task_lib
+from utils import settings as settings_lib
 
 NUM_CLASSES = 2
 
@@ -56,6 +57,10 @@ DEFAULTS = {
     'period': 32,
     'dirichlet_components': 'bases',
 }
+
+NAME = 'gaussian_mixture'
+UNSUPPORTED = {'periodic': task_lib.NOT_DAY_NIGHT}
+Settings = settings_lib.NoSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,3 +143,9 @@ def create_task(seed: int = 0, config: MixtureConfig = MixtureConfig(), name: st
       test_data=test_data, test_sizes=test_sizes, batch_fn=lambda batch: batch,
       model_fn=lambda num_branches: create_model(config.dim, num_branches), num_classes=NUM_CLASSES,
       mode_names=tuple(f'component{m + 1}' for m in range(config.num_components)), novelty_data=novel)
+
+
+def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
+  """The task for `--task=gaussian_mixture` (the contract: `tasks.task`)."""
+  del settings  # It has none.
+  return create_task(seed)

@@ -30,12 +30,17 @@ from tasks import emnist
 from tasks import partition
 from tasks import task as task_lib
 from tasks import tfds_files
+from utils import settings as settings_lib
 
 BASES = ('mnist', 'fashion_mnist')
 CLASSES_PER_BASE = 10
 NUM_CLASSES = len(BASES) * CLASSES_PER_BASE
 CLIENT_SIZE = 100
 DEFAULTS = dict(emnist.DEFAULTS)
+
+NAME = 'mnist'
+UNSUPPORTED = {}
+Settings = settings_lib.NoSettings
 
 
 def batch_fn(batch: collections.OrderedDict) -> collections.OrderedDict:
@@ -64,3 +69,9 @@ def create_task(tfds_data_dir: Optional[str], seed: int = 0) -> task_lib.Task:
       batch_fn=batch_fn, model_fn=lambda num_branches: emnist_cnn.create_model(num_branches, NUM_CLASSES),
       num_classes=NUM_CLASSES, input_range=(0.0, 1.0), raw_label_key='label',
       representation=representation.conv_representation((28, 28, 1), NUM_CLASSES))
+
+
+def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
+  """The task for `--task=mnist` (the contract: `tasks.task`)."""
+  del settings  # It has none.
+  return create_task(files.tfds_data_dir, seed)

@@ -32,8 +32,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from models import stackoverflow_lstm
+from periodic_shift import scenarios
 from tasks import task as task_lib
 from tasks import tff_files
+from utils import settings as settings_lib
 
 FILENAME = 'stackoverflow.sqlite'
 WORD_COUNT_FILE = os.path.join('datasets', 'stackoverflow.word_count')
@@ -59,6 +61,12 @@ DEFAULTS = {
     'period': 256,
     'max_elements_per_client': 512,
 }
+
+NAME = 'stackoverflow'
+_TEXT_ONLY = ('its inputs are word sequences and its modes questions and answers, for which the other scenarios\' '
+              'transforms and mixtures are not defined')
+UNSUPPORTED = {name: _TEXT_ONLY for name in scenarios.SCENARIOS if name != 'periodic'}
+Settings = settings_lib.NoSettings
 
 
 def load_vocabulary(cache_dir: str) -> list[str]:
@@ -132,3 +140,9 @@ def create_task(cache_dir: str, seed: int = 0) -> task_lib.Task:
   return task_lib.Task(name='stackoverflow', train_data=train_data, client_sizes=client_sizes, test_data=test_data,
                        test_sizes=test_sizes, batch_fn=build_batch_fn(vocabulary), model_fn=create_model,
                        num_classes=EXTENDED_VOCAB_SIZE)
+
+
+def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
+  """The task for `--task=stackoverflow` (the contract: `tasks.task`)."""
+  del settings  # It has none.
+  return create_task(files.cache_dir, seed)

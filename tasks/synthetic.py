@@ -28,6 +28,7 @@ Default hyperparameters (`DEFAULTS`) are chosen for this task, not taken from Ta
 
 import collections
 import dataclasses
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -35,6 +36,7 @@ import tensorflow_federated as tff
 
 from models import multi_branch
 from tasks import task as task_lib
+from utils import settings as settings_lib
 
 CLASSES_PER_MODE = 10
 NUM_CLASSES = 2 * CLASSES_PER_MODE
@@ -51,6 +53,20 @@ DEFAULTS = {
     'total_rounds': 256,
     'period': 32,
 }
+
+NAME = 'synthetic'
+UNSUPPORTED = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The settings `--synthetic_<field>` change (the generator's others are fixed, `SyntheticConfig`)."""
+  style_scale: Optional[float] = settings_lib.setting(
+      None, 'scale of each mode\'s input offset s_m, how far apart its two bases are. Default: the generator\'s, 0.15.')
+
+  def validate(self) -> None:
+    if self.style_scale is not None and not self.style_scale > 0:
+      raise ValueError(f'--synthetic_style_scale must be > 0; got {self.style_scale}.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,3 +148,11 @@ def create_task(seed: int = 0, config: SyntheticConfig = SyntheticConfig()) -> t
   return task_lib.Task(
       name='synthetic', train_data=train_data, client_sizes=client_sizes, test_data=test_data,
       test_sizes=test_sizes, batch_fn=lambda batch: batch, model_fn=create_model, num_classes=NUM_CLASSES)
+
+
+def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
+  """The task for `--task=synthetic` (the contract: `tasks.task`); generated, it reads no files."""
+  del files  # Generated in-process.
+  if settings.style_scale is None:
+    return create_task(seed)
+  return create_task(seed, dataclasses.replace(SyntheticConfig(), style_scale=settings.style_scale))

@@ -23,13 +23,24 @@ them. A task's domains (`periodic_shift.domains`) default to its base population
 are labelled with their domain index, not their base. A client wholly of one domain gets exactly the
 `client_dataset` pipeline; a mixed client gets, per part, a seeded random subset of its source client's examples,
 each labelled with its domain, concatenated and then preprocessed like any client.
+
+A task is a module, listed in `tasks.registry`, that owns
+  NAME:        the name `--task` selects;
+  DEFAULTS:    its default hyperparameters, flag name -> value (Table 2 of "Diurnal or Nocturnal?" for the paper's
+               tasks), which fill every training setting left None;
+  UNSUPPORTED: scenario name -> why the task cannot run it (one clause; the reasons below);
+  Settings:    a frozen dataclass whose fields declared with `utils.settings.setting` are the binary's flags
+               `--<task>_<field>`, and its `validate()`, raising a one-line ValueError naming the flag
+               (`utils.settings.NoSettings` for a task without settings);
+  create(settings, files, seed): the `Task`, reading its files from `files` (`DataFiles`), raising a one-line
+               FileNotFoundError naming the flag when they are missing.
 """
 
 import collections
 import dataclasses
 import functools
 import zlib
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -49,6 +60,17 @@ _TEST_SHUFFLE_BUFFER = 10_000
 
 # A client dataset's order: (the run's seed, a seed of the round and the client), see `utils.seeded_shuffle`.
 ShuffleSeed = seeded_shuffle.SeedPair
+
+# Why a task cannot run a scenario (its UNSUPPORTED), shared by tasks of the same shape.
+ONE_BASE = 'it has one base population; the scenario needs two or more'
+NOT_DAY_NIGHT = 'its bases are mixture components, not a day and a night mode'
+
+
+class DataFiles(NamedTuple):
+  """Where a task reads its files: TFF's cache layout (`--cache_dir`; None: ~/.tff, `tasks.tff_files`) and
+  datasets prepared by tensorflow-datasets (`--tfds_data_dir`, `tasks.tfds_files`)."""
+  cache_dir: Optional[str] = None
+  tfds_data_dir: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)

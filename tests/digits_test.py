@@ -83,7 +83,7 @@ class DigitsWrittenTest(tf.test.TestCase):
   """`digits_written`: every digit as written in one base of IID clients, the base of rotated real handwriting."""
 
   def test_one_base_of_iid_clients_holding_the_digits_as_written(self):
-    task = registry.create('digits_written', None, 4)
+    task = registry.create('digits_written', seed=4)
     self.assertEqual(task.mode_names, ('written',))
     self.assertEqual(task.num_classes, 10)
     images, labels = _mode_examples(task, 0)
@@ -99,7 +99,7 @@ class DigitsWrittenTest(tf.test.TestCase):
     self.assertEqual(task.model_fn(1)(batch['x'])['logits'].shape, (3, 1, 10))
 
   def test_evolving_domains_fit_twelve_domains_of_five_clients(self):
-    task = registry.create('digits_written', None, 0)
+    task = registry.create('digits_written', seed=0)
     build = lambda clients: scenarios.build(
         'evolving_domains', evolving_domains.Settings(num_domains=12, num_clients=clients), task.population(),
         scenario.Schedule(clients_per_round=5, seed=0))

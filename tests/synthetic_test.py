@@ -68,7 +68,7 @@ class SyntheticTaskTest(tf.test.TestCase):
   def test_style_scale_moves_each_mode_by_its_own_offset_and_nothing_else(self):
     # x = R(z) + s_m + c_i + noise with s_m = style_scale * u_m: doubling the scale from the default 0.15 adds
     # 0.15 u_m, the same vector for every example of mode m, to each input, and changes nothing else.
-    wider = registry.create('synthetic', None, seed=3, style_scale=0.3)
+    wider = registry.create('synthetic', synthetic.Settings(style_scale=0.3), seed=3)
     offsets = []
     for mode in range(2):
       x, y = _all_examples(self.task, mode)

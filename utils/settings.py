@@ -1,6 +1,6 @@
 """Settings a plug-in module declares as fields of its frozen dataclass, each with its default and help text, which the
-binary turns into flags: a method's `Config` (`algorithms.core.method`) and a scenario's `Settings`
-(`periodic_shift.scenario`).
+binary turns into flags: a method's `Config` (`algorithms.core.method`), a scenario's `Settings`
+(`periodic_shift.scenario`) and a task's `Settings` (`tasks.task`).
 
     @dataclasses.dataclass(frozen=True)
     class Settings:
@@ -13,13 +13,21 @@ flag), so a setting whose default is None still has a typed flag.
 
 import dataclasses
 import typing
-from typing import Optional
+from typing import NamedTuple, Optional
 
 
 def setting(default, help_text: str, flag: Optional[str] = None):
   """A dataclass field that is a flag, with its help text; `flag` names the flag when the module's naming rule (a
-  method's `<method>_<field>`, a scenario's `<field>`) does not."""
+  method's `<method>_<field>`, a scenario's `<field>`, a task's `<task>_<field>`) does not."""
   return dataclasses.field(default=default, metadata={'help': help_text, 'flag': flag})
+
+
+@dataclasses.dataclass(frozen=True)
+class NoSettings:
+  """The settings of a plug-in without settings of its own (Vanilla, most tasks)."""
+
+  def validate(self) -> None:
+    pass
 
 
 def declared(settings_class) -> list[dataclasses.Field]:
@@ -39,3 +47,17 @@ def flag_type(settings_class, field: dataclasses.Field) -> type:
     raise TypeError(f'{settings_class.__qualname__}.{field.name}: a setting is a bool, int, float, str or tuple of '
                     f'str; got {annotation}.')
   return annotation
+
+
+class Flag(NamedTuple):
+  """A flag of the binary a setting becomes: its name, type (`flag_type`), default and help text."""
+  name: str
+  kind: type
+  default: object
+  help: str
+
+
+def flag_of(settings_class, field: dataclasses.Field, name: Optional[str] = None, help_prefix: str = '') -> Flag:
+  """The flag of `field` of `settings_class`, named `name` (default: the field's name)."""
+  return Flag(name or field.name, flag_type(settings_class, field), field.default,
+              help_prefix + field.metadata['help'])

@@ -73,14 +73,6 @@ class Algorithm(NamedTuple):
   census: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class NoSettings:
-  """The `Config` of a method without settings of its own (Vanilla, T-shot k-means, Min-Loss)."""
-
-  def validate(self) -> None:
-    pass
-
-
 def window_of(round_num, window_rounds: int):
   """The window (0 for W0) of a round numbered from 1, for methods that act per window of `window_rounds` rounds
   (ShiftEx, FedDrift); works on Python ints and tensors."""

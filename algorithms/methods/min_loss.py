@@ -22,9 +22,10 @@ from algorithms.core import objectives
 from algorithms.core import routing
 from models import multi_branch
 from tasks import task as task_lib
+from utils import settings as settings_lib
 
 NAME = 'min_loss'
-Config = method.NoSettings
+Config = settings_lib.NoSettings
 
 
 def branch_losses(model: tf.keras.Model, batches: tf.data.Dataset, num_branches: int) -> tf.Tensor:

@@ -33,9 +33,10 @@ from algorithms.core import objectives
 from algorithms.core import routing
 from models import multi_branch
 from tasks import task as task_lib
+from utils import settings as settings_lib
 
 NAME = 'tshot_kmeans'
-Config = method.NoSettings
+Config = settings_lib.NoSettings
 
 LLOYD_ITERATIONS = 10
 SERVER_LLOYD_ITERATIONS = 30

@@ -16,9 +16,10 @@ from algorithms.core import learning_process
 from algorithms.core import method
 from algorithms.core import objectives
 from tasks import task as task_lib
+from utils import settings as settings_lib
 
 NAME = 'vanilla'
-Config = method.NoSettings
+Config = settings_lib.NoSettings
 
 
 def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,

@@ -1,0 +1,86 @@
+"""Tests that every registered task module honours the contract of `tasks.task`, and the registry's handling of
+task settings (flags `--<task>_<setting>`)."""
+
+import tempfile
+
+from absl.testing import absltest
+
+from periodic_shift import scenarios
+from tasks import registry
+from tasks import synthetic
+from tasks import task as task_lib
+from utils import settings as settings_lib
+
+# Every training setting a task's defaults must fill (`experiment.core.assembly`'s task-defaulted settings but the
+# optional element cap).
+_REQUIRED_DEFAULTS = {'period', 'total_rounds', 'clients_per_round', 'client_batch_size', 'client_learning_rate',
+                      'server_learning_rate', 'server_adam_epsilon'}
+# Tasks generated in-process or from scikit-learn's bundled digits; the others read files.
+_GENERATED = {'synthetic', 'digits', 'digits_written', 'gaussian_mixture', 'gaussian_toy_1d', 'circle'}
+
+
+class TaskContractTest(absltest.TestCase):
+
+  def test_every_module_declares_the_contract(self):
+    self.assertLen(set(registry.TASKS), len(registry.MODULES))
+    for module in registry.MODULES:
+      with self.subTest(task=module.NAME):
+        self.assertEmpty(_REQUIRED_DEFAULTS - set(module.DEFAULTS))
+        self.assertEmpty(set(module.UNSUPPORTED) - set(scenarios.SCENARIOS))
+        self.assertLess(len(module.UNSUPPORTED), len(scenarios.SCENARIOS))  # It runs some scenario.
+        self.assertTrue(module.Settings.__dataclass_params__.frozen)
+        for field in settings_lib.declared(module.Settings):
+          self.assertIn(settings_lib.flag_type(module.Settings, field), (bool, int, float, str, list))
+        registry.validate(module.NAME)  # The defaults are valid.
+
+  def test_generated_tasks_build_under_their_name(self):
+    for name in sorted(_GENERATED):
+      with self.subTest(task=name):
+        task = registry.create(name, seed=1)
+        self.assertIsInstance(task, task_lib.Task)
+        self.assertEqual(task.name, name)
+        self.assertNotEmpty(task.population_summary())
+
+  def test_file_tasks_name_the_missing_directory_in_one_line(self):
+    empty = tempfile.mkdtemp()
+    for name in sorted(set(registry.TASKS) - _GENERATED):
+      with self.subTest(task=name):
+        with self.assertRaisesRegex(FileNotFoundError, r'^[^\n]*--(cache_dir|tfds_data_dir)[^\n]*$'):
+          registry.create(name, files=task_lib.DataFiles(empty, empty))
+
+  def test_unsupported_scenario_is_refused_with_the_reason_and_the_alternatives(self):
+    expected = (r'^task circle cannot run scenario periodic: it has one base population.* \(it runs evolving_domains, '
+                r'concept_drift, windowed, dirichlet_mixture\).$')
+    with self.assertRaisesRegex(ValueError, expected):
+      registry.validate_scenario('circle', 'periodic')
+    registry.validate_scenario('circle', 'evolving_domains')
+
+
+class TaskSettingsTest(absltest.TestCase):
+
+  def test_a_set_flag_becomes_the_task_setting(self):
+    self.assertEqual(registry.settings_from('synthetic', {'synthetic_style_scale': 0.3}),
+                     synthetic.Settings(style_scale=0.3))
+    self.assertEqual(registry.settings_from('synthetic', {'synthetic_style_scale': None}), synthetic.Settings())
+
+  def test_a_flag_of_another_task_is_refused(self):
+    with self.assertRaisesRegex(ValueError, '^--synthetic_style_scale is a setting of task synthetic; the task is '
+                                            'digits.$'):
+      registry.settings_from('digits', {'synthetic_style_scale': 0.3})
+
+  def test_bad_setting_is_refused_before_the_task_is_built(self):
+    with self.assertRaisesRegex(ValueError, '^--synthetic_style_scale must be > 0; got 0.0.$'):
+      registry.create('synthetic', synthetic.Settings(style_scale=0.0))
+
+  def test_record_names_the_flags_with_their_defaults(self):
+    self.assertEqual(registry.settings_record('synthetic', synthetic.Settings(style_scale=0.3)),
+                     ({'synthetic_style_scale': 0.3}, {'synthetic_style_scale': None}))
+    self.assertEqual(registry.settings_record('emnist', settings_lib.NoSettings()), ({}, {}))
+
+  def test_unknown_task_is_one_line(self):
+    with self.assertRaisesRegex(ValueError, "^task must be one of synthetic, .*; got 'emnst'.$"):
+      registry.validate('emnst')
+
+
+if __name__ == '__main__':
+  absltest.main()
