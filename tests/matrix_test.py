@@ -37,7 +37,8 @@ _FAKE_RUN = textwrap.dedent('''
       sys.exit(2)
     if args.get('exit', '0') != '0':
       raise RuntimeError('the run broke')
-    json.dump({}, open(os.path.join(out, 'summary.json'), 'w'))
+    final = {'test_accuracy': float(args['accuracy'])} if 'accuracy' in args else {}
+    json.dump({'final_metrics': final}, open(os.path.join(out, 'summary.json'), 'w'))
 ''')
 
 
@@ -164,9 +165,28 @@ class RunnerTest(absltest.TestCase):
         spans += [tuple(map(float, line.split())) for line in f]
     for start, _ in spans:
       self.assertLessEqual(sum(s <= start < e for s, e in spans), 2)
-    self.assertEqual(self.lines[-1].split(',')[0], 'matrix: 1/3 done')
-    self.assertIn('2 failed', self.lines[-1])
+    self.assertEqual(self.lines[-2].split(',')[0], 'matrix: 1/3 done')
+    self.assertIn('2 failed', self.lines[-2])
+    self.assertRegex(self.lines[-1], r'^matrix: 3 runs in \d+s$')
     self.assertTrue(os.path.exists(os.path.join(self.root, matrix_runner.LOG_DIR, 'exit=1.log')))
+
+  def test_each_finished_run_is_named_with_its_duration_and_headline_metric(self):
+    self._run([('seed', ['0', '1', '2'])], [('accuracy', '0.8125')], jobs=1)
+    finished = [line for line in self.lines if ' finished in ' in line]
+    self.assertLen(finished, 3)
+    for seed, line in zip(range(3), finished):
+      self.assertRegex(line, rf'^matrix: seed={seed} finished in \d+s, test_accuracy 0\.8125$')
+    # While runs are left, the estimate is at least a minute (these runs take a fraction of a second).
+    progress = [line for line in self.lines if ' done, ' in line]
+    self.assertEqual(progress[0], 'matrix: 1/3 done, 1 running, 1 waiting, 0 failed, ~1m00s left')
+    self.assertEqual(progress[-1], 'matrix: 3/3 done, 0 running, 0 waiting, 0 failed')
+
+  def test_headline_prefers_the_last_period_mean_and_skips_absent_metrics(self):
+    os.makedirs(os.path.join(self.root, 'run'))
+    with open(os.path.join(self.root, 'run', 'summary.json'), 'w') as f:
+      json.dump({'final_metrics': {'test_accuracy': 0.9, 'test_accuracy_last_period_mean': 0.75}}, f)
+    self.assertEqual(matrix_runner.headline(self.root, 'run'), 'test_accuracy_last_period_mean 0.7500')
+    self.assertEqual(matrix_runner.headline(self.root, 'absent'), '')
 
   def test_a_rerun_skips_finished_runs_and_retries_the_others(self):
     self._run([('exit', ['0', '1'])])

@@ -7,8 +7,10 @@ Each run writes to `<root>/<run name>/` as `run_experiment` does by itself, so a
 - reruns failed ones.
 A run's output goes to `<root>/.matrix/<run name>.log`. A run that fails is reported with its one-line error and
 the others go on: exit status 2 is a configuration `run_experiment` refuses before any compute (a method that does
-not support a scenario, a bad flag), any other status a failure. A progress line after every run says how many are
-done, running, left and failed, with the time left estimated from the runs finished in this invocation.
+not support a scenario, a bad flag), any other status a failure. After every run a line names it with its duration
+and headline metric (`headline`), and a progress line says how many are done, running, left and failed, with the
+time left estimated from the runs finished in this invocation (never less than a minute while runs are going); the
+last line gives the matrix's elapsed time.
 
 Stopping: SIGINT, SIGTERM or SIGHUP stop the running runs with SIGTERM (each checkpoints what it has and exits) and
 end the matrix; each child also gets SIGTERM from the kernel if the matrix process dies without cleanup (SIGKILL),
@@ -18,6 +20,7 @@ so no orphan keeps writing to a directory a rerun resumes. One matrix at a time 
 import ctypes
 import dataclasses
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -66,9 +69,29 @@ def error_line(log_path: str) -> str:
   return (errors or lines or ['no output'])[-1]
 
 
+# The metric a finished run's line shows, the first its summary has: the periodic shift's main metric (the mean over
+# the last period), the test accuracy, then the held-out and target accuracies of the other scenarios.
+HEADLINE_METRICS = ('test_accuracy_last_period_mean', 'test_accuracy', 'personalized_accuracy',
+                    'target_server_accuracy', 'test_mixture_accuracy')
+
+
+def headline(root: str, name: str) -> str:
+  """`<metric> <value>` of a finished run's summary.json (`HEADLINE_METRICS`), or '' when it has none."""
+  try:
+    with open(os.path.join(root, name, SUMMARY)) as f:
+      final = json.load(f).get('final_metrics', {})
+  except (OSError, ValueError):
+    return ''
+  metric = next((metric for metric in HEADLINE_METRICS if isinstance(final.get(metric), (int, float))), None)
+  return f'{metric} {final[metric]:.4f}' if metric else ''
+
+
 def _duration(seconds: float) -> str:
-  minutes = int(round(seconds / 60))
-  return f'{minutes // 60}h{minutes % 60:02d}m'
+  """`1h05m`, `12m03s` or `45s`."""
+  seconds = int(round(seconds))
+  if seconds >= 3600:
+    return f'{seconds // 3600}h{seconds % 3600 // 60:02d}m'
+  return f'{seconds // 60}m{seconds % 60:02d}s' if seconds >= 60 else f'{seconds}s'
 
 
 class _Stop(Exception):
@@ -117,9 +140,12 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
     failed = sum(o.status in ('failed', 'refused') for o in outcomes)
     finished = [o.seconds for o in outcomes if o.status == 'finished']
     left = len(pending) + len(running)
-    estimate = (f', ~{_duration(sum(finished) / len(finished) * left / jobs)} left' if finished and left else '')
+    estimate = ''
+    if finished and left:  # Not below a minute while a run is going: it is a rough mean, not a countdown.
+      estimate = f', ~{_duration(max(60.0, sum(finished) / len(finished) * left / jobs))} left'
     return f'matrix: {done}/{total} done, {len(running)} running, {len(pending)} waiting, {failed} failed{estimate}'
 
+  matrix_started = time.monotonic()
   try:
     ended = False
     while pending or running:
@@ -144,12 +170,15 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
         seconds = time.monotonic() - started
         if status == 0:
           outcomes.append(Outcome(name, 'finished', seconds))
+          metric = headline(root, name)
+          print_line(f'matrix: {name} finished in {_duration(seconds)}' + (f', {metric}' if metric else ''))
         else:
           kind = 'refused' if status == REFUSED_STATUS else 'failed'
           outcomes.append(Outcome(name, kind, seconds, error_line(log.name)))
           print_line(f'matrix: {name} {kind} (exit status {status}): {outcomes[-1].message}')
     if ended:
       print_line(progress())
+    print_line(f'matrix: {len(outcomes)} runs in {_duration(time.monotonic() - matrix_started)}')
   except _Stop as stop:
     for process, _, _ in running.values():
       process.send_signal(signal.SIGTERM)
