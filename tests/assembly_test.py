@@ -5,6 +5,8 @@ import json
 import os
 
 from absl.testing import absltest
+from tensorboard.plugins.hparams import plugin_data_pb2
+import tensorflow as tf
 
 from algorithms.methods import fedprox
 from experiment.core import assembly
@@ -29,6 +31,21 @@ def _config(root: str, **groups) -> assembly.ExperimentConfig:
       outputs=assembly.OutputConfig(root_output_dir=root, experiment_name='direct'))
   settings.update(groups)
   return assembly.ExperimentConfig(**settings)
+
+
+def _tensorboard(directory: str) -> tuple[set[str], dict]:
+  """(the scalar tags, the HParams plugin's values) of a run's TensorBoard event files."""
+  tags, hparams = set(), {}
+  for name in os.listdir(directory):
+    for event in tf.compat.v1.train.summary_iterator(os.path.join(directory, name)):
+      for value in event.summary.value:
+        if value.metadata.plugin_data.plugin_name == 'hparams':
+          data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+          for key, held in data.session_start_info.hparams.items():
+            hparams[key] = getattr(held, held.WhichOneof('kind'))
+        else:
+          tags.add(value.tag)
+  return tags, hparams
 
 
 class AssemblyTest(absltest.TestCase):
@@ -59,6 +76,11 @@ class AssemblyTest(absltest.TestCase):
       self.assertNotIn(other_plugins_setting, record)
     for cadence in assembly.CADENCE:
       self.assertNotIn(cadence, record)
+    tags, hparams = _tensorboard(os.path.join(root, 'direct', 'tensorboard'))
+    self.assertContainsSubset({'train/train_loss', 'train/train_accuracy', 'run/round_seconds',
+                               'held_out/personalized_accuracy', 'shift/domain_share_0'}, tags)
+    self.assertEmpty({tag for tag in tags if '/' not in tag})
+    self.assertEqual((hparams['fedprox_mu'], hparams['task'], hparams['num_clients']), (0.5, 'synthetic', 12.0))
 
   def test_bad_values_are_one_line_naming_the_flag_before_anything_is_built(self):
     root = self.create_tempdir().full_path

@@ -7,3 +7,19 @@ ROUTING_COUNT_PREFIX = 'train_routing_count_'
 TEST_ROUTING_COUNT_PREFIX = 'routing_count_'
 # `mixed_q<q>_{accuracy,loss}`: test batches with a share q of mode 1 (`evaluation.mixed_name`).
 MIXED_PREFIX = 'mixed_q'
+
+# TensorBoard's groups (`tensorboard_tag`): columns by name, then by their first matching prefix.
+_GROUP_OF_COLUMN = {'q': 'shift', 'day_fraction': 'shift', 'source_domains': 'shift', 'round_seconds': 'run',
+                    'nonfinite_clients': 'run'}
+_GROUP_OF_PREFIX = (('train_routing_', 'routing'), ('routing_', 'routing'), (MIXED_PREFIX, 'test'), ('train_', 'train'),
+                    ('test_', 'test'), ('target_', 'held_out'), ('personalized_', 'held_out'), ('unseen_', 'held_out'),
+                    ('validation_', 'held_out'), ('domain_share_', 'shift'))
+
+
+def tensorboard_tag(column: str) -> str:
+  """`<group>/<column>` for a metrics.csv column: train, test (with the mixed batches), held_out (clients' own test
+  splits and targets), routing, shift (the scenario's truth), run (time, left-out clients), and method for the
+  method's own statistics (learned shares and priors, detection counts, ...)."""
+  group = _GROUP_OF_COLUMN.get(column) or next(
+      (group for prefix, group in _GROUP_OF_PREFIX if column.startswith(prefix)), 'method')
+  return f'{group}/{column}'

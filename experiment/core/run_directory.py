@@ -55,7 +55,8 @@ def validate_name(name: str) -> None:
                             f'got {name!r}.')
 
 
-def _read_config(output_dir: str) -> Optional[dict]:
+def read_config(output_dir: str) -> Optional[dict]:
+  """The configuration recorded in `output_dir` (config.json: flag name -> value), or None."""
   path = os.path.join(output_dir, CONFIG)
   if not os.path.exists(path):
     return None
@@ -94,7 +95,7 @@ def check_compatible(output_dir: str, config: Mapping[str, object], defaults: Ma
     if os.path.exists(output_dir):
       raise RunDirectoryError(f'{output_dir} exists and is not a directory.')
     return
-  recorded = _read_config(output_dir)
+  recorded = read_config(output_dir)
   if recorded is None:
     if any(os.path.exists(os.path.join(output_dir, name)) for name in _OUTPUTS):
       raise RunDirectoryError(f'{output_dir} holds outputs of a run without a {CONFIG}; rerun with --overwrite to '
@@ -146,7 +147,7 @@ def prepare(output_dir: str, config: Mapping[str, object], overwrite: bool,
         elif os.path.exists(path):
           os.remove(path)
     os.makedirs(output_dir, exist_ok=True)
-    recorded = _read_config(output_dir)
+    recorded = read_config(output_dir)
     if recorded is None:
       write_json(os.path.join(output_dir, CONFIG), dict(config))
       return None

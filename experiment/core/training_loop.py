@@ -5,7 +5,10 @@ Outputs in `output_dir` (all through `tff.program`):
                  (`q` and `day_fraction` for the periodic shift, domain shares for mixtures), the client work's
                  measurements (`train_loss`, `train_accuracy`, ...), `round_seconds`, and on evaluation rounds the
                  test metrics (with `test_mixture_accuracy` where the scenario weighs its domains' test sets);
-  tensorboard/   `tff.program.TensorBoardReleaseManager`, the same values;
+  tensorboard/   `tff.program.TensorBoardReleaseManager`, the same values under grouped tags (`train/`, `test/`,
+                 `held_out/`, `routing/`, `shift/`, `run/`, `method/`: `metric_names.tensorboard_tag`), and the run's
+                 configuration (config.json) through TensorBoard's HParams plugin, so that runs can be compared
+                 there (`tensorboard --logdir ROOT`);
   checkpoints/   the learning-process state after each checkpointed round (`experiment.core.run_directory.Checkpoints`,
                  written atomically).
 
@@ -32,6 +35,8 @@ import time
 from typing import Optional
 
 import numpy as np
+from tensorboard.plugins.hparams import api as hparams_api
+import tensorflow as tf
 import tensorflow_federated as tff
 import tree
 
@@ -61,18 +66,43 @@ class NumericFault(RuntimeError):
   """A round produced non-finite values; the message names the round and the quantity."""
 
 
-class _MetricsRelease:
-  """metrics.csv and tensorboard/ of one run directory (`tff.program` release managers)."""
+def hparams(config: dict) -> dict:
+  """config.json's values as TensorBoard's HParams plugin takes them (bool, int, float or str: None as 'none', a
+  list joined by commas)."""
+  def value(v):
+    if v is None:
+      return 'none'
+    return ','.join(str(item) for item in v) if isinstance(v, list) else v
+  return {name: value(v) for name, v in sorted(config.items())}
 
-  def __init__(self, output_dir: str):
+
+def grouped(row: dict) -> dict:
+  """A metrics row as TensorBoard's nested structure: group -> column -> value (`metric_names.tensorboard_tag`)."""
+  groups = collections.defaultdict(dict)
+  for column, value in row.items():
+    group, _ = metric_names.tensorboard_tag(column).split('/', 1)
+    groups[group][column] = value
+  return dict(groups)
+
+
+class _MetricsRelease:
+  """metrics.csv and tensorboard/ of one run directory (`tff.program` release managers); on a fresh start the run's
+  configuration is written once for TensorBoard's HParams plugin."""
+
+  def __init__(self, output_dir: str, fresh: bool):
     self._loop = asyncio.new_event_loop()
-    self._managers = tff.program.GroupingReleaseManager([
-        tff.program.CSVFileReleaseManager(os.path.join(output_dir, run_directory.METRICS), key_fieldname='round'),
-        tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard')),
-    ])
+    self._csv = tff.program.CSVFileReleaseManager(os.path.join(output_dir, run_directory.METRICS),
+                                                  key_fieldname='round')
+    tensorboard_dir = os.path.join(output_dir, 'tensorboard')
+    self._tensorboard = tff.program.TensorBoardReleaseManager(tensorboard_dir)
+    config = run_directory.read_config(output_dir)
+    if fresh and config is not None:
+      with tf.summary.create_file_writer(tensorboard_dir).as_default():
+        hparams_api.hparams(hparams(config))
 
   def release(self, values: dict, round_num: int) -> None:
-    self._loop.run_until_complete(self._managers.release(values, key=round_num))
+    self._loop.run_until_complete(self._csv.release(values, key=round_num))
+    self._loop.run_until_complete(self._tensorboard.release(grouped(values), key=round_num))
 
 
 def _first_nonfinite(structure) -> Optional[str]:
@@ -213,7 +243,7 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
     print(f'Resuming after round {last_round} from {os.path.join(output_dir, run_directory.CHECKPOINTS)}',
           flush=True)
   run_directory.truncate_metrics(output_dir, last_round)
-  outputs = _MetricsRelease(output_dir)
+  outputs = _MetricsRelease(output_dir, fresh=last_round == 0)
   saved_round = last_round
   started, rounds_done = time.monotonic(), 0
   for round_num in range(last_round + 1, config.total_rounds + 1):
