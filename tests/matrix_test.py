@@ -254,7 +254,8 @@ class EndToEndTest(absltest.TestCase):
       self.assertIn('final_metrics', json.load(f))
     self.assertIn('matrix: 1/2 done, 0 running, 0 waiting, 1 failed', result.stdout)
     # The report of the root: its main table printed, the page written.
-    self.assertRegex(result.stdout, r'\| algorithm \| seeds \| test_accuracy \|.*\n.*\n\| vanilla_single \| 1 \| 0\.\d{3} \|')
+    self.assertRegex(result.stdout, r'\| algorithm \| seeds \| test accuracy, mean over the last period \(fraction\) '
+                                    r'\|.*\n.*\n\| vanilla_single \| 1 \| 0\.\d{3} \|')
     self.assertRegex(result.stdout, rf'matrix: report: \d+ files in {root}/report; open {root}/report/index.html')
     self.assertTrue(os.path.exists(os.path.join(root, 'report', 'index.html')))
     bad = subprocess.run(args[:3] + ['--sweep=seed'], env=env, cwd=repository, capture_output=True, text=True)

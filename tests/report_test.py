@@ -143,7 +143,9 @@ class ReportTest(absltest.TestCase):
     # p the windows' drop and max (no window recovered), a row per window.
     self.assertEqual(page.count('<table>'), 2 + 2 + 2 * 2)
     self.assertIn('<h2>Metrics</h2>\n<h3>shift_p=1.0</h3>\n<table>\n<tr><th>algorithm</th><th>seeds</th>'
-                  '<th>test_accuracy</th>', page)
+                  '<th>test accuracy, mean over the last period (fraction)</th>'
+                  '<th>test accuracy, last evaluation (fraction)</th>'
+                  '<th>batches of both modes, share 0 of mode 1 (day), mean over the last period (fraction)</th>', page)
     with open(os.path.join(self.output, 'per_window.md')) as f:
       windows = f.read()
     self.assertIn('shift_p=4.0: drop\n\n| window | fedtkm | vanilla |\n|---|---|---|\n| 1 | 0.200 +- 0.058 |  |',
@@ -193,6 +195,33 @@ class ReportTest(absltest.TestCase):
     with self.assertRaisesRegex(report_writer.ReportError,
                                 r'^no finished run reports test_acc \(close: test_accuracy\b.*\)\.$'):
       report_writer.write(self.root, output, columns=['test_acc'])
+
+  def test_headers_are_labels_with_units_and_percent_scales_every_share_and_no_index(self):
+    runs = [run_results.RunResult(f'r{seed}', {'algorithm': 'fedtkm', 'seed': seed}, [], {'final_metrics': {
+        'test_accuracy': 0.5 + 0.1 * seed, 'train_routing_accuracy_run_matched': 0.9, 'routing_ari': 0.4}})
+            for seed in range(2)]
+    table = report_tables.build(runs, percent=True)
+    header = table.markdown().splitlines()[0]
+    self.assertEqual(header, '| algorithm | seeds | test accuracy, last evaluation (%) | test routing ARI | training '
+                             'routing accuracy, modes matched to branches over the run (%) |')
+    cells = table.rows[0][2]
+    self.assertAlmostEqual(cells['test_accuracy'].mean, 55.0)
+    self.assertAlmostEqual(cells['train_routing_accuracy_run_matched'].mean, 90.0)  # A share: in percent too.
+    self.assertAlmostEqual(cells['routing_ari'].mean, 0.4)  # An index: never scaled.
+    self.assertIn('(fraction)', report_tables.build(runs).markdown().splitlines()[0])
+
+  def test_references_are_marked_and_never_best(self):
+    # No-Dist-Shift scores highest but is a reference; FedEM with the test labels likewise.
+    configs = [{'algorithm': 'nds'}, {'algorithm': 'vanilla', 'no_shift': True},
+               {'algorithm': 'fedem', 'oracle_test_labels': True}, {'algorithm': 'vanilla'}, {'algorithm': 'fedtkm'}]
+    finals = [0.99, 0.98, 0.97, 0.6, 0.7]
+    runs = [run_results.RunResult(f'r{i}', config, [], {'final_metrics': {'test_accuracy': value}})
+            for i, (config, value) in enumerate(zip(configs, finals))]
+    table = report_tables.build(runs)
+    names = [values[0] for values, _, _ in table.rows]
+    self.assertCountEqual(names, ['nds (reference: no shift)', 'vanilla (reference: no shift)',
+                                  'fedem (oracle: test labels)', 'vanilla', 'fedtkm'])
+    self.assertEqual(table.best, {(names.index('fedtkm'), 'test_accuracy')})
 
   def test_no_runs_is_one_line(self):
     with self.assertRaisesRegex(report_writer.ReportError, r'^no runs under .* \(a run directory has config.json'):

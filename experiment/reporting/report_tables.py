@@ -15,26 +15,31 @@ learns mixture weights, the signed correlation of the share matched to base 0 wi
 Windowed runs of a method that detects shifts add the detector's rates against the simulation's truth
 (`detection_rate`, `false_alarm_rate`) and the ARI of its assignment against the true regimes (`regime_ari`), from
 `summary.json` (`experiment.core.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`, lower is
-better). A column appears when at least one run reports it; `columns` chooses and orders them. Rows are settings
-(`experiment.reporting.run_results`); within a comparison (settings that differ only in the method) the best mean of each
-column is marked (bold in markdown, `best` in the CSV): highest, or lowest for losses, drops, recovery times,
-false alarms and forgetting.
+better). A column appears when at least one run reports it; `columns` chooses and orders them; the main metric of the
+periodic shift, the mean over its last period, comes first, and the mixed-mode batches (`--mixed_test_q`) follow the
+test accuracies. Headers are labels with units and averaging windows (`metric_labels`; the CSV keeps the metric
+names). Rows are settings (`experiment.reporting.run_results`); within a comparison (settings that differ only in the
+method) the best mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for losses,
+drops, recovery times, false alarms and forgetting. Reference rows (No-Dist-Shift, runs that decided with the test
+labels: `run_results.is_reference`) are marked as such and never marked best.
 """
 
 import csv
 import html
 import io
+import re
 from typing import Optional
 
 import numpy as np
 
+from experiment.reporting import metric_labels
 from experiment.reporting import report_plots
 from experiment.reporting import run_results
 from experiment.core import shift_metrics
 
 # (column, lower is better), in table order.
 MAIN_COLUMNS = (
-    ('test_accuracy', False), ('test_accuracy_last_period_mean', False), ('test_mixture_accuracy', False),
+    ('test_accuracy_last_period_mean', False), ('test_accuracy', False), ('test_mixture_accuracy', False),
     ('personalized_accuracy', False), ('personalized_server_accuracy', False), ('unseen_accuracy', False),
     ('target_accuracy', False), ('target_server_accuracy', False), ('routing_accuracy', False),
     ('routing_accuracy_run_matched', False),
@@ -97,6 +102,18 @@ def _mixture_drift_measures(run: run_results.RunResult) -> dict[str, float]:
   return measures
 
 
+def mixed_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
+  """The mixed-mode batches' accuracy of each share q (`--mixed_test_q`), over the last period where the runs
+  report that mean, else at the last evaluation; shares in order."""
+  shares = sorted({re.fullmatch(r'mixed_q([\d.]+)_accuracy.*', key).group(1) for m in metrics for key in m
+                   if re.fullmatch(r'mixed_q[\d.]+_accuracy.*', key)}, key=float)
+  columns = []
+  for share in shares:
+    mean = f'mixed_q{share}_accuracy_last_period_mean'
+    columns.append((mean if any(mean in m for m in metrics) else f'mixed_q{share}_accuracy', False))
+  return columns
+
+
 def domain_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
   """`test_<domain>_accuracy` columns of the per-domain table, domains in natural order (rot6 before rot12)."""
   return [(f'test_{domain}_accuracy', False) for domain in report_plots.domain_names(metrics)]
@@ -135,11 +152,20 @@ class Cell:
 class Table:
   """Rows of settings x columns of cells, with the best cell of each comparison marked."""
 
-  def __init__(self, keys: list[str], rows: list[tuple[tuple, int, dict[str, Cell]]], columns):
+  def __init__(self, keys: list[str], rows: list[tuple[tuple, int, dict[str, Cell]]], columns,
+               percent: bool = False):
     self.keys = keys
     self.rows = rows  # (setting values, seeds, column -> Cell)
     self.columns = [(name, lower) for name, lower in columns if any(name in cells for _, _, cells in rows)]
+    self.percent = percent
     self.best = self._best()
+
+  def _header(self) -> list[str]:
+    return self.keys + ['seeds'] + [metric_labels.label(name, self.percent) for name, _ in self.columns]
+
+  def _is_reference(self, values: tuple) -> bool:
+    return run_results.METHOD in self.keys and run_results.is_reference_name(
+        str(values[self.keys.index(run_results.METHOD)]))
 
   def _best(self) -> set[tuple[int, str]]:
     """(row index, column) of every best cell within its comparison; means equal up to float rounding (1e-9
@@ -147,7 +173,8 @@ class Table:
     best = set()
     comparisons: dict[tuple, list[int]] = {}
     for index, (values, _, _) in enumerate(self.rows):
-      comparisons.setdefault(run_results.comparison_key(values, self.keys), []).append(index)
+      if not self._is_reference(values):
+        comparisons.setdefault(run_results.comparison_key(values, self.keys), []).append(index)
     for members in comparisons.values():
       if len(members) < 2:
         continue
@@ -160,7 +187,7 @@ class Table:
     return best
 
   def markdown(self) -> str:
-    header = self.keys + ['seeds'] + [name for name, _ in self.columns]
+    header = self._header()
     lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
     for index, (values, seeds, cells) in enumerate(self.rows):
       texts = []
@@ -171,7 +198,7 @@ class Table:
     return '\n'.join(lines)
 
   def html(self) -> str:
-    header = self.keys + ['seeds'] + [name for name, _ in self.columns]
+    header = self._header()
     lines = ['<table>', '<tr>' + ''.join(f'<th>{html.escape(h)}</th>' for h in header) + '</tr>']
     for index, (values, seeds, cells) in enumerate(self.rows):
       texts = []
@@ -259,7 +286,7 @@ def comparison_tables(table: Table) -> list[tuple[str, Table]]:
     return [('all runs', table)]
   method_index = table.keys.index(run_results.METHOD)
   return [(title, Table([run_results.METHOD], [((values[method_index],), seeds, cells)
-                                               for values, seeds, cells in rows], table.columns))
+                                               for values, seeds, cells in rows], table.columns, table.percent))
           for title, rows in _comparison_rows(table)]
 
 
@@ -305,8 +332,9 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
   if not finished:
     return None
   keys = run_results.setting_keys(finished) or [run_results.METHOD]
-  if run_results.METHOD not in keys and any(run_results.uses_test_labels(run) for run in finished):
-    keys = [run_results.METHOD] + keys  # The method column carries the oracle mark.
+  if run_results.METHOD not in keys and any(run_results.uses_test_labels(run) or run_results.is_no_shift(run)
+                                            for run in finished):
+    keys = [run_results.METHOD] + keys  # The method column carries the reference marks.
   rows = []
   all_metrics = [run_metrics(run) for run in finished]
   if per_domain:
@@ -317,14 +345,15 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
     lower = dict(MAIN_COLUMNS)
     chosen = [(name, lower.get(name, False)) for name in columns]
   else:
-    chosen = MAIN_COLUMNS
+    chosen = list(MAIN_COLUMNS)
+    chosen[3:3] = mixed_columns(all_metrics)  # After the test and mixture accuracies.
   for values, group in run_results.by_setting(finished, keys).items():
     metrics = [run_metrics(run) for run in group]
     cells = {}
     for name, _ in chosen:
       if any(name in m for m in metrics):
-        scale = 100.0 if percent and name.endswith(('accuracy', 'accuracy_last_period_mean', 'drop')) else 1.0
+        scale = 100.0 if percent and metric_labels.is_share(name) else 1.0
         digits = 2 if scale != 1.0 else 4 if '_std' in name else 3  # Standard deviations are small.
         cells[name] = Cell([m[name] for m in metrics if name in m], scale, digits)
     rows.append((values, len(group), cells))
-  return Table(keys, rows, chosen)
+  return Table(keys, rows, chosen, percent)

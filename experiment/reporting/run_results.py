@@ -21,6 +21,9 @@ ORACLE_FLAG = 'oracle_test_labels'
 # existed (runs that do not record it).
 ORACLE_METHODS = frozenset({'fedem', 'cfl', 'feddrift'})
 ORACLE_MARK = ' (oracle: test labels)'
+# No-Dist-Shift (`--no_shift`; `nds` and `nds_single` are Vanilla without the shift): a reference, not a competitor.
+NO_SHIFT_METHODS = frozenset({'nds', 'nds_single'})
+NO_SHIFT_MARK = ' (reference: no shift)'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,10 +99,29 @@ def uses_test_labels(run: RunResult) -> bool:
   return run.config.get(METHOD) in ORACLE_METHODS and bool(run.config.get(ORACLE_FLAG, True))
 
 
+def is_no_shift(run: RunResult) -> bool:
+  """Whether the run is the No-Dist-Shift reference (its scenario without its shift)."""
+  return run.config.get(METHOD) in NO_SHIFT_METHODS or bool(run.config.get('no_shift', False))
+
+
+def is_reference_name(method: str) -> bool:
+  """Whether a method as `setting` names it is a reference (no shift, or test labels decided)."""
+  return method.endswith((ORACLE_MARK, NO_SHIFT_MARK))
+
+
+def _method_name(run: RunResult) -> Optional[str]:
+  name = run.config.get(METHOD)
+  if name is None:
+    return None
+  if uses_test_labels(run):
+    name += ORACLE_MARK
+  return name + NO_SHIFT_MARK if is_no_shift(run) else name
+
+
 def setting(run: RunResult, keys: list[str]) -> tuple:
-  """The run's values of `keys`; its method marked `ORACLE_MARK` when it decided with the test labels."""
-  return tuple(run.config.get(key) + ORACLE_MARK if key == METHOD and uses_test_labels(run) else run.config.get(key)
-               for key in keys)
+  """The run's values of `keys`; its method marked `ORACLE_MARK` when it decided with the test labels and
+  `NO_SHIFT_MARK` when it is the No-Dist-Shift reference."""
+  return tuple(_method_name(run) if key == METHOD else run.config.get(key) for key in keys)
 
 
 def by_setting(runs: list[RunResult], keys: list[str]) -> dict[tuple, list[RunResult]]:
