@@ -210,6 +210,27 @@ class ReportTest(absltest.TestCase):
     self.assertAlmostEqual(cells['routing_ari'].mean, 0.4)  # An index: never scaled.
     self.assertIn('(fraction)', report_tables.build(runs).markdown().splitlines()[0])
 
+  def test_per_domain_results_use_the_main_tables_window_and_name_it(self):
+    root, output = self.create_tempdir().full_path, self.create_tempdir().full_path
+    for seed, (day, night) in enumerate(((0.8, 0.5), (0.9, 0.7))):
+      run_dir = os.path.join(root, f's{seed}')
+      os.makedirs(run_dir)
+      with open(os.path.join(run_dir, 'config.json'), 'w') as f:
+        json.dump({'algorithm': 'vanilla', 'seed': seed}, f)
+      with open(os.path.join(run_dir, 'metrics.csv'), 'w') as f:
+        f.write('round,test_accuracy,test_day_accuracy,test_night_accuracy\n4,0.1,0.1,0.1\n')  # The last evaluation.
+      with open(os.path.join(run_dir, 'summary.json'), 'w') as f:
+        json.dump({'final_metrics': {'test_accuracy': 0.1, 'test_day_accuracy': 0.1, 'test_night_accuracy': 0.1,
+                                     'test_day_accuracy_last_period_mean': day,
+                                     'test_night_accuracy_last_period_mean': night}}, f)
+    report_writer.write(root, output)
+    with open(os.path.join(output, 'per_domain.csv')) as f:
+      row = next(csv.DictReader(f))
+    self.assertAlmostEqual(float(row['test_night_accuracy_last_period_mean_mean']), 0.6)
+    self.assertAlmostEqual(float(row['test_night_accuracy_last_period_mean_se']), 0.1)
+    with open(os.path.join(output, 'index.html')) as f:
+      self.assertIn('<h2>Per-domain accuracy, mean over the last period</h2>', f.read())
+
   def test_references_are_marked_and_never_best(self):
     # No-Dist-Shift scores highest but is a reference; FedEM with the test labels likewise.
     configs = [{'algorithm': 'nds'}, {'algorithm': 'vanilla', 'no_shift': True},

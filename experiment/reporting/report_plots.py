@@ -212,10 +212,26 @@ def mixed_batches(methods: dict[str, list[run_results.RunResult]], title: str, p
   return True
 
 
+def _domain_accuracies(run: run_results.RunResult) -> tuple[dict[str, float], bool]:
+  """(domain -> accuracy, whether over the last period) of a run: the last-period means of a finished run's summary
+  (the main table's window), else its last evaluation."""
+  final = (run.summary or {}).get('final_metrics', {})
+  means = {match.group(1): value for key, value in final.items()
+           for match in [re.fullmatch(r'test_(.+)_accuracy_last_period_mean', key)] if match and
+           match.group(1) != 'mixture'}
+  if means:
+    return means, True
+  last = run.evaluations()[-1] if run.evaluations() else {}
+  return {domain: last[f'test_{domain}_accuracy'] for domain in domain_names([last])}, False
+
+
 def domain_bars(methods: dict[str, list[run_results.RunResult]], title: str, path: str) -> bool:
-  """The last evaluation's per-domain accuracy, mean over seeds, per method; False without per-domain columns."""
-  last = {method: [run.evaluations()[-1] for run in group if run.evaluations()] for method, group in methods.items()}
-  domains = domain_names([row for rows in last.values() for row in rows])
+  """Per-domain accuracy per method, mean +- standard error over seeds, over the last period where every run has it
+  (else the last evaluation); False without per-domain columns."""
+  accuracies = {method: [_domain_accuracies(run) for run in group] for method, group in methods.items()}
+  over_period = all(period for runs in accuracies.values() for _, period in runs)
+  last = {method: [values for values, _ in runs] for method, runs in accuracies.items()}
+  domains = sorted({domain for rows in last.values() for row in rows for domain in row}, key=natural_key)
   if not domains:
     return False
   lines = len(domains) > _MAX_BARS
@@ -224,18 +240,22 @@ def domain_bars(methods: dict[str, list[run_results.RunResult]], title: str, pat
   width = 0.8 / max(len(last), 1)
   positions = np.arange(len(domains))
   for index, (method, rows) in enumerate(last.items()):
-    means = [np.mean([row[f'test_{d}_accuracy'] for row in rows if f'test_{d}_accuracy' in row] or [np.nan])
-             for d in domains]
+    values = [[row[d] for row in rows if d in row] for d in domains]
+    means = [np.mean(v) if v else np.nan for v in values]
+    errors = [np.std(v, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0 for v in values]
+    seeds = max((len(v) for v in values), default=0)
+    label = f'{method} ({seeds} seeds)'
     if lines:
-      axes.plot(positions, means, marker='.', label=method)
+      axes.errorbar(positions, means, yerr=errors, marker='.', capsize=2, label=label)
     else:
-      axes.bar(positions + index * width, means, width, label=method)
+      axes.bar(positions + index * width, means, width, yerr=errors, capsize=2, label=label)
   step = max(1, len(domains) // 15)  # At most about 15 labels.
   shown = positions[::step]
   axes.set_xticks(shown if lines else shown + 0.4 - width / 2)
   axes.set_xticklabels(domains[::step], rotation=45 if len(domains) > 4 else 0,
                        ha='right' if len(domains) > 4 else 'center', fontsize=8)
-  axes.set_ylabel('test accuracy (last evaluation)')
+  window = 'mean over the last period' if over_period else 'last evaluation'
+  axes.set_ylabel(f'test accuracy ({window}; bars: +-1 standard error)')
   axes.set_title(title, fontsize=10)
   _legend(axes)
   axes.grid(alpha=0.3, axis='y')

@@ -114,9 +114,28 @@ def mixed_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
   return columns
 
 
+LAST_PERIOD = '_last_period_mean'
+
+
 def domain_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
-  """`test_<domain>_accuracy` columns of the per-domain table, domains in natural order (rot6 before rot12)."""
-  return [(f'test_{domain}_accuracy', False) for domain in report_plots.domain_names(metrics)]
+  """The per-domain table's columns, domains in natural order (rot6 before rot12): `test_<domain>_accuracy` over the
+  last period, the main table's window, where the runs report it, else at the last evaluation."""
+  columns = []
+  for domain in report_plots.domain_names(metrics):
+    mean = f'test_{domain}_accuracy{LAST_PERIOD}'
+    columns.append((mean if any(mean in m for m in metrics) else f'test_{domain}_accuracy', False))
+  return columns
+
+
+def domain_of(column: str) -> str:
+  """The domain of a per-domain column."""
+  return re.fullmatch(rf'test_(.+)_accuracy(?:{LAST_PERIOD})?', column).group(1)
+
+
+def window_name(table: 'Table') -> str:
+  """'mean over the last period' when `table`'s columns are last-period means, else 'last evaluation'."""
+  return 'mean over the last period' if all(name.endswith(LAST_PERIOD) for name, _ in table.columns) else (
+      'last evaluation')
 
 
 def window_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
@@ -294,10 +313,9 @@ def domain_tables(table: Table) -> list[DomainTable]:
   """The per-domain `table` split by comparison, each turned a row per domain."""
   result = []
   for title, methods, members in _comparisons(table):
-    cells = {(name[len('test_'):-len('_accuracy')], method): cell
+    cells = {(domain_of(name), method): cell
              for method, row_cells in zip(methods, members) for name, cell in row_cells.items()}
-    domains = [name[len('test_'):-len('_accuracy')] for name, _ in table.columns
-               if any(name in row_cells for row_cells in members)]
+    domains = [domain_of(name) for name, _ in table.columns if any(name in row_cells for row_cells in members)]
     result.append(DomainTable(title, methods, domains, cells))
   return result
 

@@ -105,6 +105,8 @@ def write(root: str, output: str, only: Optional[str] = None, columns: Optional[
                                 per_window=name == 'per_window')
     if table is None or not table.columns:
       continue
+    if per_domain:
+      heading = f'Per-domain accuracy, {report_tables.window_name(table)}'
     if name != 'tables':  # A table per comparison, a row per domain or window: they do not fit a page's width.
       parts = (report_tables.domain_tables if per_domain else report_tables.window_tables)(table)
       markdown = '\n\n'.join(f'{part.title}\n\n{part.markdown()}' for part in parts)
