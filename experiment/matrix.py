@@ -8,10 +8,15 @@ The grid comes from a TOML file (`--grid`, format in `experiment/core/grid.py`) 
 adds or replaces a swept flag, `--set=flag=value` fixes one for every run. Each run writes to `<root>/<name>/`;
 rerunning the same command skips finished runs and resumes interrupted ones (`experiment/core/matrix_runner.py`).
 `--dry_run` lists the runs and their flags. At the end the matrix writes the report of its root (`<root>/report`,
-`experiment/reporting/report_writer.py`; the grid's [report] table shapes its main table, which is printed).
+`experiment/reporting/report_writer.py`; the grid's [report] table shapes its main table, which is printed). The
+grid file, the command line, the repository's commit and the start time are recorded in `<root>/.matrix/grid.json`
+for the report's page.
 """
 
+import datetime
+import json
 import os
+import subprocess
 import sys
 
 from absl import app
@@ -46,6 +51,27 @@ def _fail(message: str) -> None:
   sys.exit(2)
 
 
+def _commit(repository: str) -> str:
+  """The repository's commit (with '+changes' when its tree differs from it), or '' outside a git checkout."""
+  try:
+    commit = subprocess.run(['git', '-C', repository, 'rev-parse', 'HEAD'], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    dirty = subprocess.run(['git', '-C', repository, 'status', '--porcelain', '--untracked-files=no'],
+                           capture_output=True, text=True, check=True).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return ''
+  return commit + ('+changes' if dirty else '')
+
+
+def _record_grid(root: str, repository: str, argv: list[str]) -> None:
+  """<root>/.matrix/grid.json: what the report's page says was run."""
+  record = {'grid': _GRID.value or '', 'command': ' '.join(['python -m experiment.matrix'] + argv[1:]),
+            'commit': _commit(repository),
+            'started': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}
+  with open(os.path.join(root, matrix_runner.LOG_DIR, 'grid.json'), 'w') as f:
+    json.dump(record, f, indent=2)
+
+
 def _write_report(root: str, grid: grid_lib.Grid) -> None:
   """The report of the root's runs, its main table printed; a report that cannot be written is one line."""
   # Imported here: matplotlib loads only once the runs are done, and a bad command line stays one line (matplotlib
@@ -75,7 +101,8 @@ def main(argv):
     repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repository, os.environ.get('PYTHONPATH')])),
                TF_CPP_MIN_LOG_LEVEL=os.environ.get('TF_CPP_MIN_LOG_LEVEL', '3'))
-    outcomes = matrix_runner.run_matrix(runs, root, _JOBS.value, matrix_runner.default_command(), env=env)
+    outcomes = matrix_runner.run_matrix(runs, root, _JOBS.value, matrix_runner.default_command(), env=env,
+                                        on_start=lambda: _record_grid(root, repository, sys.argv))
   except (grid_lib.GridError, matrix_runner.MatrixError) as error:
     _fail(str(error))
   if _REPORT.value:

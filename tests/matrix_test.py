@@ -258,6 +258,15 @@ class EndToEndTest(absltest.TestCase):
                                     r'\|.*\n.*\n\| vanilla_single \| 1 \| 0\.\d{3} \|')
     self.assertRegex(result.stdout, rf'matrix: report: \d+ files in {root}/report; open {root}/report/index.html')
     self.assertTrue(os.path.exists(os.path.join(root, 'report', 'index.html')))
+    with open(os.path.join(root, '.matrix', 'grid.json')) as f:
+      record = json.load(f)
+    self.assertIn('--sweep=algorithm=vanilla_single,fedevolve', record['command'])
+    self.assertRegex(record['commit'], r'^([0-9a-f]{40}(\+changes)?)?$')  # Empty outside a git checkout.
+    with open(os.path.join(root, 'report', 'index.html')) as f:
+      page = f.read()
+    self.assertIn('<h2>What was run</h2>', page)
+    self.assertIn('--sweep=algorithm=vanilla_single,fedevolve', page)
+    self.assertRegex(result.stdout, r'matrix: 2 runs in \d+(m\d\ds|s)\n')  # The elapsed time at the end.
     bad = subprocess.run(args[:3] + ['--sweep=seed'], env=env, cwd=repository, capture_output=True, text=True)
     self.assertEqual((bad.returncode, bad.stderr.strip()), (2, "matrix: error: --sweep takes flag=value; got 'seed'."))
 

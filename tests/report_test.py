@@ -4,6 +4,7 @@ page shows exists, and a directory without runs is one line."""
 import csv
 import json
 import os
+import tempfile
 
 from absl.testing import absltest
 import numpy as np
@@ -38,12 +39,14 @@ def _write_run(root: str, name: str, config: dict, rows: list[dict], windows=Non
 
 
 def _rows(rng, rounds: int, level: float, routing: bool) -> list[dict]:
-  """Methods that route learn a temporal prior of q(t) (FedTEM's and FedTKM's `prior`)."""
+  """Methods that route are given a temporal prior of q(t) (FedTKM's `prior`, an input) and learn the share of the
+  day cluster (`q_bar`)."""
   rows = []
   for r in range(1, rounds + 1):
     row = {'round': r, 'q': 0.5 + 0.5 * np.cos(2 * np.pi * r / 4), 'train_accuracy': rng.uniform()}
     if routing:
-      row['prior'] = row['q'] + 0.1 * rng.uniform()
+      row['prior'] = row['q']
+      row['q_bar'] = row['q'] + 0.1 * rng.uniform()
     if r % 2 == 0:
       row.update(test_accuracy=level + 0.05 * rng.uniform(), test_day_accuracy=level + 0.1 * rng.uniform(),
                  test_night_accuracy=level - 0.1 * rng.uniform(),
@@ -61,9 +64,10 @@ def _table(path: str) -> dict[tuple[str, str], dict]:
 
 class ReportTest(absltest.TestCase):
 
-  def setUp(self):
-    super().setUp()
-    self.root = self.create_tempdir().full_path
+  @classmethod
+  def setUpClass(cls):  # One root and its report for every test (writing the report is the slow part).
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp()
     rng = np.random.default_rng(0)
     # Two methods x two values of p x three seeds; FedTKM routes and is better at p = 1; one run is still going.
     for method, level in (('vanilla', 0.6), ('fedtkm', 0.7)):
@@ -72,15 +76,15 @@ class ReportTest(absltest.TestCase):
           config = {'algorithm': method, 'shift_p': p, 'seed': seed, 'task': 'synthetic'}
           level_p = level if p == 1.0 else 0.65
           windows = [{'window': 1, 'drop': 0.1 * (seed + 1), 'max_accuracy': 0.8}] if method == 'fedtkm' else None
-          _write_run(self.root, f'{method}_p{p:g}_s{seed}', config, _rows(rng, 8, level_p, method == 'fedtkm'),
+          _write_run(cls.root, f'{method}_p{p:g}_s{seed}', config, _rows(rng, 8, level_p, method == 'fedtkm'),
                      windows)
-    os.makedirs(os.path.join(self.root, 'running'))
-    with open(os.path.join(self.root, 'running', 'config.json'), 'w') as f:
+    os.makedirs(os.path.join(cls.root, 'running'))
+    with open(os.path.join(cls.root, 'running', 'config.json'), 'w') as f:
       json.dump({'algorithm': 'vanilla', 'shift_p': 1.0, 'seed': 9, 'task': 'synthetic'}, f)
-    with open(os.path.join(self.root, 'running', 'metrics.csv'), 'w') as f:
+    with open(os.path.join(cls.root, 'running', 'metrics.csv'), 'w') as f:
       f.write('round,test_accuracy\n2,0.1\n')
-    self.output = os.path.join(self.root, 'report')
-    self.files = report_writer.write(self.root, self.output)
+    cls.output = os.path.join(cls.root, 'report')
+    cls.files = report_writer.write(cls.root, cls.output)
 
   def _recomputed(self, method: str, p: float, column: str) -> list[float]:
     """`column` of the last evaluation of each seed's metrics.csv."""
@@ -129,12 +133,16 @@ class ReportTest(absltest.TestCase):
     with open(os.path.join(self.output, 'index.html')) as f:
       page = f.read()
     plots = [name for name in self.files if name.endswith('.png')]
-    # Per value of p: accuracy, routing, learned prior, per-domain and mixed-batch plots; and accuracy against p.
-    self.assertCountEqual(plots, ['accuracy_0.png', 'routing_0.png', 'learned_0.png', 'domains_0.png', 'mixed_0.png',
-                                  'accuracy_1.png', 'routing_1.png', 'learned_1.png', 'domains_1.png', 'mixed_1.png',
-                                  'swept_shift_p.png'])
+    # Per value of p: accuracy, per-mode, routing, learned share, per-domain and mixed-batch plots; and accuracy
+    # against p.
+    self.assertCountEqual(plots, [f'{kind}_{i}.png' for i in (0, 1) for kind in
+                                  ('accuracy', 'modes', 'routing', 'learned', 'domains', 'mixed')] +
+                          ['swept_shift_p.png'])
     for name in plots:
       self.assertIn(f'<img src="{name}"', page)
+      self.assertIn(name[:-len('.png')] + '.svg', self.files)
+      with open(os.path.join(self.output, name[:-len('.png')] + '.svg')) as f:
+        self.assertIn('<svg', f.read(1000))
       with open(os.path.join(self.output, name), 'rb') as f:
         content = f.read()
       self.assertTrue(content.startswith(_PNG), name)
@@ -152,6 +160,13 @@ class ReportTest(absltest.TestCase):
                   windows)
     self.assertIn('<h3>shift_p=4.0</h3>\n<table>\n<tr><th>domain</th><th>fedtkm</th><th>vanilla</th></tr>', page)
     self.assertIn('13 runs', page)
+    # What was run: the flags that differ and those shared, and a link to every run's directory.
+    self.assertIn('<summary>Flags that differ between the runs (2)</summary><table class="flags"><tr><th>algorithm'
+                  '</th><td>fedtkm, vanilla</td></tr><tr><th>shift_p</th><td>1.0, 4.0</td></tr></table>', page)
+    self.assertIn('<summary>Flags every run shares (1)</summary><table class="flags"><tr><th>task</th><td>synthetic'
+                  '</td></tr></table>', page)
+    self.assertIn('<a href="../fedtkm_p1_s0/">fedtkm_p1_s0</a>', page)
+    self.assertIn('<a href="tables.csv">tables.csv</a>', page)
 
   def test_the_page_splits_the_metrics_by_comparison_with_only_their_columns(self):
     cells = lambda **means: {name: report_tables.Cell([mean]) for name, mean in means.items()}
@@ -173,10 +188,13 @@ class ReportTest(absltest.TestCase):
     # plot_run's report: the running run has no summary, so no table, but its curve so far.
     output = self.create_tempdir().full_path
     files = report_writer.write(self.root, output, only='running')
-    self.assertEqual(files, ['accuracy_0.png', 'index.html'])
+    self.assertEqual(files, ['accuracy_0.png', 'accuracy_0.svg', 'index.html'])
     files = report_writer.write(self.root, output, only='fedtkm_p1_s0')
     self.assertIn('tables.csv', files)
     self.assertIn('routing_0.png', files)
+    self.assertIn('train_0.png', files)  # A run's own page has its training curves.
+    with open(os.path.join(output, 'index.html')) as f:
+      self.assertIn('<h1>Run: fedtkm_p1_s0</h1>', f.read())
 
   def test_chosen_columns_in_percent_and_an_unknown_column_is_one_line(self):
     output = self.create_tempdir().full_path
@@ -255,15 +273,26 @@ class LearnedShiftTest(absltest.TestCase):
     return run_results.RunResult('r', {}, rows, None)
 
   def test_the_prior_against_q_and_the_share_that_tracks_domain_0(self):
-    prior_rows = [{'round': 1, 'q': 0.0, 'prior': 0.1}, {'round': 2, 'q': 1.0, 'prior': 0.8}]
-    self.assertEqual(report_plots.learned_columns(self._run(prior_rows)), ('prior', 'q'))
+    # The prior is what the method is given: the learned line is q_bar, never the prior.
+    prior_rows = [{'round': 1, 'q': 0.0, 'prior': 0.0, 'q_bar': 0.1}, {'round': 2, 'q': 1.0, 'prior': 1.0,
+                                                                     'q_bar': 0.8}]
+    self.assertEqual(report_plots.learned_columns(self._run(prior_rows))[:2], ('q_bar', 'q'))
+    self.assertIsNone(report_plots.learned_columns(self._run([{'round': 1, 'q': 0.0, 'prior': 0.0}])))
+    # FedTEM's assigned share against the realised day share.
+    fedtem_rows = [{'round': 1, 'day_fraction': 0.4, 'assigned_mode_one_share': 0.5}]
+    self.assertEqual(report_plots.learned_columns(self._run(fedtem_rows))[:2],
+                     ('assigned_mode_one_share', 'day_fraction'))
     # Components are unlabelled: here component 1 follows domain 0's share, component 0 its complement.
     shares = [0.2, 0.6, 0.9, 0.5]
     counts = {'train_routing_count_0_1': 5.0, 'train_routing_count_0_0': 1.0, 'train_routing_count_1_0': 4.0,
               'train_routing_count_1_1': 0.0}  # The run's training routing matches domain 0 to component 1.
     share_rows = [{'round': t, 'scheduled_share_0': a, 'learned_share_0': 1 - a + 0.01 * t, 'learned_share_1': a,
                    **counts} for t, a in enumerate(shares, 1)]
-    self.assertEqual(report_plots.learned_columns(self._run(share_rows)), ('learned_share_1', 'scheduled_share_0'))
+    self.assertEqual(report_plots.learned_columns(self._run(share_rows))[:2], ('learned_share_1', 'scheduled_share_0'))
+    # FedGMM: its global mixture summed over learners, against the round's component shares.
+    fedgmm_rows = [{'round': t, 'domain_share_0': a, 'global_pi_0_0': 0.5 * (1 - a), 'global_pi_0_1': 0.5 * (1 - a),
+                    'global_pi_1_0': a, 'global_pi_1_1': 0.0, **counts} for t, a in enumerate(shares, 1)]
+    self.assertEqual(report_plots.learned_columns(self._run(fedgmm_rows))[:2], ('learned_share_1', 'domain_share_0'))
 
   def test_no_estimate_without_a_prior_or_a_scheduled_share(self):
     self.assertIsNone(report_plots.learned_columns(self._run([{'round': 1, 'q': 0.5, 'prior': float('nan')}])))

@@ -119,14 +119,16 @@ def _lock(root: str):
 
 def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequence[str],
                print_line: Callable[[str], None] = print, env: Optional[dict] = None,
-               poll_seconds: float = 0.2) -> list[Outcome]:
+               poll_seconds: float = 0.2, on_start: Callable[[], None] = lambda: None) -> list[Outcome]:
   """Runs every unfinished run of `runs` as `command + run.arguments() + [--root_output_dir, --experiment_name]`,
-  `jobs` at a time; returns the outcomes of the runs started. Raises `MatrixError` when the root is locked; on a
-  stop signal, stops the running runs and exits with status 128 + signal (`SystemExit`)."""
+  `jobs` at a time; returns the outcomes of the runs started. `on_start` runs once the root is this matrix's (its
+  lock held). Raises `MatrixError` when the root is locked; on a stop signal, stops the running runs and exits with
+  status 128 + signal (`SystemExit`)."""
   try:
     lock = _lock(root)
   except OSError as error:
     raise MatrixError(f'cannot write to {root}: {error.strerror}.') from None
+  on_start()
   skipped = sum(is_finished(root, run.name) for run in runs)
   pending = [run for run in runs if not is_finished(root, run.name)]
   total = len(runs)

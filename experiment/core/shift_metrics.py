@@ -161,11 +161,11 @@ def share_correlation(rows: Sequence[dict]) -> Optional[float]:
   return float(np.corrcoef(shares, imposed)[0, 1])
 
 
-def tracking_share(rows: Sequence[dict]) -> Optional[str]:
+def tracking_share(rows: Sequence[dict], truth: str = 'scheduled_share_0') -> Optional[str]:
   """The `learned_share_<k>` column of the component k that the run's training routing counts match to base 0
-  (`routing_summary.run_matching`), or None without learned shares, a scheduled share or counts."""
+  (`routing_summary.run_matching`), or None without learned shares, the `truth` column or counts."""
   learned = {key for row in rows for key in row if key.startswith('learned_share_')}
-  if not learned or any('scheduled_share_0' not in row for row in rows):
+  if not learned or any(truth not in row for row in rows):
     return None
   counts = routing_summary.routing_counts(list(rows))
   if counts is None or not counts.sum():

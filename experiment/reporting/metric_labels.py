@@ -62,6 +62,11 @@ def _describe(column: str) -> tuple[str, str]:
   return column.replace('_', ' '), SHARE if column.endswith(('accuracy', 'rate', 'drop')) else INDEX
 
 
+def curve_label(column: str) -> str:
+  """`column`'s label over rounds: without its averaging window (every evaluation is drawn)."""
+  return _describe(column)[0].split(', last evaluation')[0]
+
+
 def is_share(column: str) -> bool:
   """Whether `column` is a share, which `--percent` shows in percent."""
   return _describe(column)[1] == SHARE

@@ -1,13 +1,19 @@
-"""The report's plots (matplotlib, PNG): per comparison of methods (`experiment.reporting.run_results`),
+"""The report's plots (matplotlib, PNG and SVG): per comparison of methods (`experiment.reporting.run_results`),
 
-- test accuracy against rounds, one line per method (mean over seeds, the band +- one standard error), with the
-  scenario's shift drawn under it (q(t), a domain's share, the new regime's share or the window);
-- routing accuracy against rounds, for methods that route;
-- a method's own estimate of the shift against the true one, for methods that learn one: FedTEM's and FedTKM's
-  temporal prior of the day mode against q(t), pFedEM's mixture weight of the component that tracks domain 0 best
-  against domain 0's imposed share (the pFedEM paper's Figure 4);
-- per-domain accuracy of the last evaluation, one bar per method and domain (a line per method over the domains in
-  their order when there are more than `_MAX_BARS` domains, e.g. the FedEvolve paper's 30 rotations);
+- test accuracy against rounds, one line per method (mean over seeds, the band +- one standard error, the seed count
+  in the legend), with the scenario's shift drawn under it (q(t), a domain's share, the new regime's share or the
+  window);
+- test accuracy per domain (mode) against rounds, for up to `_MAX_MODE_CURVES` domains, with the shift under it;
+- routing accuracy against rounds, for methods that route, with the shift under it and the chance line (1 / domains);
+- what a method learns about the shift against the truth it should track (`LEARNED`): FedTKM's q_bar against q(t),
+  FedTEM's assigned share of mode 1 against the round's realised day share, pFedEM's and FedGMM's mixture weight of
+  the component that tracks domain 0 against domain 0's share (the pFedEM paper's Figure 4); the prescribed prior
+  FedTEM and FedTKM are given is drawn as an input, dotted;
+- the size of a method's pool against rounds (`POOLS`: FedDrift's models, ShiftEx's experts, CFL's clusters), with
+  the windows under it;
+- per-domain accuracy over the main table's window, one bar per method and domain with standard errors (a line per
+  method over the domains in their order when there are more than `_MAX_BARS` domains, e.g. the FedEvolve paper's
+  30 rotations);
 - accuracy on test batches that mix the two modes against the day share q of every batch, for runs evaluated on
   them (`--mixed_test_q`);
 and, when a numeric flag is swept, the final accuracy against its values, one line per method (the paper's
@@ -25,15 +31,25 @@ import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 
 from algorithms.core import metric_names
-from experiment.reporting import run_results
 from experiment.core import shift_metrics
+from experiment.reporting import metric_labels
+from experiment.reporting import run_results
 
 # The accuracy a curve shows, the first one the runs report.
 ACCURACIES = ('test_mixture_accuracy', 'test_accuracy', 'target_accuracy', 'personalized_accuracy')
-# What the shift looks like, the first column the rows have: label.
-SHIFTS = (('q', 'q(t), probability of the day mode'), ('scheduled_share_0', 'share of domain 0'),
-          ('domain_share_0', 'share of component 0'), ('new_regime_share', 'share in the new regime'),
-          ('concept_share_1', 'share of concept 1'), ('window', 'window'))
+# What the shift looks like, the first column the rows have: a short label for the panel under a plot.
+SHIFTS = (('q', 'q(t)'), ('scheduled_share_0', 'share of\ndomain 0'), ('domain_share_0', 'share of\ncomponent 0'),
+          ('new_regime_share', 'share in\nnew regime'), ('concept_share_1', 'share of\nconcept 1'),
+          ('window', 'window'))
+# What a method learns about the shift, the truth it should track, and what the line is.
+LEARNED = (('q_bar', 'q', 'q_bar: the learned share of the day cluster (FedTKM)'),
+           ('assigned_mode_one_share', 'day_fraction', 'assigned share of mode 1 (FedTEM)'))
+# The truth a learned mixture share tracks: the scheduled share (mixture drift), else the round's share.
+SHARE_TRUTHS = ('scheduled_share_0', 'domain_share_0')
+# A method's pool of models, experts or clusters: column, label.
+POOLS = (('num_models', 'models (FedDrift)'), ('spawned', 'experts (ShiftEx)'), ('num_clusters', 'clusters (CFL)'))
+_BAND = 'lines: mean over seeds (n); bands: +-1 standard error'
+_MAX_MODE_CURVES = 4
 _FIGURE_SIZE = (7.0, 4.2)
 _MAX_BARS = 8
 _MAX_LEGEND_INSIDE = 8  # More entries than this go right of the axes: inside, 21 methods covered the curves.
@@ -43,11 +59,12 @@ matplotlib.rcParams['axes.prop_cycle'] = (cycler.cycler(linestyle=['-', '--', ':
                                           cycler.cycler(color=plt.get_cmap('tab10').colors))
 
 
-def _legend(axes) -> None:
+def _legend(axes, title: Optional[str] = None) -> None:
   if len(axes.get_legend_handles_labels()[0]) > _MAX_LEGEND_INSIDE:
-    axes.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    axes.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, title=title,
+                title_fontsize=7)
   else:
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, title=title, title_fontsize=7)
 
 
 def _mean_lines(axes, lines: dict[str, dict[float, list[float]]]) -> None:
@@ -70,8 +87,10 @@ def _finish(figure, axes, xlabel: str, ylabel: str, title: str, path: str) -> No
 
 
 def _save(figure, path: str) -> None:
+  """`path` (PNG at 150 dpi) and the same figure as SVG beside it, for papers."""
   figure.tight_layout()
-  figure.savefig(path, dpi=110, bbox_inches='tight')  # 'tight' keeps a legend placed outside the axes.
+  figure.savefig(path, dpi=150, bbox_inches='tight')  # 'tight' keeps a legend placed outside the axes.
+  figure.savefig(re.sub(r'\.png$', '.svg', path), bbox_inches='tight')
   plt.close(figure)
 
 
@@ -112,17 +131,46 @@ def _label(values: tuple, keys: list[str], exclude: str = run_results.METHOD) ->
   return ', '.join(parts) or 'all runs'
 
 
-def curves(methods: dict[str, list[run_results.RunResult]], metric: str, title: str, path: str,
-           shift: bool = True) -> bool:
-  """`metric` against rounds per method (with the shift under it); False when no run reports the metric."""
-  runs = [run for group in methods.values() for run in group]
+def _shift_panel(axes, runs: list[run_results.RunResult], shift_column: tuple[str, str]) -> None:
+  column, label = shift_column
+  reference = next(run for run in runs if any(column in row for row in run.rows))
+  rows = [row for row in reference.rows if column in row]
+  axes.plot([row['round'] for row in rows], [row[column] for row in rows], color='gray')
+  axes.set_ylabel(label, fontsize=8)
+  axes.set_xlabel('round')
+  axes.grid(alpha=0.3)
+
+
+def _axes_with_shift(runs: list[run_results.RunResult], shift: bool):
+  """(figure, top axes, the shift column drawn under them or None, the bottom axes or None)."""
   shift_column = next(((c, label) for c, label in SHIFTS if any(c in row for run in runs for row in run.rows)),
                       None) if shift else None
-  if shift_column is not None:
-    figure, (top, bottom) = plt.subplots(2, 1, figsize=_FIGURE_SIZE, sharex=True,
-                                         gridspec_kw={'height_ratios': [3, 1]})
-  else:
+  if shift_column is None:
     figure, top = plt.subplots(figsize=_FIGURE_SIZE)
+    return figure, top, None, None
+  figure, (top, bottom) = plt.subplots(2, 1, figsize=(_FIGURE_SIZE[0], _FIGURE_SIZE[1] + 0.6), sharex=True,
+                                       gridspec_kw={'height_ratios': [3, 1]})
+  return figure, top, shift_column, bottom
+
+
+def _finish_over_rounds(figure, top, bottom, runs, shift_column, ylabel: str, title: str, path: str) -> None:
+  top.set_ylabel(ylabel, fontsize=9)
+  top.set_title(title, fontsize=10)
+  top.grid(alpha=0.3)
+  _legend(top, _BAND)
+  if shift_column is not None:
+    _shift_panel(bottom, runs, shift_column)
+  else:
+    top.set_xlabel('round')
+  _save(figure, path)
+
+
+def curves(methods: dict[str, list[run_results.RunResult]], metric: str, title: str, path: str,
+           shift: bool = True, chance: Optional[float] = None) -> bool:
+  """`metric` against rounds per method (with the shift under it, and a dashed chance line when given); False when
+  no run reports the metric."""
+  runs = [run for group in methods.values() for run in group]
+  figure, top, shift_column, bottom = _axes_with_shift(runs, shift)
   drawn = False
   for method, group in methods.items():
     rounds, mean, error = mean_curve(group, metric)
@@ -134,57 +182,120 @@ def curves(methods: dict[str, list[run_results.RunResult]], metric: str, title: 
   if not drawn:
     plt.close(figure)
     return False
-  top.set_ylabel(metric)
-  top.set_title(title, fontsize=10)
-  top.grid(alpha=0.3)
-  _legend(top)
-  if shift_column is not None:
-    column, label = shift_column
-    reference = next(run for run in runs if any(column in row for row in run.rows))
-    rows = [row for row in reference.rows if column in row]
-    bottom.plot([row['round'] for row in rows], [row[column] for row in rows], color='gray')
-    bottom.set_ylabel(label, fontsize=8)
-    bottom.set_xlabel('round')
-    bottom.grid(alpha=0.3)
-  else:
-    top.set_xlabel('round')
-  _save(figure, path)
+  if chance is not None:
+    top.axhline(chance, color='black', linestyle=':', linewidth=1, label=f'chance ({chance:.2g})')
+  _finish_over_rounds(figure, top, bottom, runs, shift_column, metric_labels.curve_label(metric), title, path)
   return True
 
 
-def learned_columns(run: run_results.RunResult) -> Optional[tuple[str, str]]:
-  """(learned column, true column) of the run's estimate of the shift (module docstring), or None."""
+def chance_routing(runs: list[run_results.RunResult]) -> Optional[float]:
+  """Routing accuracy by chance: 1 / the number of domains the runs are tested on."""
+  domains = domain_names([row for run in runs for row in run.evaluations()])
+  return 1.0 / len(domains) if domains else None
+
+
+def mode_curves(methods: dict[str, list[run_results.RunResult]], title: str, path: str) -> bool:
+  """Each domain's test accuracy against rounds per method (a colour per method, a line style per domain), with
+  the shift under it; False without per-domain columns or with more than `_MAX_MODE_CURVES` domains."""
+  runs = [run for group in methods.values() for run in group]
+  domains = domain_names([row for run in runs for row in run.evaluations()])
+  if not domains or len(domains) > _MAX_MODE_CURVES:
+    return False
+  figure, top, shift_column, bottom = _axes_with_shift(runs, True)
+  colours = plt.get_cmap('tab10').colors
+  for index, (method, group) in enumerate(methods.items()):
+    for domain, style in zip(domains, ('-', '--', ':', '-.')):
+      rounds, mean, error = mean_curve(group, f'test_{domain}_accuracy')
+      if len(rounds):
+        colour = colours[index % len(colours)]
+        top.plot(rounds, mean, linestyle=style, color=colour, label=f'{method}, {domain} ({len(group)})')
+        top.fill_between(rounds, mean - error, mean + error, color=colour, alpha=0.12)
+  _finish_over_rounds(figure, top, bottom, runs, shift_column, 'test accuracy on each domain', title, path)
+  return True
+
+
+def _with_mixture_shares(run: run_results.RunResult) -> list[dict]:
+  """The run's rows with FedGMM's learned mixture over its Gaussians (`global_pi_<g>_<l>` summed over the learners
+  l) as `learned_share_<g>`."""
+  rows = []
+  for row in run.rows:
+    shares = {}
+    for key, value in row.items():
+      match = re.fullmatch(r'global_pi_(\d+)_\d+', key)
+      if match:
+        shares[f'learned_share_{match.group(1)}'] = shares.get(f'learned_share_{match.group(1)}', 0.0) + value
+    rows.append(dict(row, **shares) if shares else row)
+  return rows
+
+
+def learned_columns(run: run_results.RunResult) -> Optional[tuple[str, str, str]]:
+  """(learned column, true column, what the learned line is) of the run's estimate of the shift (`LEARNED`, or the
+  learned mixture share that tracks domain 0), or None when the method learns none."""
   if not run.rows:
     return None
-  if 'q' in run.rows[0] and any(np.isfinite(row.get('prior', np.nan)) for row in run.rows):
-    return 'prior', 'q'
-  column = shift_metrics.tracking_share(run.rows)
-  return (column, 'scheduled_share_0') if column else None
+  present = {key for row in run.rows for key, value in row.items() if np.isfinite(value)}
+  for learned, true, what in LEARNED:
+    if learned in present and true in present:
+      return learned, true, what
+  rows = _with_mixture_shares(run)
+  for truth in SHARE_TRUTHS:
+    column = shift_metrics.tracking_share(rows, truth)
+    if column:
+      return column, truth, f'{column}: the learned share of the component matched to domain 0'
+  return None
 
 
 def learned_shift(methods: dict[str, list[run_results.RunResult]], title: str, path: str) -> bool:
-  """Each method's learned estimate of the shift (mean over seeds) and the true value (dashed) against rounds;
-  False when no method learns one."""
+  """Each method's learned estimate of the shift (mean over seeds) and the truth it should track (dashed) against
+  rounds, the prescribed prior an input (dotted); False when no method learns one."""
   figure, axes = plt.subplots(figsize=_FIGURE_SIZE)
-  true_label = None
+  truths, inputs = set(), set()
   for method, group in methods.items():
-    series = []
+    series, what = [], ''
     for run in group:
       columns = learned_columns(run)
       if columns is None:
         continue
-      learned, true = columns
-      series.append({row['round']: row[learned] for row in run.rows if np.isfinite(row.get(learned, np.nan))})
-      if true_label is None:
-        true_label = true
-        axes.plot([row['round'] for row in run.rows], [row[true] for row in run.rows], 'k--', label=f'true: {true}')
+      learned, true, what = columns
+      rows = _with_mixture_shares(run)
+      series.append({row['round']: row[learned] for row in rows if np.isfinite(row.get(learned, np.nan))})
+      if true not in truths:
+        truths.add(true)
+        axes.plot([row['round'] for row in rows if true in row], [row[true] for row in rows if true in row],
+                  'k--', linewidth=1, label=f'truth: {true}')
+      if 'prior' in run.rows[0] and 'prior' not in inputs:
+        inputs.add('prior')
+        axes.plot([row['round'] for row in run.rows if 'prior' in row],
+                  [row['prior'] for row in run.rows if 'prior' in row], color='gray', linestyle=':',
+                  linewidth=1, label='prescribed prior q~(t) (input)')
     if series:
       rounds = sorted(set.intersection(*(set(s) for s in series)))
-      axes.plot(rounds, [np.mean([s[r] for s in series]) for r in rounds], label=f'{method} ({len(series)})')
-  if true_label is None:
+      axes.plot(rounds, [np.mean([s[r] for s in series]) for r in rounds], label=f'{method} ({len(series)}): {what}')
+  if not truths:
     plt.close(figure)
     return False
-  _finish(figure, axes, 'round', 'learned prior or share (mean over seeds)', title, path)
+  axes.set_ylim(-0.05, 1.05)
+  _finish(figure, axes, 'round', 'share (learned: mean over n seeds)', title, path)
+  return True
+
+
+def pools(methods: dict[str, list[run_results.RunResult]], title: str, path: str) -> bool:
+  """The size of each method's pool (`POOLS`) against rounds, mean over seeds, with the windows under it; False
+  when no method has one."""
+  runs = [run for group in methods.values() for run in group]
+  figure, top, shift_column, bottom = _axes_with_shift(runs, True)
+  drawn = False
+  for method, group in methods.items():
+    for column, label in POOLS:
+      rounds, mean, error = mean_curve(group, column)
+      if len(rounds):
+        drawn = True
+        line, = top.plot(rounds, mean, drawstyle='steps-post', label=f'{method} ({len(group)}): {label}')
+        top.fill_between(rounds, mean - error, mean + error, color=line.get_color(), alpha=0.2, step='post')
+  if not drawn:
+    plt.close(figure)
+    return False
+  _finish_over_rounds(figure, top, bottom, runs, shift_column, 'pool size', title, path)
   return True
 
 
@@ -279,5 +390,5 @@ def swept(runs: list[run_results.RunResult], keys: list[str], flag: str, metric:
     return False
   figure, axes = plt.subplots(figsize=_FIGURE_SIZE)
   _mean_lines(axes, dict(sorted(lines.items())))
-  _finish(figure, axes, flag, f'{metric} (last evaluation)', '', path)
+  _finish(figure, axes, flag, f'{metric_labels.curve_label(metric)} (last evaluation)', '', path)
   return True

@@ -1,20 +1,28 @@
-"""Writes a report directory from a root of runs: tables (markdown, CSV), plots (PNG) and one `index.html` that
-shows them together, readable offline (images by relative path, no scripts).
+"""Writes a report directory from a root of runs: tables (markdown, CSV), plots (PNG and SVG) and one `index.html`
+that shows them together, readable offline (images by relative path, no scripts).
 
     <output>/tables.md, tables.csv            every metric that applies (`experiment.reporting.report_tables`)
     <output>/per_domain.md, per_domain.csv    per-domain accuracy, when the runs report domains
     <output>/per_window.md, per_window.csv    each window's drop, recovery rounds and max accuracy (windowed runs)
-    <output>/*.png                            `experiment.reporting.report_plots`, per comparison of methods
+    <output>/*.png, *.svg                     `experiment.reporting.report_plots`, per comparison of methods
     <output>/index.html
+
+The page opens with what was run: the flags every run shares and those that differ, the grid file, commit and
+command the matrix recorded (`<root>/.matrix/grid.json`, `GRID_RECORD`), when the runs ended, and links to the
+table files, each run's directory and its own page where `plot_run` wrote one. A single run's page is named after
+the run and adds its training curves.
 """
 
+import datetime
 import difflib
 import glob
 import html
+import json
 import os
 import sys
 from typing import Optional
 
+from experiment.reporting import metric_labels
 from experiment.reporting import report_plots
 from experiment.reporting import report_tables
 from experiment.reporting import run_results
@@ -22,21 +30,25 @@ from experiment.reporting import run_results
 _STYLE = ('body{font-family:sans-serif;margin:2em;max-width:1400px} table{border-collapse:collapse;font-size:13px;'
           'margin-bottom:1.5em} td,th{border:1px solid #bbb;padding:3px 6px;text-align:right} '
           'th{background:#eee} td.best{font-weight:bold;background:#e6f4e6} img{max-width:100%;margin:0.5em 0} '
-          '.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:1em}')
+          '.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:1em} '
+          'table.flags td,table.flags th{text-align:left} summary{cursor:pointer;margin:0.3em 0}')
 
 
 # Every file name a report writes.
 _WRITTEN = ('tables.md', 'tables.csv', 'per_domain.md', 'per_domain.csv', 'per_window.md', 'per_window.csv',
-            'accuracy_*.png', 'routing_*.png', 'learned_*.png', 'domains_*.png', 'mixed_*.png', 'swept_*.png',
-            'index.html')
+            '*.png', '*.svg', 'index.html')
+# What the matrix records about a grid in its root (grid file, command, commit, start), for the page.
+GRID_RECORD = os.path.join('.matrix', 'grid.json')
+# Where `plot_run` writes a run's own page, under its directory.
+RUN_PAGE = os.path.join('plots', 'index.html')
 
 
 class ReportError(ValueError):
   """A report that cannot be written; its message is one line."""
 
 
-def _plots(runs: list[run_results.RunResult], output: str) -> list[tuple[str, str]]:
-  """(title, file name) of every plot written."""
+def _plots(runs: list[run_results.RunResult], output: str, single_run: bool = False) -> list[tuple[str, str]]:
+  """(title, file name) of every plot written; a single run's page adds its training curves."""
   keys = run_results.setting_keys(runs) or [run_results.METHOD]
   comparisons: dict[tuple, dict[str, list]] = {}
   for values, group in run_results.by_setting(runs, keys).items():
@@ -48,16 +60,25 @@ def _plots(runs: list[run_results.RunResult], output: str) -> list[tuple[str, st
     title = ', '.join(f'{key}={value}' for key, value in zip(other_keys, comparison)) or 'all runs'
     members = [run for group in methods.values() for run in group]
     metric = report_plots.accuracy_metric(members)
-    candidates = [(f'accuracy_{index}.png', f'{metric} — {title}',
+    chance = report_plots.chance_routing(members)
+    candidates = [(f'accuracy_{index}.png', f'{metric and metric_labels.curve_label(metric)} — {title}',
                    lambda path, t: metric and report_plots.curves(methods, metric, t, path)),
-                  (f'routing_{index}.png', f'routing accuracy — {title}',
-                   lambda path, t: report_plots.curves(methods, 'routing_accuracy', t, path, shift=False)),
-                  (f'learned_{index}.png', f'learned prior or share against the true one — {title}',
+                  (f'modes_{index}.png', f'test accuracy on each domain — {title}',
+                   lambda path, t: report_plots.mode_curves(methods, t, path)),
+                  (f'routing_{index}.png', f'test routing accuracy, chance dotted — {title}',
+                   lambda path, t: report_plots.curves(methods, 'routing_accuracy', t, path, chance=chance)),
+                  (f'learned_{index}.png', f'what the methods learn about the shift against the truth — {title}',
                    lambda path, t: report_plots.learned_shift(methods, t, path)),
+                  (f'pools_{index}.png', f'models, experts or clusters in use — {title}',
+                   lambda path, t: report_plots.pools(methods, t, path)),
                   (f'domains_{index}.png', f'per-domain accuracy — {title}',
                    lambda path, t: report_plots.domain_bars(methods, t, path)),
                   (f'mixed_{index}.png', f'accuracy on test batches mixing the modes against their day share — '
                    f'{title}', lambda path, t: report_plots.mixed_batches(methods, t, path))]
+    if single_run:
+      candidates += [(f'train_{index}.png', f'{metric_labels.curve_label(column)} — {title}',
+                      lambda path, t, column=column: report_plots.curves(methods, column, t, path))
+                     for column in ('train_accuracy', 'train_loss')]
     for name, plot_title, draw in candidates:
       if draw(os.path.join(output, name), plot_title):
         written.append((plot_title, name))
@@ -66,7 +87,7 @@ def _plots(runs: list[run_results.RunResult], output: str) -> list[tuple[str, st
     if metric and all(isinstance(run.config.get(flag), (int, float)) for run in runs):
       name = f'swept_{flag}.png'
       if report_plots.swept(runs, keys, flag, metric, os.path.join(output, name)):
-        written.append((f'{metric} against {flag}', name))
+        written.append((f'{metric_labels.curve_label(metric)} at the last evaluation against {flag}', name))
   return written
 
 
@@ -96,8 +117,9 @@ def write(root: str, output: str, only: Optional[str] = None, columns: Optional[
   files, sections = [], []
   finished = sum(run.finished for run in runs)
   sections.append(f'<p>{len(runs)} runs under <code>{html.escape(root)}</code>, {finished} finished; tables use '
-                  'finished runs (mean &plusmn; standard error over seeds, best of each comparison in bold), plots '
-                  'every run.</p>')
+                  'finished runs (mean &plusmn; standard error over seeds, best of each comparison in bold, '
+                  'references marked and never bold), plots every run.</p>')
+
   for name, heading in (('tables', 'Metrics'), ('per_domain', 'Per-domain accuracy'),
                         ('per_window', 'Per window: accuracy drop, rounds to recovery, max accuracy')):
     per_domain = name == 'per_domain'
@@ -121,18 +143,60 @@ def write(root: str, output: str, only: Optional[str] = None, columns: Optional[
         f.write(text + ('\n' if extension == 'md' else ''))
       files.append(f'{name}.{extension}')
     sections.append(f'<h2>{heading}</h2>\n{page_html}')
-  plots = _plots(runs, output)
-  files += [name for _, name in plots]
+  sections.insert(1, _context(root, output, runs, [name for name in files if name.endswith(('.md', '.csv'))]))
+  plots = _plots(runs, output, single_run=only is not None)
+  files += [name for _, name in plots] + [name[:-len('.png')] + '.svg' for _, name in plots]
   if plots:
     sections.append('<h2>Plots</h2>\n<div class="plots">' + ''.join(
-        f'<figure><img src="{name}" alt="{html.escape(title)}"><figcaption>{html.escape(title)}</figcaption>'
-        '</figure>' for title, name in plots) + '</div>')
-  page = (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Report: {html.escape(root)}</title>'
-          f'<style>{_STYLE}</style></head><body>\n<h1>Report: {html.escape(os.path.basename(root.rstrip("/")))}'
-          '</h1>\n' + '\n'.join(sections) + '\n</body></html>\n')
+        f'<figure><img src="{name}" alt="{html.escape(title)}"><figcaption>{html.escape(title)} '
+        f'(<a href="{name[:-len(".png")]}.svg">SVG</a>)</figcaption></figure>' for title, name in plots) + '</div>')
+  heading = f'Run: {only}' if only else f'Report: {os.path.basename(root.rstrip("/"))}'
+  page = (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(heading)}</title>'
+          f'<style>{_STYLE}</style></head><body>\n<h1>{html.escape(heading)}</h1>\n' + '\n'.join(sections) +
+          '\n</body></html>\n')
   with open(os.path.join(output, 'index.html'), 'w') as f:
     f.write(page)
   return files + ['index.html']
+
+
+def _flag_table(values: dict) -> str:
+  return ('<table class="flags">' + ''.join(f'<tr><th>{html.escape(key)}</th><td>{html.escape(str(value))}</td></tr>'
+                                            for key, value in sorted(values.items())) + '</table>')
+
+
+def _context(root: str, output: str, runs: list[run_results.RunResult], table_files: list[str]) -> str:
+  """The page's block on what was run (module docstring)."""
+  configs = [run.config for run in runs]
+  keys = set().union(*configs) - run_results.NOT_SETTINGS
+  shared = {key: configs[0][key] for key in keys
+            if all(key in config and config[key] == configs[0][key] for config in configs)}
+  show = lambda value: ','.join(map(str, value)) if isinstance(value, list) else str(value)
+  differing = {key: ', '.join(sorted({show(config.get(key, '-')) for config in configs})) for key in keys - set(shared)}
+  parts = ['<h2>What was run</h2>']
+  record_path = os.path.join(root, GRID_RECORD)
+  if os.path.exists(record_path):
+    with open(record_path) as f:
+      record = json.load(f)
+    parts.append('<p>' + '; '.join(f'{html.escape(key)}: <code>{html.escape(str(value))}</code>'
+                                  for key, value in record.items() if value) + '</p>')
+  ended = [os.path.getmtime(os.path.join(root, run.name, 'summary.json')) for run in runs if run.finished]
+  if ended:
+    stamp = lambda t: datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+    parts.append(f'<p>Runs ended {stamp(min(ended))} to {stamp(max(ended))}; report written '
+                 f'{stamp(datetime.datetime.now().timestamp())}.</p>')
+  parts.append(f'<details open><summary>Flags that differ between the runs ({len(differing)})</summary>'
+               f'{_flag_table(differing)}</details>')
+  parts.append(f'<details><summary>Flags every run shares ({len(shared)})</summary>{_flag_table(shared)}</details>')
+  links = ' '.join(f'<a href="{name}">{name}</a>' for name in table_files)
+  run_links = []
+  for run in runs:
+    directory = os.path.relpath(os.path.join(root, run.name), output)
+    page = os.path.join(root, run.name, RUN_PAGE)
+    own = f' (<a href="{html.escape(os.path.relpath(page, output))}">page</a>)' if os.path.exists(page) else ''
+    run_links.append(f'<a href="{html.escape(directory)}/">{html.escape(run.name)}</a>{own}')
+  parts.append(f'<p>Tables: {links}</p><details><summary>Run directories ({len(runs)})</summary><p>' +
+               ', '.join(run_links) + '</p></details>')
+  return '\n'.join(parts)
 
 
 def working_path(path: str) -> str:
