@@ -13,6 +13,7 @@ from unittest import mock
 from absl.testing import absltest
 from absl.testing import parameterized
 
+from algorithms import registry as algorithms
 from algorithms.core import aggregation_only
 from experiment.core import training_loop
 from tests import in_process_run
@@ -216,6 +217,11 @@ class ClientMessagesTest(parameterized.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     in_process_run.start_worker()
+
+  def test_every_registered_method_is_pinned(self):
+    # A new method is listed here with its scenario and pinned: the privacy table leaves no method out.
+    self.assertEqual(set(_METHOD_SCENARIO), set(algorithms.ALGORITHMS))
+    self.assertEqual(set(PINNED), set(algorithms.ALGORITHMS))
 
   @parameterized.parameters(*sorted(_METHOD_SCENARIO))
   def test_what_the_method_sends_is_pinned(self, method):
