@@ -195,22 +195,30 @@ def chance_routing(runs: list[run_results.RunResult]) -> Optional[float]:
 
 
 def mode_curves(methods: dict[str, list[run_results.RunResult]], title: str, path: str) -> bool:
-  """Each domain's test accuracy against rounds per method (a colour per method, a line style per domain), with
-  the shift under it; False without per-domain columns or with more than `_MAX_MODE_CURVES` domains."""
+  """Each domain's test accuracy against rounds per method (a colour per method, a line style per domain), and the
+  batches mixing the modes at a share strictly between 0 and 1 (`--mixed_test_q`), with the shift under it; False
+  without per-domain columns or with more than `_MAX_MODE_CURVES` domains."""
   runs = [run for group in methods.values() for run in group]
-  domains = domain_names([row for run in runs for row in run.evaluations()])
+  rows = [row for run in runs for row in run.evaluations()]
+  domains = domain_names(rows)
   if not domains or len(domains) > _MAX_MODE_CURVES:
     return False
+  mixed = sorted({key for row in rows for key in row
+                  for match in [re.fullmatch(re.escape(metric_names.MIXED_PREFIX) + r'([\d.]+)_accuracy', key)]
+                  if match and 0 < float(match.group(1)) < 1})
+  series = [(f'test_{domain}_accuracy', domain) for domain in domains] + [
+      (column, f'mixed, q={column[len(metric_names.MIXED_PREFIX):-len("_accuracy")]}') for column in mixed]
   figure, top, shift_column, bottom = _axes_with_shift(runs, True)
   colours = plt.get_cmap('tab10').colors
   for index, (method, group) in enumerate(methods.items()):
-    for domain, style in zip(domains, ('-', '--', ':', '-.')):
-      rounds, mean, error = mean_curve(group, f'test_{domain}_accuracy')
+    for (column, domain), style in zip(series, ('-', '--', ':', '-.', (0, (1, 4)), (0, (5, 1)))):
+      rounds, mean, error = mean_curve(group, column)
       if len(rounds):
         colour = colours[index % len(colours)]
         top.plot(rounds, mean, linestyle=style, color=colour, label=f'{method}, {domain} ({len(group)})')
         top.fill_between(rounds, mean - error, mean + error, color=colour, alpha=0.12)
-  _finish_over_rounds(figure, top, bottom, runs, shift_column, 'test accuracy on each domain', title, path)
+  _finish_over_rounds(figure, top, bottom, runs, shift_column, 'test accuracy on each domain and mixed batches', title,
+                      path)
   return True
 
 
