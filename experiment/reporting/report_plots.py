@@ -270,7 +270,8 @@ def learned_shift(methods: dict[str, list[run_results.RunResult]], title: str, p
       if true not in truths:
         truths.add(true)
         axes.plot([row['round'] for row in rows if true in row], [row[true] for row in rows if true in row],
-                  'k--', linewidth=1, label=f'truth: {true}')
+                  color='black', linestyle=('--', '-.', ':')[(len(truths) - 1) % 3], linewidth=1,
+                  label=f'truth: {true}')
       if 'prior' in run.rows[0] and 'prior' not in inputs:
         inputs.add('prior')
         axes.plot([row['round'] for row in run.rows if 'prior' in row],
@@ -283,7 +284,12 @@ def learned_shift(methods: dict[str, list[run_results.RunResult]], title: str, p
     plt.close(figure)
     return False
   axes.set_ylim(-0.05, 1.05)
-  _finish(figure, axes, 'round', 'share (learned: mean over n seeds)', title, path)
+  axes.legend(fontsize=7, loc='upper center', bbox_to_anchor=(0.5, -0.18), ncol=2)  # Below: the lines fill the axes.
+  axes.set_xlabel('round')
+  axes.set_ylabel('share (learned: mean over n seeds)')
+  axes.set_title(title, fontsize=10)
+  axes.grid(alpha=0.3)
+  _save(figure, path)
   return True
 
 
@@ -373,8 +379,8 @@ def domain_bars(methods: dict[str, list[run_results.RunResult]], title: str, pat
   axes.set_xticks(shown if lines else shown + 0.4 - width / 2)
   axes.set_xticklabels(domains[::step], rotation=45 if len(domains) > 4 else 0,
                        ha='right' if len(domains) > 4 else 'center', fontsize=8)
-  window = 'mean over the last period' if over_period else 'last evaluation'
-  axes.set_ylabel(f'test accuracy ({window}; bars: +-1 standard error)')
+  window = 'last-period mean' if over_period else 'last evaluation'
+  axes.set_ylabel(f'test accuracy ({window})\nerror bars: +-1 standard error', fontsize=9)
   axes.set_title(title, fontsize=10)
   _legend(axes)
   axes.grid(alpha=0.3, axis='y')

@@ -253,7 +253,8 @@ class DomainTable:
     self.row_name, self.lower_is_better = row_name, lower_is_better
 
   def _best(self, domain: str) -> set[str]:
-    means = {m: self.cells[domain, m].mean for m in self.methods if (domain, m) in self.cells}
+    means = {m: self.cells[domain, m].mean for m in self.methods
+             if (domain, m) in self.cells and not run_results.is_reference_name(m)}
     if len(means) < 2:
       return set()
     target = (min if self.lower_is_better else max)(means.values())

@@ -52,7 +52,7 @@ def _plots(runs: list[run_results.RunResult], output: str, single_run: bool = Fa
   keys = run_results.setting_keys(runs) or [run_results.METHOD]
   comparisons: dict[tuple, dict[str, list]] = {}
   for values, group in run_results.by_setting(runs, keys).items():
-    method = group[0].config.get(run_results.METHOD, '?')
+    method = run_results.method_name(group[0]) or '?'
     comparisons.setdefault(run_results.comparison_key(values, keys), {})[method] = group
   other_keys = [key for key in keys if key != run_results.METHOD]
   written = []
@@ -171,7 +171,11 @@ def _context(root: str, output: str, runs: list[run_results.RunResult], table_fi
   shared = {key: configs[0][key] for key in keys
             if all(key in config and config[key] == configs[0][key] for config in configs)}
   show = lambda value: ','.join(map(str, value)) if isinstance(value, list) else str(value)
-  differing = {key: ', '.join(sorted({show(config.get(key, '-')) for config in configs})) for key in keys - set(shared)}
+  values = lambda key: ', '.join(sorted({show(config[key]) for config in configs if key in config}))
+  differing = {key: values(key) for key in run_results.setting_keys(runs)}
+  # A method's own flags, which only its runs record.
+  own = {key: f'{values(key)} ({", ".join(sorted({str(c.get(run_results.METHOD)) for c in configs if key in c}))})'
+         for key in keys - set(shared) - set(differing)}
   parts = ['<h2>What was run</h2>']
   record_path = os.path.join(root, GRID_RECORD)
   if os.path.exists(record_path):
@@ -187,6 +191,8 @@ def _context(root: str, output: str, runs: list[run_results.RunResult], table_fi
   parts.append(f'<details open><summary>Flags that differ between the runs ({len(differing)})</summary>'
                f'{_flag_table(differing)}</details>')
   parts.append(f'<details><summary>Flags every run shares ({len(shared)})</summary>{_flag_table(shared)}</details>')
+  if own:
+    parts.append(f'<details><summary>Flags of some methods only ({len(own)})</summary>{_flag_table(own)}</details>')
   links = ' '.join(f'<a href="{name}">{name}</a>' for name in table_files)
   run_links = []
   for run in runs:

@@ -109,7 +109,8 @@ def is_reference_name(method: str) -> bool:
   return method.endswith((ORACLE_MARK, NO_SHIFT_MARK))
 
 
-def _method_name(run: RunResult) -> Optional[str]:
+def method_name(run: RunResult) -> Optional[str]:
+  """The run's method as tables and plots name it: with `ORACLE_MARK` or `NO_SHIFT_MARK` when it is a reference."""
   name = run.config.get(METHOD)
   if name is None:
     return None
@@ -121,7 +122,7 @@ def _method_name(run: RunResult) -> Optional[str]:
 def setting(run: RunResult, keys: list[str]) -> tuple:
   """The run's values of `keys`; its method marked `ORACLE_MARK` when it decided with the test labels and
   `NO_SHIFT_MARK` when it is the No-Dist-Shift reference."""
-  return tuple(_method_name(run) if key == METHOD else run.config.get(key) for key in keys)
+  return tuple(method_name(run) if key == METHOD else run.config.get(key) for key in keys)
 
 
 def by_setting(runs: list[RunResult], keys: list[str]) -> dict[tuple, list[RunResult]]:
