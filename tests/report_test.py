@@ -249,6 +249,12 @@ class ReportTest(absltest.TestCase):
     with open(os.path.join(output, 'index.html')) as f:
       self.assertIn('<h2>Per-domain accuracy, mean over the last period</h2>', f.read())
 
+  def test_numeric_settings_are_ordered_by_value(self):
+    runs = [run_results.RunResult(f'r{step}', {'algorithm': 'fedavg', 'rotation_step': step}, [],
+                                  {'final_metrics': {'test_accuracy': 0.5}}) for step in (15.0, 0.0, 10.0, 5.0)]
+    table = report_tables.build(runs)
+    self.assertEqual([values[table.keys.index('rotation_step')] for values, _, _ in table.rows], [0.0, 5.0, 10.0, 15.0])
+
   def test_references_are_marked_and_never_best(self):
     # No-Dist-Shift scores highest but is a reference; FedEM with the test labels likewise.
     configs = [{'algorithm': 'nds'}, {'algorithm': 'vanilla', 'no_shift': True},

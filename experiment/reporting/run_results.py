@@ -125,10 +125,17 @@ def setting(run: RunResult, keys: list[str]) -> tuple:
   return tuple(method_name(run) if key == METHOD else run.config.get(key) for key in keys)
 
 
+def _order(value) -> tuple:
+  """Numbers by value (5 before 10), before other values by their text."""
+  if isinstance(value, (int, float)) and not isinstance(value, bool):
+    return (0, float(value), '')
+  return (1, 0.0, str(value))
+
+
 def by_setting(runs: list[RunResult], keys: list[str]) -> dict[tuple, list[RunResult]]:
-  """Runs grouped by their values of `keys` (seeds together), in a stable order."""
+  """Runs grouped by their values of `keys` (seeds together), in a stable order (numbers by value)."""
   groups: dict[tuple, list[RunResult]] = {}
-  for run in sorted(runs, key=lambda r: (tuple(map(str, setting(r, keys))), r.config.get('seed', 0))):
+  for run in sorted(runs, key=lambda r: (tuple(map(_order, setting(r, keys))), r.config.get('seed', 0))):
     groups.setdefault(setting(run, keys), []).append(run)
   return groups
 
