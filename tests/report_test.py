@@ -249,6 +249,14 @@ class ReportTest(absltest.TestCase):
     with open(os.path.join(output, 'index.html')) as f:
       self.assertIn('<h2>Per-domain accuracy, mean over the last period</h2>', f.read())
 
+  def test_the_scenarios_main_metric_comes_first(self):
+    final = {'test_accuracy': 0.5, 'test_accuracy_last_period_mean': 0.4, 'test_mixture_accuracy': 0.6,
+             'personalized_accuracy': 0.7}
+    for scenario, first in (('windowed', 'test_mixture_accuracy'), ('periodic', 'test_accuracy_last_period_mean'),
+                            ('dirichlet_mixture', 'personalized_accuracy')):
+      runs = [run_results.RunResult('r', {'algorithm': 'fedavg', 'scenario': scenario}, [], {'final_metrics': final})]
+      self.assertEqual(report_tables.build(runs).columns[0][0], first, scenario)
+
   def test_numeric_settings_are_ordered_by_value(self):
     runs = [run_results.RunResult(f'r{step}', {'algorithm': 'fedavg', 'rotation_step': step}, [],
                                   {'final_metrics': {'test_accuracy': 0.5}}) for step in (15.0, 0.0, 10.0, 5.0)]

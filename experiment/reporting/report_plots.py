@@ -20,6 +20,7 @@ and, when a numeric flag is swept, the final accuracy against its values, one li
 accuracy against p). Running runs are drawn with what they have so far.
 """
 
+import dataclasses
 import re
 from typing import Optional
 
@@ -46,8 +47,10 @@ LEARNED = (('q_bar', 'q', 'q_bar: the learned share of the day cluster (FedTKM)'
            ('assigned_mode_one_share', 'day_fraction', 'assigned share of mode 1 (FedTEM)'))
 # The truth a learned mixture share tracks: the scheduled share (mixture drift), else the round's share.
 SHARE_TRUTHS = ('scheduled_share_0', 'domain_share_0')
-# A method's pool of models, experts or clusters: column, label.
-POOLS = (('num_models', 'models (FedDrift)'), ('spawned', 'experts (ShiftEx)'), ('num_clusters', 'clusters (CFL)'))
+# A method's pool of models, experts or clusters: column, label, whether the column counts the round's additions
+# (summed over the rounds so far) rather than the pool.
+POOLS = (('num_models', 'models (FedDrift)', False), ('spawned', 'experts spawned so far (ShiftEx)', True),
+         ('num_clusters', 'clusters (CFL)', False))
 _BAND = 'lines: mean over seeds (n); bands: +-1 standard error'
 _MAX_MODE_CURVES = 4
 _FIGURE_SIZE = (7.0, 4.2)
@@ -189,7 +192,11 @@ def curves(methods: dict[str, list[run_results.RunResult]], metric: str, title: 
 
 
 def chance_routing(runs: list[run_results.RunResult]) -> Optional[float]:
-  """Routing accuracy by chance: 1 / the number of domains the runs are tested on."""
+  """Routing accuracy by chance: 1 / the branches the runs route between (`num_branches`), else 1 / the domains
+  they are tested on."""
+  branches = {run.config.get('num_branches') for run in runs if run.config.get('num_branches')}
+  if len(branches) == 1:
+    return 1.0 / branches.pop()
   domains = domain_names([row for run in runs for row in run.evaluations()])
   return 1.0 / len(domains) if domains else None
 
@@ -293,6 +300,17 @@ def learned_shift(methods: dict[str, list[run_results.RunResult]], title: str, p
   return True
 
 
+def _cumulative(run: run_results.RunResult, column: str) -> run_results.RunResult:
+  """`run` with `column` summed over its rounds so far."""
+  total, rows = 0.0, []
+  for row in run.rows:
+    if column in row:
+      total += row[column]
+      row = dict(row, **{column: total})
+    rows.append(row)
+  return dataclasses.replace(run, rows=rows)
+
+
 def pools(methods: dict[str, list[run_results.RunResult]], title: str, path: str) -> bool:
   """The size of each method's pool (`POOLS`) against rounds, mean over seeds, with the windows under it; False
   when no method has one."""
@@ -300,7 +318,9 @@ def pools(methods: dict[str, list[run_results.RunResult]], title: str, path: str
   figure, top, shift_column, bottom = _axes_with_shift(runs, True)
   drawn = False
   for method, group in methods.items():
-    for column, label in POOLS:
+    for column, label, added in POOLS:
+      if added:
+        group = [_cumulative(run, column) for run in group]
       rounds, mean, error = mean_curve(group, column)
       if len(rounds):
         drawn = True
