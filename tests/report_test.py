@@ -156,7 +156,8 @@ class ReportTest(absltest.TestCase):
                   '<th>batches of both modes, share 0 of mode 1 (day), mean over the last period (fraction)</th>', page)
     with open(os.path.join(self.output, 'per_window.md')) as f:
       windows = f.read()
-    self.assertIn('shift_p=4.0: drop\n\n| window | fedtkm | vanilla |\n|---|---|---|\n| 1 | 0.200 +- 0.058 |  |',
+    self.assertIn('shift_p=4.0: accuracy drop at the shift (fraction)\n\n| window | fedtkm | vanilla |\n|---|---|---|\n'
+                  '| 1 | 0.200 +- 0.058 |  |',
                   windows)
     self.assertIn('<h3>shift_p=4.0</h3>\n<table>\n<tr><th>domain</th><th>fedtkm</th><th>vanilla</th></tr>', page)
     self.assertIn('13 runs', page)

@@ -62,6 +62,11 @@ def _describe(column: str) -> tuple[str, str]:
   return column.replace('_', ' '), SHARE if column.endswith(('accuracy', 'rate', 'drop')) else INDEX
 
 
+def window_field_label(field: str, percent: bool) -> str:
+  """The label of a per-window measure (`drop`, `recovery_rounds`, `max_accuracy`) with its unit."""
+  return label(f'window_1_{field}', percent).split(': ', 1)[1]
+
+
 def curve_label(column: str) -> str:
   """`column`'s label over rounds: without its averaging window (every evaluation is drawn)."""
   return _describe(column)[0].split(', last evaluation')[0]

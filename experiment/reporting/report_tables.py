@@ -15,13 +15,14 @@ learns mixture weights, the signed correlation of the share matched to base 0 wi
 Windowed runs of a method that detects shifts add the detector's rates against the simulation's truth
 (`detection_rate`, `false_alarm_rate`) and the ARI of its assignment against the true regimes (`regime_ari`), from
 `summary.json` (`experiment.core.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`, lower is
-better). A column appears when at least one run reports it; `columns` chooses and orders them; the main metric of the
-runs' scenario (`MAIN_METRIC`: the mean over the last period for the periodic shift) comes first, and the mixed-mode batches (`--mixed_test_q`) follow the
-test accuracies. Headers are labels with units and averaging windows (`metric_labels`; the CSV keeps the metric
-names). Rows are settings (`experiment.reporting.run_results`); within a comparison (settings that differ only in the
-method) the best mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for losses,
-drops, recovery times, false alarms and forgetting. Reference rows (No-Dist-Shift, runs that decided with the test
-labels: `run_results.is_reference`) are marked as such and never marked best.
+better). A column appears when at least one run reports it; `columns` chooses and orders them; the main metric of
+the runs' scenario (`MAIN_METRIC`: the mean over the last period for the periodic shift) comes first, and the
+mixed-mode batches (`--mixed_test_q`) follow the test accuracies. Headers are labels with units and averaging windows
+(`metric_labels`; the CSV keeps the metric names). Rows are settings (`experiment.reporting.run_results`); within a
+comparison (settings that differ only in the method) the best mean of each column is marked (bold in markdown,
+`best` in the CSV): highest, or lowest for losses, drops, recovery times, false alarms and forgetting. Reference
+rows (No-Dist-Shift, runs that decided with the test labels: `run_results.is_reference_name`) are marked as such and
+never marked best.
 """
 
 import csv
@@ -335,7 +336,8 @@ def window_tables(table: Table) -> list[DomainTable]:
                for name, cell in row_cells.items() if name.endswith(f'_{field}')}
       windows = sorted({window for window, _ in cells}, key=int)
       if windows:
-        result.append(DomainTable(f'{title}: {field}', methods, windows, cells, 'window', lower))
+        result.append(DomainTable(f'{title}: {metric_labels.window_field_label(field, table.percent)}', methods,
+                                  windows, cells, 'window', lower))
   return result
 
 
