@@ -186,6 +186,11 @@ class RunnerTest(absltest.TestCase):
     with open(os.path.join(self.root, 'run', 'summary.json'), 'w') as f:
       json.dump({'final_metrics': {'test_accuracy': 0.9, 'test_accuracy_last_period_mean': 0.75}}, f)
     self.assertEqual(matrix_runner.headline(self.root, 'run'), 'test_accuracy_last_period_mean 0.7500')
+    with open(os.path.join(self.root, 'run', 'config.json'), 'w') as f:  # A windowed run: the mixture's accuracy.
+      json.dump({'scenario': 'windowed'}, f)
+    with open(os.path.join(self.root, 'run', 'summary.json'), 'w') as f:
+      json.dump({'final_metrics': {'test_accuracy_last_period_mean': 0.75, 'test_mixture_accuracy': 0.5}}, f)
+    self.assertEqual(matrix_runner.headline(self.root, 'run'), 'test_mixture_accuracy 0.5000')
     self.assertEqual(matrix_runner.headline(self.root, 'absent'), '')
 
   def test_a_rerun_skips_finished_runs_and_retries_the_others(self):

@@ -8,6 +8,11 @@ TEST_ROUTING_COUNT_PREFIX = 'routing_count_'
 # `mixed_q<q>_{accuracy,loss}`: test batches with a share q of mode 1 (`evaluation.mixed_name`).
 MIXED_PREFIX = 'mixed_q'
 
+# Each scenario's main metric, the measure its paper compares methods by (the report's first column).
+MAIN_METRIC = {'periodic': 'test_accuracy_last_period_mean', 'concept_drift': 'test_accuracy_last_period_mean',
+               'mixture_drift': 'test_mixture_accuracy', 'windowed': 'test_mixture_accuracy',
+               'evolving_domains': 'target_server_accuracy', 'dirichlet_mixture': 'personalized_accuracy'}
+
 # TensorBoard's groups (`tensorboard_tag`): columns by name, then by their first matching prefix.
 _GROUP_OF_COLUMN = {'q': 'shift', 'day_fraction': 'shift', 'source_domains': 'shift', 'round_seconds': 'run',
                     'nonfinite_clients': 'run'}

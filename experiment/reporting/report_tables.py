@@ -16,7 +16,7 @@ Windowed runs of a method that detects shifts add the detector's rates against t
 (`detection_rate`, `false_alarm_rate`) and the ARI of its assignment against the true regimes (`regime_ari`), from
 `summary.json` (`experiment.core.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`, lower is
 better). A column appears when at least one run reports it; `columns` chooses and orders them; the main metric of
-the runs' scenario (`MAIN_METRIC`: the mean over the last period for the periodic shift) comes first, and the
+the runs' scenario (`metric_names.MAIN_METRIC`: the mean over the last period for the periodic shift) comes first, and the
 mixed-mode batches (`--mixed_test_q`) follow the test accuracies. Headers are labels with units and averaging windows
 (`metric_labels`; the CSV keeps the metric names). Rows are settings (`experiment.reporting.run_results`); within a
 comparison (settings that differ only in the method) the best mean of each column is marked (bold in markdown,
@@ -33,6 +33,7 @@ from typing import Optional
 
 import numpy as np
 
+from algorithms.core import metric_names
 from experiment.reporting import metric_labels
 from experiment.reporting import report_plots
 from experiment.reporting import run_results
@@ -51,10 +52,6 @@ MAIN_COLUMNS = (
     ('window_max_accuracy', False), ('regime_ari', False), ('detection_rate', False), ('false_alarm_rate', True),
     ('forgetting', True), ('dp_epsilon', True))
 _HELD_OUT = ('personalized', 'unseen', 'target')
-# Each scenario's main metric, first in its table (the measure its paper compares methods by).
-MAIN_METRIC = {'periodic': 'test_accuracy_last_period_mean', 'concept_drift': 'test_accuracy_last_period_mean',
-               'mixture_drift': 'test_mixture_accuracy', 'windowed': 'test_mixture_accuracy',
-               'evolving_domains': 'target_server_accuracy', 'dirichlet_mixture': 'personalized_accuracy'}
 WINDOW_FIELDS = (('drop', True), ('recovery_rounds', True), ('max_accuracy', False))  # (field, lower is better)
 
 
@@ -373,7 +370,7 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
     chosen = list(MAIN_COLUMNS)
     chosen[3:3] = mixed_columns(all_metrics)  # After the test and mixture accuracies.
     scenarios = {run.config.get('scenario', 'periodic') for run in finished}
-    main = MAIN_METRIC.get(scenarios.pop()) if len(scenarios) == 1 else None
+    main = metric_names.MAIN_METRIC.get(scenarios.pop()) if len(scenarios) == 1 else None
     if main:  # One scenario: its main metric first.
       chosen.sort(key=lambda column: column[0] != main)
   for values, group in run_results.by_setting(finished, keys).items():
