@@ -35,7 +35,7 @@ _DEFINE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFI
            list: flags.DEFINE_list}
 
 
-def flags_by_part() -> dict[str, list[settings_lib.Flag]]:
+def _flags_by_part() -> dict[str, list[settings_lib.Flag]]:
   """Every flag of the binary: each group of `assembly.ExperimentConfig`'s by the group's name, then 'task',
   'scenario' and 'method' settings (the registries' `flags()`)."""
   parts = {group: [settings_lib.flag_of(settings_class, field) for field in settings_lib.declared(settings_class)]
@@ -51,7 +51,7 @@ def define_flags(flag_values: flags.FlagValues) -> None:
     _DEFINE[flag.kind](flag.name, default, flag.help, flag_values=flag_values)
 
 
-_PARTS = flags_by_part()
+_PARTS = _flags_by_part()
 define_flags(flags.FLAGS)
 
 
