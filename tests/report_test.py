@@ -2,6 +2,7 @@
 page shows exists, and a directory without runs is one line."""
 
 import csv
+import dataclasses
 import json
 import os
 import tempfile
@@ -249,6 +250,11 @@ class ReportTest(absltest.TestCase):
     self.assertAlmostEqual(float(row['test_night_accuracy_last_period_mean_se']), 0.1)
     with open(os.path.join(output, 'index.html')) as f:
       self.assertIn('<h2>Per-domain accuracy, mean over the last period</h2>', f.read())
+    # A scenario whose main metric is read at the last evaluation gets its per-domain table there too.
+    runs = run_results.load(root)
+    runs = [dataclasses.replace(run, config=dict(run.config, scenario='dirichlet_mixture')) for run in runs]
+    table = report_tables.build(runs, per_domain=True)
+    self.assertEqual([name for name, _ in table.columns], ['test_day_accuracy', 'test_night_accuracy'])
 
   def test_the_scenarios_main_metric_comes_first(self):
     final = {'test_accuracy': 0.5, 'test_accuracy_last_period_mean': 0.4, 'test_mixture_accuracy': 0.6,

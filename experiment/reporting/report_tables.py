@@ -119,13 +119,13 @@ def mixed_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
 LAST_PERIOD = '_last_period_mean'
 
 
-def domain_columns(metrics: list[dict]) -> list[tuple[str, bool]]:
+def domain_columns(metrics: list[dict], over_period: bool = True) -> list[tuple[str, bool]]:
   """The per-domain table's columns, domains in natural order (rot6 before rot12): `test_<domain>_accuracy` over the
-  last period, the main table's window, where the runs report it, else at the last evaluation."""
+  last period where `over_period` (the main metric's window) and the runs report it, else at the last evaluation."""
   columns = []
   for domain in report_plots.domain_names(metrics):
     mean = f'test_{domain}_accuracy{LAST_PERIOD}'
-    columns.append((mean if any(mean in m for m in metrics) else f'test_{domain}_accuracy', False))
+    columns.append((mean if over_period and any(mean in m for m in metrics) else f'test_{domain}_accuracy', False))
   return columns
 
 
@@ -359,8 +359,10 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
     keys = [run_results.METHOD] + keys  # The method column carries the reference marks.
   rows = []
   all_metrics = [run_metrics(run) for run in finished]
-  if per_domain:
-    chosen = domain_columns(all_metrics)
+  scenarios = {run.config.get('scenario', 'periodic') for run in finished}
+  main = metric_names.MAIN_METRIC.get(scenarios.pop()) if len(scenarios) == 1 else None
+  if per_domain:  # Over the main metric's window: the last period, or the last evaluation.
+    chosen = domain_columns(all_metrics, over_period=main is None or main.endswith(LAST_PERIOD))
   elif per_window:
     chosen = window_columns(all_metrics)
   elif columns:
@@ -369,8 +371,6 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
   else:
     chosen = list(MAIN_COLUMNS)
     chosen[3:3] = mixed_columns(all_metrics)  # After the test and mixture accuracies.
-    scenarios = {run.config.get('scenario', 'periodic') for run in finished}
-    main = metric_names.MAIN_METRIC.get(scenarios.pop()) if len(scenarios) == 1 else None
     if main:  # One scenario: its main metric first.
       chosen.sort(key=lambda column: column[0] != main)
   for values, group in run_results.by_setting(finished, keys).items():
