@@ -87,6 +87,19 @@ def two_tower_model(representation: Representation) -> tf.keras.Model:
   return tf.keras.Model(inputs=inputs, outputs={PSI: psi(inputs), PHI: phi(inputs)}, name='two_towers')
 
 
+def two_tower_outputs(model: tf.keras.Model, x: tf.Tensor, is_support: tf.Tensor, training: bool = True) -> dict:
+  """A `two_tower_model`'s outputs when each row needs one tower: {'psi': [B, d], 'phi': [B, d]} with psi(x) on the
+  rows where `is_support` [B] and phi(x) on the others, zeros elsewhere. Each tower runs on its rows only (FedEvolve's
+  pair batches: psi makes the support's prototypes, phi embeds the queries), half the work of both on every row."""
+  rows = {PSI: tf.where(is_support), PHI: tf.where(tf.logical_not(is_support))}  # [n, 1] row indices.
+  outputs = {}
+  for name, indices in rows.items():
+    features = model.get_layer(name)(tf.gather_nd(x, indices), training=training)
+    outputs[name] = tf.scatter_nd(indices, features, tf.stack([tf.shape(x, out_type=tf.int64)[0],
+                                                              tf.shape(features, out_type=tf.int64)[1]]))
+  return outputs
+
+
 def tower_head_model(representation: Representation) -> tf.keras.Model:
   """FedEvp's network in the multi-branch output format: {'features': f(x) [B, d], 'logits': [B, 1, C]}."""
   tower, head = representation.tower(), representation.head()

@@ -8,8 +8,11 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms.core import stage_batches
+from algorithms.core import client_training
+from algorithms.methods import fedevolve
 from algorithms.methods import fedevp
 from models import multi_branch
+from models import representation
 
 STAGE_SIZES = (10, 25, 3, 13)  # Stage 2 has fewer than a batch of 4.
 NUM_CLASSES, DIM = 3, 4
@@ -66,6 +69,12 @@ class StageBatchesTest(tf.test.TestCase):
     # A stage the client does not hold (the target's) adds nothing.
     self.assertEqual(_batches(stage_batches.stage_strata(dataset, len(STAGE_SIZES) + 1, b)), expected)
 
+  def test_an_empty_stream_gives_no_batches(self):
+    dataset, _ = _stream()
+    empty = dataset.unbatch().take(0).batch(7)
+    for layout in (stage_batches.stage_pairs, stage_batches.stage_strata):
+      self.assertEqual(_batches(layout(empty, len(STAGE_SIZES), 4)), [])
+
   def test_packed_leaves_the_batches(self):
     self.assertIsNone(stage_batches.regrouped('packed', 4, 8))
 
@@ -112,6 +121,28 @@ class FedEvpBalanceTest(tf.test.TestCase):
     summed = fedevp.training_objective(num_stages, NUM_CLASSES, fedevp.Config(stage_reduction='sum'))
     ce = np.mean(-np.log(np.exp(logits[np.arange(stages.size), labels]) / np.exp(logits).sum(axis=1)))
     self.assertAllClose(summed(outputs, batch).loss - ce, num_stages * (reference - ce), rtol=1e-5)
+
+
+class FedEvolvePairForwardTest(tf.test.TestCase):
+
+  def test_each_tower_on_its_rows_gives_the_full_forwards_loss_and_gradients(self):
+    rng = np.random.default_rng(4)
+    stages = np.array([2] * 9 + [3] * 7, np.int32)  # A pair batch: stage 2's support, stage 3's queries.
+    labels = np.concatenate([np.arange(9) % NUM_CLASSES, rng.integers(0, NUM_CLASSES, 7)]).astype(np.int32)
+    batch = dict(x=rng.normal(size=(16, 5)).astype(np.float32), y=labels, stage=stages)
+    model = representation.two_tower_model(representation.mlp_representation(5, NUM_CLASSES, units=8))
+    objective = fedevolve.training_objective(5, NUM_CLASSES, 'euclidean')
+    results = []
+    for forward in (client_training.model_outputs, fedevolve.pair_outputs):
+      with tf.GradientTape() as tape:
+        result = objective(forward(model, batch), batch)
+      results.append((result, tape.gradient(result.loss, model.trainable_variables)))
+    (full, full_gradients), (pairs, pair_gradients) = results
+    self.assertEqual(float(pairs.num_examples), 7.0)  # Every query scored, no support.
+    for field in ('loss', 'loss_sum', 'num_correct', 'num_examples'):
+      self.assertAllClose(getattr(pairs, field), getattr(full, field), rtol=1e-5)
+    self.assertAllClose(pair_gradients, full_gradients, rtol=1e-4, atol=1e-6)
+    self.assertGreater(max(float(tf.reduce_max(tf.abs(g))) for g in pair_gradients), 0.0)
 
 
 if __name__ == '__main__':

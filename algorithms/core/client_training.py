@@ -32,6 +32,12 @@ from algorithms.core import objectives
 from tasks import task as task_lib
 
 Objective = Callable[[dict, dict], objectives.BatchResult]
+Forward = Callable[[tf.keras.Model, dict], object]  # (model, batch) -> the outputs the objective reads.
+
+
+def model_outputs(model: tf.keras.Model, batch: dict):
+  """The default forward pass of training: the model on the batch's inputs."""
+  return model(batch['x'], training=True)
 
 
 class TrainingOutput(NamedTuple):
@@ -135,13 +141,15 @@ def proximal_term(trainable, initial_trainable, strength: float) -> tf.Tensor:
 def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Optimizer,
                    initial_weights: tff.learning.models.ModelWeights, dataset: tf.data.Dataset,
                    objective: Objective, proximal_strength: float = 0.0,
-                   trained_mask: Optional[tuple[bool, ...]] = None) -> TrainingOutput:
+                   trained_mask: Optional[tuple[bool, ...]] = None,
+                   forward: Forward = model_outputs) -> TrainingOutput:
   """Assigns `initial_weights` to `model`, trains on `dataset`, returns the update; runs inside a `tf.function`.
 
   With `proximal_strength` mu > 0 every step minimizes the objective's loss plus `proximal_term` to
   `initial_weights` (FedProx); the reported loss sums stay the objective's. With `trained_mask` (a bool per
   trainable tensor) only the marked tensors are trained, the others keep `initial_weights` (partial
-  personalization, FedEvp).
+  personalization, FedEvp). `forward(model, batch)` makes the outputs the objective reads (FedEvolve's pair batches
+  run each tower on the rows that need it, `models.representation.two_tower_outputs`).
 
   The caller's `tf.function` must close over `model` (passing a Keras model as a `tf.function` argument makes the
   function see copies of its variables); its automatic control dependencies order the variable reads after
@@ -155,7 +163,7 @@ def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
   def step(state, batch):
     optimizer_state, sums = state
     with tf.GradientTape() as tape:
-      result = objective(model(batch['x'], training=True), batch)
+      result = objective(forward(model, batch), batch)
       loss = result.loss
       if proximal_strength > 0:
         loss += proximal_term(trainable, initial_trainable, proximal_strength)
@@ -179,22 +187,23 @@ def local_training(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
 
 
 def build_train_fn(model: tf.keras.Model, optimizer: tff.learning.optimizers.Optimizer,
-                   objective: Objective, proximal_strength: float = 0.0
+                   objective: Objective, proximal_strength: float = 0.0, forward: Forward = model_outputs
                    ) -> Callable[[tff.learning.models.ModelWeights, tf.data.Dataset], TrainingOutput]:
   """`local_training` as a `tf.function` (initial_weights, dataset) -> TrainingOutput; build it in a computation."""
   return tf.function(lambda initial_weights, dataset: local_training(model, optimizer, initial_weights, dataset,
-                                                                    objective, proximal_strength))
+                                                                    objective, proximal_strength, forward=forward))
 
 
 def objective_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
                           client_optimizer: tff.learning.optimizers.Optimizer, element_spec, objective: Objective,
                           proximal_strength: float = 0.0, uniform_weights: bool = False,
-                          regroup: Optional[Callable[[tf.data.Dataset], tf.data.Dataset]] = None
-                          ) -> tff.learning.templates.ClientWorkProcess:
+                          regroup: Optional[Callable[[tf.data.Dataset], tf.data.Dataset]] = None,
+                          forward: Forward = model_outputs) -> tff.learning.templates.ClientWorkProcess:
   """The client work of a method that is local training on a per-batch `objective` and nothing else: reports
   (update, weight) and train metrics, summed. The weight is the number of examples the objective counted, or 1
   per client with `uniform_weights` (a plain average of the client models; a left-out client still weighs 0).
-  `regroup` maps the client's model batches to the batches it trains on (`algorithms.core.stage_batches`).
+  `regroup` maps the client's model batches to the batches it trains on (`algorithms.core.stage_batches`);
+  `forward` is `local_training`'s.
 
   `element_spec` is the spec of `tasks.task.preprocess_client` batches; `batch_fn` the task's.
   """
@@ -203,7 +212,8 @@ def objective_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib
 
   @tff.tensorflow.computation(weights_type, data_type)
   def client_update(weights, dataset):
-    train = build_train_fn(learning_process.client_model(model_fn), client_optimizer, objective, proximal_strength)
+    train = build_train_fn(learning_process.client_model(model_fn), client_optimizer, objective, proximal_strength,
+                           forward)
     batches = task_lib.model_batches(dataset, batch_fn)
     output = train(weights, batches if regroup is None else regroup(batches))
     weight = tf.cast(output.finite, tf.float32) if uniform_weights else output.num_examples

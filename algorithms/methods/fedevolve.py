@@ -19,7 +19,8 @@ mapped by phi and given the class of the nearest prototype.
 
 Choices, measured or argued (flags `--fedevolve_<field>`):
 - `batching`: `stage_pairs` (default, Algorithm 1 line 8: a step per consecutive pair, B^m the support and B^{m+1}
-  the queries, `stage_batch_size` examples of each, the pairs m = 1..M-1 in turn; `algorithms.core.stage_batches`)
+  the queries, `stage_batch_size` examples of each, the pairs m = 1..M-1 in turn; `algorithms.core.stage_batches`;
+  psi runs on the support rows and phi on the query rows only, `pair_outputs`)
   or `packed` (the client's shuffled batches as they come, every stage in one batch, the loss summed or averaged
   over the pairs present: M - 1 times fewer steps, but a batch of 128 over 12 stages holds about one example of a
   class and stage, so its prototypes have no support; kept to compare with results made that way).
@@ -98,6 +99,15 @@ def training_objective(num_stages: int, num_classes: int, distance: str, stage_r
   return objective
 
 
+def pair_outputs(model, batch):
+  """The towers' outputs on a `stage_pairs` batch: psi on the support (the rows of the batch's first stage m), phi on
+  the queries (stage m + 1). The objective reads nothing else: psi of a query would make prototypes of stage m + 1,
+  which no row of the batch is scored against, and phi of a support is scored against stage m - 1, which the batch
+  does not hold."""
+  stages = batch['stage']
+  return representation.two_tower_outputs(model, batch['x'], tf.equal(stages, tf.reduce_min(stages)))
+
+
 def evaluation_objective(distance: str):
   """Nearest prototype on phi(x): objective(outputs, batch, prototypes [C, d], has [C][, client table [N, C, d],
   [N, C]]) with the client's own prototypes when the client tables are given."""
@@ -132,7 +142,8 @@ def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparame
       model_fn, task.batch_fn, tff.learning.optimizers.build_sgdm(hparams.client_learning_rate), element_spec,
       training_objective(task.num_stages, task.num_classes, config.distance, config.stage_reduction),
       uniform_weights=config.aggregation == 'uniform',
-      regroup=stage_batches.regrouped(config.batching, task.num_stages, config.stage_batch_size))
+      regroup=stage_batches.regrouped(config.batching, task.num_stages, config.stage_batch_size),
+      forward=pair_outputs if config.batching == 'stage_pairs' else client_training.model_outputs)
   return model_fn, learning_process.compose(model_fn, client_work, hparams.server_step)
 
 
