@@ -28,6 +28,7 @@ Default hyperparameters (`DEFAULTS`) are chosen for this task, not taken from Ta
 
 import collections
 import dataclasses
+import functools
 from typing import Optional
 
 import numpy as np
@@ -134,15 +135,26 @@ def create_model(num_branches: int) -> tf.keras.Model:
   return multi_branch.build_multi_branch_model(extractor, num_branches, NUM_CLASSES, name='synthetic')
 
 
-def create_task(seed: int = 0, config: SyntheticConfig = SyntheticConfig()) -> task_lib.Task:
-  """Generates the populations and test sets from `seed`."""
+@functools.lru_cache(maxsize=2)
+def _populations(seed: int, config: SyntheticConfig) -> tuple[tuple[dict, collections.OrderedDict], ...]:
+  """Per mode (day, night): ({client_id: OrderedDict(x, y)}, the test set), read-only numpy arrays. Kept for the
+  process's next task of the same seed and config (a test process builds many runs' tasks)."""
   generator = _Generator(config, seed)
-  train_data, client_sizes, test_data, test_sizes = [], [], [], []
+  populations = []
   for mode, (name, count) in enumerate((('day', config.num_day_clients), ('night', config.num_night_clients))):
     clients = {f'{name}_{i:04d}': generator.client(mode) for i in range(count)}
+    populations.append((clients, generator.test_set(mode)))
+  for array in (a for clients, test in populations for data in (*clients.values(), test) for a in data.values()):
+    array.flags.writeable = False
+  return tuple(populations)
+
+
+def create_task(seed: int = 0, config: SyntheticConfig = SyntheticConfig()) -> task_lib.Task:
+  """Generates the populations and test sets from `seed`."""
+  train_data, client_sizes, test_data, test_sizes = [], [], [], []
+  for clients, test in _populations(seed, config):
     train_data.append(tff.simulation.datasets.TestClientData(clients))
     client_sizes.append({client_id: len(data['y']) for client_id, data in clients.items()})
-    test = generator.test_set(mode)
     test_data.append(tf.data.Dataset.from_tensor_slices(test))
     test_sizes.append(len(test['y']))
   return task_lib.Task(

@@ -253,7 +253,7 @@ class Task:
       (position, element), _ = example
       return _kept_by_label(position, element[label_key], part, first, keep, seeds)
 
-    return examples.filter(kept).map(_without_thinning_keys)
+    return examples.filter(kept).map(_untransformed(_without_thinning_keys))
 
   def pooled_training_examples(self, seed: int) -> tf.data.Dataset:
     """Every training example of every domain once, `(raw_element, domain)`, domain after domain (each base's
@@ -283,7 +283,7 @@ class Task:
       batched = [functools.reduce(tf.data.Dataset.concatenate, batched[i:i + 2]) for i in range(0, len(batched), 2)]
     to_model_batch = lambda examples, client: collections.OrderedDict(
         _model_batch(*examples, self.batch_fn), client=client)
-    return batched[0].map(to_model_batch).prefetch(tf.data.AUTOTUNE)
+    return batched[0].map(_untransformed(to_model_batch)).prefetch(tf.data.AUTOTUNE)
 
   def novelty_dataset(self, batch_size: int) -> Optional[tf.data.Dataset]:
     """Batches `OrderedDict(x, y, mode)` of the task's novelty data (mode 0, never scored), or None."""
@@ -313,8 +313,8 @@ class Task:
     if len(parts) == 1:
       dataset = parts[0]
     else:
-      dataset = tf.data.Dataset.zip(tuple(parts)).map(
-          lambda first, second: tf.nest.map_structure(lambda a, b: tf.concat([a, b], axis=0), first, second))
+      dataset = tf.data.Dataset.zip(tuple(parts)).map(_untransformed(
+          lambda first, second: tf.nest.map_structure(lambda a, b: tf.concat([a, b], axis=0), first, second)))
     return model_batches(dataset, self.batch_fn).prefetch(tf.data.AUTOTUNE)
 
 
@@ -381,7 +381,13 @@ def _model_batch(raw_batch, mode, batch_fn: BatchFn) -> collections.OrderedDict:
   return collections.OrderedDict(batch, mode=mode)
 
 
+def _untransformed(fn):
+  """`fn` as a dataset function that autograph leaves as written: the suite's data functions use TF ops for
+  control flow, and converting them again for every client dataset a run builds took 8% of a short run's time."""
+  return tf.autograph.experimental.do_not_convert(fn)
+
+
 def model_batches(dataset: tf.data.Dataset, batch_fn: BatchFn) -> tf.data.Dataset:
   """Maps batches `(raw_batch, mode)` to `OrderedDict(x, y, [loss_mask, accuracy_mask,] mode[, stage])` with the
   task's `batch_fn` (and, for a `DomainBatchFn`, each example's domain transform and time stage)."""
-  return dataset.map(lambda raw_batch, mode: _model_batch(raw_batch, mode, batch_fn))
+  return dataset.map(_untransformed(lambda raw_batch, mode: _model_batch(raw_batch, mode, batch_fn)))

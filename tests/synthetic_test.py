@@ -8,9 +8,10 @@ from tasks import registry
 from tasks import synthetic
 
 
-def _all_examples(task, mode):
+def _all_examples(task, mode, num_clients=None):
+  """(x, y) of the mode's clients (the first `num_clients` of them), in client order."""
   xs, ys = [], []
-  for client_id in task.mode_client_ids()[mode]:
+  for client_id in task.mode_client_ids()[mode][:num_clients]:
     data = list(task.train_data[mode].create_tf_dataset_for_client(client_id).batch(10_000))[0]
     xs.append(data['x'].numpy())
     ys.append(data['y'].numpy())
@@ -23,6 +24,7 @@ class SyntheticTaskTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.task = synthetic.create_task(seed=3)
+    cls.examples = [_all_examples(cls.task, mode) for mode in range(2)]  # Read once: 300-360 clients each.
 
   def test_populations(self):
     summary = self.task.population_summary()
@@ -36,20 +38,19 @@ class SyntheticTaskTest(tf.test.TestCase):
     self.assertEqual(summary['day']['train_examples'], sizes.sum())
 
   def test_label_subsets(self):
-    _, day_labels = _all_examples(self.task, 0)
-    _, night_labels = _all_examples(self.task, 1)
+    (_, day_labels), (_, night_labels) = self.examples
     self.assertEqual(set(day_labels), set(range(10)))
     self.assertEqual(set(night_labels), set(range(10, 20)))
 
   def test_same_seed_same_data_other_seed_other_data(self):
+    synthetic._populations.cache_clear()  # Generated again, not the kept copy.  pylint: disable=protected-access
     again = synthetic.create_task(seed=3)
     other = synthetic.create_task(seed=4)
-    self.assertAllEqual(_all_examples(again, 0)[0], _all_examples(self.task, 0)[0])
-    self.assertNotAllClose(_all_examples(other, 0)[0][:10], _all_examples(self.task, 0)[0][:10])
+    self.assertAllEqual(_all_examples(again, 0)[0], self.examples[0][0])
+    self.assertNotAllClose(_all_examples(other, 0, num_clients=1)[0][:10], self.examples[0][0][:10])
 
   def test_modes_differ_in_input_distribution_but_overlap_per_example(self):
-    day_x, _ = _all_examples(self.task, 0)
-    night_x, _ = _all_examples(self.task, 1)
+    (day_x, _), (night_x, _) = self.examples
     # Nearest-mean classification of single examples by mode is well above chance but far from perfect ...
     day_mean, night_mean = day_x.mean(0), night_x.mean(0)
     direction = day_mean - night_mean
@@ -71,7 +72,7 @@ class SyntheticTaskTest(tf.test.TestCase):
     wider = registry.create('synthetic', synthetic.Settings(style_scale=0.3), seed=3)
     offsets = []
     for mode in range(2):
-      x, y = _all_examples(self.task, mode)
+      x, y = self.examples[mode]
       wider_x, wider_y = _all_examples(wider, mode)
       self.assertAllEqual(wider_y, y)
       shift = wider_x - x

@@ -191,7 +191,8 @@ def build_train_fn(model: tf.keras.Model, optimizer: tff.learning.optimizers.Opt
                    ) -> Callable[[tff.learning.models.ModelWeights, tf.data.Dataset], TrainingOutput]:
   """`local_training` as a `tf.function` (initial_weights, dataset) -> TrainingOutput; build it in a computation."""
   return tf.function(lambda initial_weights, dataset: local_training(model, optimizer, initial_weights, dataset,
-                                                                    objective, proximal_strength, forward=forward))
+                                                                    objective, proximal_strength, forward=forward),
+                     autograph=False)
 
 
 def objective_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,

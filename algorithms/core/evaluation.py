@@ -126,9 +126,9 @@ class Evaluator:
     self._weights = tff.learning.models.ModelWeights.from_model(model)
     self._test_datasets = test_datasets
     self._held_out = held_out or {}
-    self._evaluate_sums = tf.function(self._sums)
+    self._evaluate_sums = tf.function(self._sums, autograph=False)
     self._novelty = novelty_dataset
-    self._collect_per_example = tf.function(self._collect)
+    self._collect_per_example = tf.function(self._collect, autograph=False)
     self._untuned = None
 
   def with_model(self, model: tf.keras.Model) -> 'Evaluator':
@@ -178,7 +178,8 @@ class Evaluator:
     if tuning is not None:
       optimizer = tff.learning.optimizers.build_sgdm(tuning.learning_rate)
       tune = tf.function(lambda initial, dataset: client_training.local_training(
-          self._model, optimizer, initial, dataset, tuning.objective, trained_mask=tuning.trained_mask).num_examples)
+          self._model, optimizer, initial, dataset, tuning.objective, trained_mask=tuning.trained_mask).num_examples,
+          autograph=False)
     total = None
     for client in range(data.num_clients):
       test, personalization = data.client_data(client)

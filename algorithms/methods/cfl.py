@@ -136,7 +136,7 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
   per-tensor weights, the report {position, cluster, weight, update} for the split, metric sums)."""
   index = _tensor_index(model, num_networks)
 
-  @tf.function
+  @tf.function(autograph=False)
   def run(weights, state, dataset, stored):
     examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
     client_training.assign_weights(model, weights)

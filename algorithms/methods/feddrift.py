@@ -140,7 +140,7 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
   k_slots = config.num_branches
   trainable_index, non_trainable_index = network_pool.network_index(model, k_slots)
 
-  @tf.function
+  @tf.function(autograph=False)
   def run(weights, state, dataset, stored):
     examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
     window = method.window_of(state['round_num'], config.window_rounds)

@@ -138,7 +138,7 @@ def build_client_round(model: tf.keras.Model, client_optimizer: tff.learning.opt
   """The client's round as a `tf.function` (weights, dataset, initial pi or None) -> (ClientResult, metric sums,
   the new pi): E and M steps, then training on the responsibilities."""
 
-  @tf.function
+  @tf.function(autograph=False)
   def run(weights, dataset, initial_pi):
     examples, batches, batch_size = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
     client_training.assign_weights(model, weights)

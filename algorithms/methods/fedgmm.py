@@ -227,7 +227,7 @@ def build_client_round(model: tf.keras.Model, features_fn: Features, optimizer, 
   sums, new pi_c)."""
   owners = multi_branch.tensor_owners(model, 'network_', config.learners)
 
-  @tf.function
+  @tf.function(autograph=False)
   def run(weights, mixture, dataset, pi):
     examples, _, batch_size = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
     client_training.assign_weights(model, weights)

@@ -93,7 +93,7 @@ def build_client_work(model_fn: learning_process.ModelFn, head_mask: tuple[bool,
     optimizer = tff.learning.optimizers.build_sgdm(learning_rate)
     objective = objectives.averaged_branches
 
-    @tf.function
+    @tf.function(autograph=False)
     def run(weights, dataset, stored):
       start = tff.learning.models.ModelWeights(with_own_head(weights.trainable, stored, head_mask),
                                                weights.non_trainable)

@@ -273,7 +273,7 @@ def build_client_phase_one(model: tf.keras.Model, client_optimizer: tff.learning
   """The client's phase 1 as a `tf.function` (weights, mixture, round_num, dataset) -> (ClientResult,
   statistics for phase 2, summed metrics): E step, branch choice, Eq. 4 training, post-training statistics."""
 
-  @tf.function
+  @tf.function(autograph=False)
   def run(weights, mixture, round_num, dataset):
     batches = task_lib.model_batches(dataset, batch_fn)
     inference, batches, _ = routing.client_examples(batches)

@@ -207,7 +207,7 @@ def build_client_update(model: tf.keras.Model, client_optimizer: tff.learning.op
     features = model(x, training=False)[multi_branch.FEATURES]
     return features, scaled_distances(features, clustering['centers'], clustering['scales'])
 
-  @tf.function
+  @tf.function(autograph=False)
   def run(weights, clustering, dataset):
     examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
     client_training.assign_weights(model, weights)

@@ -52,7 +52,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   def client_update(weights, dataset):
     model = learning_process.client_model(model_fn)
 
-    @tf.function
+    @tf.function(autograph=False)
     def metric_sums():
       client_training.assign_weights(model, weights)
 

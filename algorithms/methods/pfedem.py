@@ -327,7 +327,7 @@ def build_client_round(model: tf.keras.Model, features_fn: Features, optimizer, 
   components = multi_branch.tensor_owners(model, 'network_' if config.submodels == 'networks' else 'branch_',
                                           num_components)
 
-  @tf.function
+  @tf.function(autograph=False)
   def run(weights, mixture, dataset, client_pi):
     examples, _, batch_size = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
     client_training.assign_weights(model, weights)

@@ -59,7 +59,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   def client_update(weights, branch, dataset):
     model = learning_process.client_model(model_fn)
 
-    @tf.function
+    @tf.function(autograph=False)
     def run(weights, branch, dataset):
       examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
       training = client_training.local_training(model, client_optimizer, weights, batches,
