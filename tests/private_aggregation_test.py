@@ -10,6 +10,7 @@ epsilon is an upper bound on the exact one, and a tight one for these parameters
 
 import json
 import os
+import re
 import tempfile
 
 from absl.testing import absltest
@@ -18,6 +19,7 @@ from scipy import optimize
 from scipy import stats
 
 from algorithms.core import privacy_accounting
+from experiment.core import grid as grid_lib
 from experiment.reporting import report_tables
 from experiment.reporting import run_results
 from tests import in_process_run
@@ -58,6 +60,20 @@ class PrivateAggregationTest(absltest.TestCase):
       reported = privacy_accounting.epsilon(noise, rounds, 1e-5)
       self.assertBetween(reported, exact, 1.3 * exact, (noise, rounds))
     self.assertEqual(privacy_accounting.epsilon(0.0, 10), float('inf'))
+
+  def test_the_docs_privacy_table_states_the_grids_epsilons(self):
+    # docs/operations.md's privacy table heads its columns "z = <z> (epsilon <e>)" for the privacy grid's runs: each
+    # e must be the accountant's epsilon for the grid's rounds at the default delta, rounded as printed.
+    repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    grid = grid_lib.load(os.path.join(repository, 'experiment', 'grids', 'privacy.toml'))
+    rounds = {int(dict(run.flags)['total_rounds']) for run in grid.runs()}
+    self.assertLen(rounds, 1)
+    rounds = rounds.pop()
+    with open(os.path.join(repository, 'docs', 'operations.md')) as f:
+      stated = re.findall(r'z = ([0-9.]+) \(epsilon ([0-9]+)\)', f.read())
+    self.assertCountEqual([float(z) for z, _ in stated], [0.5, 1.0])  # The grid's noise multipliers above 0.
+    for z, epsilon in stated:
+      self.assertEqual(int(epsilon), round(privacy_accounting.epsilon(float(z), rounds)), z)
 
   def test_dp_runs_report_epsilon_and_noise_costs_accuracy(self):
     mean = _run([])
