@@ -75,7 +75,8 @@ def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
   last = evaluated[-1]
   final = dict(last)
   window = [row for row in evaluated if row['round'] > last['round'] - period]
-  for key in (k for k in last if k.startswith('test_') or k in ('routing_accuracy', 'routing_ari')):
+  for key in (k for k in last if k.startswith('test_') or k in ('routing_accuracy', 'routing_accuracy_matched',
+                                                                   'routing_ari')):
     final[f'{key}_last_period_mean'] = sum(row[key] for row in window) / len(window)
   if 'scheduled_share_0' in rows[0]:  # pFedEM's measures; one cycle over 4 rounds, so every evaluation counts.
     mixture = [row['test_mixture_accuracy'] for row in evaluated]

@@ -190,6 +190,8 @@ class EndToEndTest(parameterized.TestCase):
                        for row in evaluated])
     for row, count in zip(evaluated, counts):
       self.assertAlmostEqual(float(row['routing_accuracy']), np.trace(count) / count.sum(), places=6)
+      self.assertAlmostEqual(float(row['routing_accuracy_matched']),  # This evaluation's better orientation.
+                             max(np.trace(count), count[0, 1] + count[1, 0]) / count.sum(), places=6)
     total = counts.sum(0)
     with open(os.path.join(root, 'tem', 'summary.json')) as f:
       final = json.load(f)['final_metrics']

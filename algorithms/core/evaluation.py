@@ -316,8 +316,10 @@ def routed_evaluation(evaluator: Evaluator, objective: Objective, objective_args
                       routing_shape, best_matching: bool,
                       personalization: Optional[Personalization] = None, novelty_score: Optional[Callable] = None):
   """evaluate(state) for a method that routes test examples to branches: the evaluator's metrics plus
-  `routing_accuracy` (under the best matching of domains to branches when `best_matching`), `routing_ari` and the
-  counts they come from, `routing_count_<domain>_<branch>` (test examples; `experiment.core.routing_summary` scores them
+  `routing_accuracy` (under the best matching of domains to branches when `best_matching`; otherwise in the method's
+  own orientation, mode k on branch k, and `routing_accuracy_matched` under this evaluation's best matching beside
+  it, so "finds the modes" and "orients them as its prior says" read apart), `routing_ari` and the counts they come
+  from, `routing_count_<domain>_<branch>` (test examples; `experiment.core.routing_summary` scores them
   under one matching for the whole run).
   `objective_args_fn(client work state)` gives the objective's extra arguments (its clustering model)."""
 
@@ -327,6 +329,8 @@ def routed_evaluation(evaluator: Evaluator, objective: Objective, objective_args
                                  personalization=personalization, novelty_score=novelty_score)
     confusion = metrics.pop('test_routing').astype(np.float32)
     metrics['routing_accuracy'] = float(routing.routing_accuracy(confusion, best_matching=best_matching))
+    if not best_matching:
+      metrics['routing_accuracy_matched'] = float(routing.routing_accuracy(confusion, best_matching=True))
     metrics['routing_ari'] = float(routing.adjusted_rand_index(confusion))
     metrics.update({f'{metric_names.TEST_ROUTING_COUNT_PREFIX}{domain}_{branch}': float(count)
                     for (domain, branch), count in np.ndenumerate(confusion)})

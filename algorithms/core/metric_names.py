@@ -5,6 +5,8 @@ report's binaries, which read results while runs go on, stay light)."""
 ROUTING_COUNT_PREFIX = 'train_routing_count_'
 # `routing_count_<domain>_<branch>`: an evaluation's test examples by true domain and the branch they were routed to.
 TEST_ROUTING_COUNT_PREFIX = 'routing_count_'
+# The test routing scores of an evaluation, averaged over the last period like the test metrics.
+TEST_ROUTING_SCORES = ('routing_accuracy', 'routing_accuracy_matched', 'routing_ari')
 # `mixed_q<q>_{accuracy,loss}`: test batches with a share q of mode 1 (`evaluation.mixed_name`).
 MIXED_PREFIX = 'mixed_q'
 

@@ -170,7 +170,7 @@ def final_metrics(rows: list[dict[str, float]], window_rounds: int) -> dict[str,
   window = [row for row in evaluated if row['round'] > last['round'] - window_rounds]
   result = dict(last)
   for key in (k for k in last
-              if k.startswith(('test_', metric_names.MIXED_PREFIX)) or k in ('routing_accuracy', 'routing_ari')):
+              if k.startswith(('test_', metric_names.MIXED_PREFIX)) or k in metric_names.TEST_ROUTING_SCORES):
     result[f'{key}_last_period_mean'] = sum(row[key] for row in window) / len(window)
   result.update(routing_summary.run_matched_accuracy(rows, window_rounds))
   return result

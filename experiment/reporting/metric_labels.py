@@ -19,6 +19,7 @@ _LABELS = {
     'target_accuracy': ('target accuracy, client view', SHARE),
     'target_server_accuracy': ('target accuracy, server view (global model)', SHARE),
     'routing_accuracy': ('test routing accuracy', SHARE),
+    'routing_accuracy_matched': ('test routing accuracy, modes matched to branches at each evaluation', SHARE),
     'routing_accuracy_run_matched': ('test routing accuracy, modes matched to branches over the run', SHARE),
     'test_mixture_accuracy_mean': ('mixture accuracy, mean over evaluations', SHARE),
     'test_mixture_accuracy_std_last_cycles': ('mixture accuracy, std over the last two cycles', SHARE),

@@ -44,7 +44,7 @@ MAIN_COLUMNS = (
     ('test_accuracy_last_period_mean', False), ('test_accuracy', False), ('test_mixture_accuracy', False),
     ('personalized_accuracy', False), ('personalized_server_accuracy', False), ('unseen_accuracy', False),
     ('target_accuracy', False), ('target_server_accuracy', False), ('routing_accuracy', False),
-    ('routing_accuracy_run_matched', False),
+    ('routing_accuracy_matched', False), ('routing_accuracy_run_matched', False),
     ('test_mixture_accuracy_mean', False), ('test_mixture_accuracy_std_last_cycles', True),
     ('balanced_mix_accuracy', False), ('share_correlation', False), ('share_correlation_floor', False), ('routing_ari', False),
     ('train_routing_accuracy_run_matched', False), ('novelty_auroc', False),
