@@ -74,14 +74,21 @@ def _write_stackoverflow(directory, rng, paper_test_sets):
                                                           sentences(test_per_type, 'answer'))}})
 
 
-def _write_emnist_real_digits(directory, rng, paper_test_sets):
-  del paper_test_sets  # The digits are what they are.
+def emnist_layout_digits() -> tuple[np.ndarray, np.ndarray]:
+  """(pixels [1797, 28, 28] float32, labels [1797] int64): scikit-learn's digits drawn as EMNIST draws its own (the
+  module docstring's `emnist_real_digits`)."""
   digits = datasets.load_digits()
   ink = tf.image.resize(digits.images[..., None].astype(np.float32) / 16.0, (20, 20), 'bilinear').numpy()[..., 0]
   pixels = 1.0 - np.pad(np.clip(ink, 0.0, 1.0), ((0, 0), (4, 4), (4, 4)))
+  return pixels.astype(np.float32), digits.target.astype(np.int64)
+
+
+def _write_emnist_real_digits(directory, rng, paper_test_sets):
+  del paper_test_sets  # The digits are what they are.
+  pixels, labels = emnist_layout_digits()
   order = rng.permutation(len(pixels))
   test, train = order[:len(order) // 5], order[len(order) // 5:]
-  element = lambda i: {'label': np.int64(digits.target[i]), 'pixels': pixels[i].astype(np.float32)}
+  element = lambda i: {'label': labels[i], 'pixels': pixels[i]}
   writers = {f'd{w:03d}': [element(i) for i in train[start:start + 30]]
              for w, start in enumerate(range(0, len(train), 30))}
   fake_tff_files.write_sqlite(os.path.join(directory, 'emnist_all.sqlite'), {
