@@ -13,8 +13,9 @@ examples in the order the client's stream gave them (its seeded shuffle), `stage
   (Algorithm 1's loop over m inside each local iteration). Every example of stages 1..S-1 is a query exactly once per
   pass; stage m's support cycles through its full batches of b (a stage with fewer examples than the next one is
   reused; its last partial batch is not a support; a stage with fewer than b examples is one support of all).
-  Each example enters two pairs (as support and as query), so a pass computes about twice the forward and backward
-  work of one pass over the data.
+  Each example enters two pairs (as support and as query); FedEvolve runs psi on the support rows and phi on the
+  query rows only (`algorithms.methods.fedevolve.pair_outputs`), so a pass costs each tower about one pass over the
+  data.
 - `stage_strata` (FedEvp's option, one sweep of Algorithm 2's loop over m per step): each batch holds the next b
   examples of every stage; a stage that has run out contributes nothing. Every example appears exactly once per
   pass, in S b / B times fewer steps than batches of B.
