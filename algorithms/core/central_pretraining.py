@@ -40,7 +40,7 @@ def pretrained_weights(task: task_lib.Task, model_fn, epochs: int, batch_size: i
   optimizer = tf.keras.optimizers.Adam(learning_rate)
   batches = pooled_training_batches(task, batch_size, seed)
 
-  @tf.function(autograph=False)
+  @tf.function  # Autograph turns the Python loop over the dataset into a dataset loop.
   def train_epoch():
     for batch in batches:
       with tf.GradientTape() as tape:
