@@ -27,7 +27,10 @@ class FedGmmToyTest(absltest.TestCase):
     accuracy, auroc = {}, {}
     for name, args in (('fedgmm', ['--algorithm=fedgmm', '--fedgmm_gaussians=2', '--fedgmm_learners=2']),
                        ('fedavg', ['--algorithm=vanilla_single']), ('fedprox', ['--algorithm=fedprox']),
-                       ('fedavg_plus', ['--algorithm=fedavg_plus']), ('local', ['--algorithm=local'])):
+                       ('fedavg_plus', ['--algorithm=fedavg_plus']),
+                       # Local trains each client from scratch at evaluation (algorithms/methods/local.py): one round
+                       # gives the accuracy sixty give (0.808 measured both ways), in a quarter of the time.
+                       ('local', ['--algorithm=local', '--total_rounds=1', '--rounds_per_eval=1'])):
       status, stderr = in_process_run.run(common + args + [f'--experiment_name={name}'])
       self.assertEqual(status, 0, stderr[-3000:])
       last = in_process_run.metrics_rows(os.path.join(root, name))[-1]
