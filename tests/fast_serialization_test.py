@@ -32,8 +32,17 @@ def _serialized(value, type_spec) -> bytes:
 
 class FastSerializationTest(tf.test.TestCase):
 
-  def tearDown(self):
+  def setUp(self):
+    super().setUp()
+    # Each test starts from TFF's own serializers and leaves the process's as it found them (installed where the
+    # test shares its process with others, tests/bundled_tests.py).
+    self._found = (value_serialization._serialize_struct_type,  # pylint: disable=protected-access
+                   value_serialization._serialize_federated_value)  # pylint: disable=protected-access
     fast_serialization.uninstall()
+
+  def tearDown(self):
+    (value_serialization._serialize_struct_type,  # pylint: disable=protected-access
+     value_serialization._serialize_federated_value) = self._found  # pylint: disable=protected-access
     super().tearDown()
 
   def test_protos_are_identical_to_tffs(self):
