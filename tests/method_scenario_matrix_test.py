@@ -169,7 +169,8 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
       for seed in _seeds(scenario, algorithm):
         with self.subTest(algorithm=algorithm, seed=seed):
           args = ['--task=synthetic', f'--scenario={scenario}', f'--algorithm={algorithm}', '--clients_per_round=3',
-                  '--total_rounds=2', '--period=2', '--rounds_per_eval=2', '--eval_batch_size=500', f'--seed={seed}',
+                  '--total_rounds=2', '--period=2', '--rounds_per_eval=2', '--rounds_per_checkpoint=2',
+                  '--eval_batch_size=500', f'--seed={seed}',
                   *_SCENARIO_FLAGS.get(scenario, [])]
           status, stderr = in_process_run.run([*args, f'--root_output_dir={root}',
                                                f'--experiment_name={algorithm}_s{seed}'])

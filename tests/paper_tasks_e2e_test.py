@@ -47,7 +47,7 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
     root = self.create_tempdir().full_path
     status, stdout, stderr = in_process_run.run_with_stdout([
         f'--task={task}', f'--algorithm={algorithm}', f'--cache_dir={self.cache_dir}', '--total_rounds=2',
-        '--clients_per_round=2', '--max_elements_per_client=20', '--rounds_per_eval=1', f'--root_output_dir={root}',
+        '--clients_per_round=2', '--max_elements_per_client=20', '--rounds_per_eval=2', f'--root_output_dir={root}',
         '--experiment_name=run'])
     self.assertEqual(status, 0, stderr[-3000:])
     if not algorithm.endswith('_single'):
