@@ -287,7 +287,9 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
             self.assertAlmostEqual(float(row[f'{column}_se']), error, places=5)
             if not run_results.is_reference_name(algorithm):
               means[algorithm] = float(row[f'{column}_mean'])
-          if len(means) > 1:
+          if column == 'share_correlation_floor':  # Describes the run (its length's noise floor): never marked.
+            self.assertEqual({a for a in rows if rows[a][f'{column}_best'] == '1'}, set())
+          elif len(means) > 1:
             lower_is_better = (column.startswith(('window_drop', 'window_recovery')) or '_std' in column
                                or column == 'false_alarm_rate')
             best = (min if lower_is_better else max)(means.values())

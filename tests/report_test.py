@@ -283,6 +283,24 @@ class ReportTest(absltest.TestCase):
                                   'fedem (oracle: test labels)', 'vanilla', 'fedtkm'])
     self.assertEqual(table.best, {(names.index('fedtkm'), 'test_accuracy')})
 
+  def test_the_privacy_budget_describes_runs_and_is_never_best(self):
+    # Two methods at z = 0 (epsilon inf) and z = 1 (epsilon 93.1), two seeds each: the accuracy is compared, the
+    # epsilon (the same for both methods of a comparison) is not, and an infinite epsilon has no error to print.
+    runs = []
+    for method, accuracy in (('vanilla', 0.6), ('fedtkm', 0.7)):
+      for z, epsilon in ((0.0, float('inf')), (1.0, 93.1)):
+        for seed in (0, 1):
+          runs.append(run_results.RunResult(
+              f'{method}_z{z}_s{seed}', {'algorithm': method, 'dp_noise_multiplier': z, 'seed': seed}, [],
+              {'final_metrics': {'test_accuracy': accuracy + 0.01 * seed},
+               'privacy': {'epsilon': epsilon, 'noise_multiplier': z}}))
+    table = report_tables.build(runs)
+    self.assertEqual({name for _, name in table.best}, {'test_accuracy'})
+    self.assertLen(table.best, 2)  # FedTKM in each comparison.
+    texts = {(values, cells['dp_epsilon'].text()) for values, _, cells in table.rows}
+    self.assertEqual({text for _, text in texts}, {'inf', '93.100 +- 0.000'})
+    self.assertNotIn('nan', table.csv())
+
   def test_no_runs_is_one_line(self):
     with self.assertRaisesRegex(report_writer.ReportError, r'^no runs under .* \(a run directory has config.json'):
       report_writer.write(self.create_tempdir().full_path, self.output)

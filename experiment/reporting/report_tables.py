@@ -14,13 +14,14 @@ learns mixture weights, the signed correlation of the share matched to base 0 wi
 (`share_correlation`, Figure 4) and beside it what noise reaches for that run length (`share_correlation_floor`).
 Windowed runs of a method that detects shifts add the detector's rates against the simulation's truth
 (`detection_rate`, `false_alarm_rate`) and the ARI of its assignment against the true regimes (`regime_ari`), from
-`summary.json` (`experiment.core.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`, lower is
-better). A column appears when at least one run reports it; `columns` chooses and orders them; the main metric of
+`summary.json` (`experiment.core.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`: set by the
+noise multiplier and the rounds, the same for every method of a comparison). A column appears when at least one run reports it; `columns` chooses and orders them; the main metric of
 the runs' scenario (`metric_names.MAIN_METRIC`: the mean over the last period for the periodic shift) comes first, and the
 mixed-mode batches (`--mixed_test_q`) follow the test accuracies. Headers are labels with units and averaging windows
 (`metric_labels`; the CSV keeps the metric names). Rows are settings (`experiment.reporting.run_results`); within a
 comparison (settings that differ only in the method) the best mean of each column is marked (bold in markdown,
-`best` in the CSV): highest, or lowest for losses, drops, recovery times, false alarms and forgetting. Reference
+`best` in the CSV): highest, or lowest for losses, drops, recovery times, false alarms and forgetting; the columns
+that describe a run (`share_correlation_floor`, `dp_epsilon`) are not marked. Reference
 rows (No-Dist-Shift, runs that decided with the test labels: `run_results.is_reference_name`) are marked as such and
 never marked best.
 """
@@ -39,18 +40,19 @@ from experiment.reporting import report_plots
 from experiment.reporting import run_results
 from experiment.core import shift_metrics
 
-# (column, lower is better), in table order.
+# (column, lower is better), in table order; None for a column that describes the run rather than scores it (the
+# noise floor of `share_correlation`, the privacy budget), which is never marked best.
 MAIN_COLUMNS = (
     ('test_accuracy_last_period_mean', False), ('test_accuracy', False), ('test_mixture_accuracy', False),
     ('personalized_accuracy', False), ('personalized_server_accuracy', False), ('unseen_accuracy', False),
     ('target_accuracy', False), ('target_server_accuracy', False), ('routing_accuracy', False),
     ('routing_accuracy_matched', False), ('routing_accuracy_run_matched', False),
     ('test_mixture_accuracy_mean', False), ('test_mixture_accuracy_std_last_cycles', True),
-    ('balanced_mix_accuracy', False), ('share_correlation', False), ('share_correlation_floor', False), ('routing_ari', False),
+    ('balanced_mix_accuracy', False), ('share_correlation', False), ('share_correlation_floor', None), ('routing_ari', False),
     ('train_routing_accuracy_run_matched', False), ('novelty_auroc', False),
     ('novelty_average_precision', False), ('novelty_max_f1', False), ('window_drop', True), ('window_recovery_rounds', True),
     ('window_max_accuracy', False), ('regime_ari', False), ('detection_rate', False), ('false_alarm_rate', True),
-    ('forgetting', True), ('dp_epsilon', True))
+    ('forgetting', True), ('dp_epsilon', None))
 _HELD_OUT = ('personalized', 'unseen', 'target')
 WINDOW_FIELDS = (('drop', True), ('recovery_rounds', True), ('max_accuracy', False))  # (field, lower is better)
 
@@ -162,10 +164,12 @@ class Cell:
 
   @property
   def error(self) -> float:
-    return float(np.std(self.values, ddof=1) / np.sqrt(len(self.values))) if len(self.values) > 1 else 0.0
+    if len(self.values) == 1 or np.all(self.values == self.values[0]):  # Also for equal infinities (epsilon inf).
+      return 0.0
+    return float(np.std(self.values, ddof=1) / np.sqrt(len(self.values)))
 
   def text(self) -> str:
-    if len(self.values) == 1:
+    if len(self.values) == 1 or not np.isfinite(self.mean):  # One seed, or an infinity (epsilon without noise).
       return f'{self.mean:.{self.digits}f}'
     return f'{self.mean:.{self.digits}f} +- {self.error:.{self.digits}f}'
 
@@ -201,7 +205,7 @@ class Table:
         continue
       for name, lower in self.columns:
         means = {i: self.rows[i][2][name].mean for i in members if name in self.rows[i][2]}
-        if len(means) < 2:
+        if lower is None or len(means) < 2:
           continue
         target = (min if lower else max)(means.values())
         best |= {(i, name) for i, mean in means.items() if np.isclose(mean, target, rtol=1e-9, atol=0.0)}
