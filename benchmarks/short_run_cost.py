@@ -27,8 +27,8 @@ Measured at 2ec7d7d (dirichlet_mixture, 12 clients, 2 rounds, one run each, noth
   | fedgmm | 11.13 | 4.15 | 3.69 | 3.94 | 1.68 | 0.92 | 0.46 |
   | shiftex | 14.85 | 6.81 | 6.16 | 5.46 | 0.81 | 1.25 | 0.53 |
 
-Building the process and its first round are 60-80% of every run; the two rounds' own work is a small part of
-`rounds`. A test that runs a method on several scenarios pays the build each time.
+Building the process and running its two rounds (the first of which compiles `next`) are 60-80% of every run;
+a test that runs a method on several scenarios pays the build each time.
 """
 
 import collections
