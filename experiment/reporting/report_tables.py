@@ -14,16 +14,16 @@ learns mixture weights, the signed correlation of the share matched to base 0 wi
 (`share_correlation`, Figure 4) and beside it what noise reaches for that run length (`share_correlation_floor`).
 Windowed runs of a method that detects shifts add the detector's rates against the simulation's truth
 (`detection_rate`, `false_alarm_rate`) and the ARI of its assignment against the true regimes (`regime_ari`), from
-`summary.json` (`experiment.core.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`: set by the
-noise multiplier and the rounds, the same for every method of a comparison). A column appears when at least one run reports it; `columns` chooses and orders them; the main metric of
-the runs' scenario (`metric_names.MAIN_METRIC`: the mean over the last period for the periodic shift) comes first, and the
-mixed-mode batches (`--mixed_test_q`) follow the test accuracies. Headers are labels with units and averaging windows
-(`metric_labels`; the CSV keeps the metric names). Rows are settings (`experiment.reporting.run_results`); within a
-comparison (settings that differ only in the method) the best mean of each column is marked (bold in markdown,
-`best` in the CSV): highest, or lowest for losses, drops, recovery times, false alarms and forgetting; the columns
-that describe a run (`share_correlation_floor`, `dp_epsilon`) are not marked. Reference
-rows (No-Dist-Shift, runs that decided with the test labels: `run_results.is_reference_name`) are marked as such and
-never marked best.
+`summary.json` (`experiment.core.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`: set by
+the noise multiplier and the rounds, the same for every method of a comparison). A column appears when at least one
+run reports it; `columns` chooses and orders them; the main metric of the runs' scenario (`metric_names.MAIN_METRIC`:
+the mean over the last period for the periodic shift) comes first, and the mixed-mode batches (`--mixed_test_q`)
+follow the test accuracies. Headers are labels with units and averaging windows (`metric_labels`; the CSV keeps the
+metric names). Rows are settings (`experiment.reporting.run_results`); within a comparison (settings that differ only
+in the method) the best mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for
+losses, drops, recovery times, false alarms and forgetting; the columns that describe a run
+(`share_correlation_floor`, `dp_epsilon`) are not marked. Reference rows (No-Dist-Shift, runs that decided with the
+test labels: `run_results.is_reference_name`) are marked as such and never marked best.
 """
 
 import csv
