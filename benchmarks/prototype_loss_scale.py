@@ -2,7 +2,8 @@
 "Federated Learning Under Evolving Distribution Shifts", 2024).
 
 FedEvolve's logits are -d(phi(x), c_y) (Eq. 5 [R], `algorithms.methods.fedevolve`). Whether d is the Euclidean
-distance (the paper's word, the default) or its square (Prototypical Networks, `--fedevolve_distance=squared`)
+distance (the paper's word read literally, `--fedevolve_distance=euclidean`) or its square (Prototypical Networks, the
+default)
 decides the logits' scale: at initialization the emnist task's CNN maps every digit to features of norm ~11 whose
 class means lie ~0.4 apart, so Euclidean distances to the ten prototypes differ by a few hundredths, the softmax is
 nearly uniform and the loss's gradient is small; squaring multiplies those differences by about 2 d.

@@ -79,10 +79,16 @@ def extractor_representation(model_fn: Callable[[int], tf.keras.Model], num_clas
   return Representation(tower, head, last_layers=1)
 
 
-def two_tower_model(representation: Representation) -> tf.keras.Model:
-  """FedEvolve's network: outputs {'psi': psi(x) [B, d], 'phi': phi(x) [B, d]}, two towers of separate weights."""
+def two_tower_model(representation: Representation, tied_init: bool = False) -> tf.keras.Model:
+  """FedEvolve's network: outputs {'psi': psi(x) [B, d], 'phi': phi(x) [B, d]}, two towers of separate weights.
+
+  `tied_init`: phi starts as a copy of psi's initial weights (two towers, one starting point). The copy is made when
+  the model is built eagerly, as the run's initial weights are (`algorithms.core.learning_process.initial_weights`);
+  a model built while tracing a computation has its weights assigned from the server state before use."""
   psi, phi = representation.tower(), representation.tower()
   psi._name, phi._name = PSI, PHI  # pylint: disable=protected-access
+  if tied_init and tf.executing_eagerly():
+    phi.set_weights(psi.get_weights())
   inputs = tf.keras.Input(shape=psi.input_shape[1:], dtype=psi.inputs[0].dtype, name='x')
   return tf.keras.Model(inputs=inputs, outputs={PSI: psi(inputs), PHI: phi(inputs)}, name='two_towers')
 

@@ -22,6 +22,18 @@ class RepresentationTest(tf.test.TestCase):
     outputs = representation.two_tower_model(network)(tf.zeros([3, 28, 28, 1]))
     self.assertEqual(outputs[representation.PSI].shape, [3, 128])
 
+  def test_tied_towers_start_equal_and_independent_ones_do_not(self):
+    network = representation.mlp_representation(2, circle.NUM_CLASSES, circle.HIDDEN_UNITS)
+    x = tf.random.stateless_normal([16, 2], seed=[0, 1])
+    for tied in (True, False):
+      with self.subTest(tied=tied):
+        outputs = representation.two_tower_model(network, tied_init=tied)(x)
+        difference = np.max(np.abs(outputs[representation.PSI] - outputs[representation.PHI]))
+        if tied:
+          self.assertEqual(difference, 0.0)
+        else:
+          self.assertGreater(difference, 1e-3)
+
   def test_circle_mlp_is_the_task_network_split_three_and_two(self):
     network = representation.mlp_representation(2, circle.NUM_CLASSES, circle.HIDDEN_UNITS)
     self.assertLen([l for l in network.tower().layers if l.trainable_weights], 3)
