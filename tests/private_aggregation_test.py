@@ -1,6 +1,6 @@
 """--aggregator=dp: TFF's DP-FedAvg aggregator in a run, its noise, its refusal, and the reported epsilon against the
 exact privacy curve of the Gaussian mechanism (Balle and Wang, "Improving the Gaussian Mechanism for Differential
-Privacy", 2018), computed here with scipy.
+Privacy", 2018), computed here with scipy. --aggregator=secure: TFF's secure aggregator in a run, and its refusals.
 
 T rounds of a Gaussian mechanism of noise multiplier z on clipped (sensitivity-1 after scaling) contributions are
 one Gaussian mechanism of multiplier z / sqrt(T); its exact delta(epsilon) is
@@ -17,7 +17,9 @@ from absl.testing import absltest
 import numpy as np
 from scipy import optimize
 from scipy import stats
+import tensorflow_federated as tff
 
+from algorithms.core import learning_process
 from algorithms.core import privacy_accounting
 from experiment.core import grid as grid_lib
 from experiment.reporting import report_tables
@@ -89,9 +91,25 @@ class PrivateAggregationTest(absltest.TestCase):
     self.assertGreater(accuracy(clipped), 0.15)
     self.assertGreater(accuracy(clipped), accuracy(noisy) + 0.05)
 
+  def test_secure_runs_sum_securely_and_learn_as_the_mean_does(self):
+    # The aggregator's round holds TFF's secure sum; the run (whose context replaces it by its plain body) ends where
+    # the mean's does, up to the coordinate bounds and quantization of the secure sum.
+    step = learning_process.ServerStep('sgd', 1.0, 1e-4, aggregator='secure')
+    aggregator = step.update_aggregator().create(tff.types.TensorType(np.float32, [3]),
+                                                 tff.types.TensorType(np.float32))
+    proto = tff.framework.ConcreteComputation.get_proto(aggregator.next).SerializeToString()
+    self.assertIn(b'federated_secure_sum_bitwidth', proto)
+    mean, secure = _run([]), _run(['--aggregator=secure'])
+    accuracy = lambda summary: summary['final_metrics']['test_accuracy']
+    self.assertGreater(accuracy(mean), 0.15)
+    self.assertAlmostEqual(accuracy(secure), accuracy(mean), delta=0.03)
+    self.assertNotIn('privacy', secure)
+
   def test_methods_with_their_own_aggregation_and_bad_settings_are_refused_in_one_line(self):
     for args, message in ((['--algorithm=cfl', '--aggregator=dp'], 'aggregates its updates its own way'),
-                          (['--aggregator=median'], 'aggregator must be one of mean, dp'),
+                          (['--algorithm=cfl', '--aggregator=secure'], 'aggregates its updates its own way'),
+                          (['--aggregator=secure', '--workers=127.0.0.1:9'], 'secure runs on this machine only'),
+                          (['--aggregator=median'], 'aggregator must be one of mean, dp, secure'),
                           (['--dp_noise_multiplier=0.5'], 'is the noise of --aggregator=dp')):
       status, stderr = in_process_run.run([*_RUN, *args, f'--root_output_dir={tempfile.mkdtemp()}'])
       self.assertEqual(status, 2, stderr[-2000:])

@@ -29,6 +29,13 @@ The worker also runs with `MALLOC_ARENA_MAX=2` (unless the environment sets it):
 rounds 100 and 2,000 of the synthetic Vanilla run (`benchmarks/soak_memory`), which two arenas avoid
 (docs/operations.md, "Reliability").
 
+Computations are compiled by `compile_for_simulation`: TFF's native compilation, after replacing TFF's secure-sum
+intrinsics (`tff.federated_secure_sum_bitwidth` and its kin, which `tff.learning.secure_aggregator` uses) with their
+plain bodies, as TFF's test backend does (`tff.backends.test`): TFF's C++ runtime has no secure-aggregation protocol,
+so a simulation computes what the protocol would output, the sum of the clients' bounded, quantized values, without
+the cryptography that hides the summands. Computations without those intrinsics compile as before (the check reads
+the computation's serialized proto, under 10 ms).
+
 Binaries call `install()` at the start of `main`; tests call it before `tf.test.main()`, and benchmarks do the
 same.
 """
@@ -46,6 +53,7 @@ import types
 from typing import Callable, Optional
 
 import tensorflow_federated as tff
+from tensorflow_federated.python.core.backends.test import compiler as test_compiler
 from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
 # TFF exports `set_default_context` but not the no-default variant, which holds no executor.
 from tensorflow_federated.python.core.impl.context_stack import set_default_context as tff_default_context
@@ -196,6 +204,14 @@ def exits_with_signal_status(main: Callable) -> Callable:
   return wrapped
 
 
+def compile_for_simulation(computation: tff.Computation):
+  """TFF's native compilation of `computation`, its secure-sum intrinsics first replaced by their plain bodies (see
+  the module docstring)."""
+  if b'federated_secure' in tff.framework.ConcreteComputation.get_proto(computation).SerializeToString():
+    computation = test_compiler.replace_secure_intrinsics_with_bodies(computation)
+  return tff.backends.native.desugar_and_transform_to_native(computation)
+
+
 def install() -> None:
   """Sets TFF's sync local C++ execution context and guarantees its worker ends with this process.
 
@@ -207,7 +223,9 @@ def install() -> None:
     return
   if sys.platform.startswith('linux'):
     executor_factory.subprocess = types.SimpleNamespace(Popen=_WorkerPopen)
-  tff.backends.native.set_sync_local_cpp_execution_context()
+  tff_default_context.set_default_context(tff.framework.SyncExecutionContext(
+      executor_fn=executor_factory.local_cpp_executor_factory(), compiler_fn=compile_for_simulation,
+      transform_args=tff.tensorflow.transform_args, transform_result=tff.tensorflow.transform_result))
   fast_serialization.install()
   for signum in (signal.SIGTERM, signal.SIGHUP):
     if signal.getsignal(signum) == signal.SIG_DFL:

@@ -121,7 +121,7 @@ def round_context(addresses: Sequence[str], num_subrounds: Optional[int] = None,
   """The context that runs a computation's clients in `num_subrounds` subrounds (default: one per worker) over the
   workers at `addresses`, merging their aggregates in client order. The workers' contexts share one compiler
   cache: each subround's computation is compiled once, not once per worker (each TFF context caches only its own)."""
-  compile_once = functools.lru_cache(maxsize=None)(tff.backends.native.desugar_and_transform_to_native)
+  compile_once = functools.lru_cache(maxsize=None)(execution_context.compile_for_simulation)
   contexts = [tff.framework.AsyncExecutionContext(
       executor_fn=_executor_factory(address, timeout_seconds),
       compiler_fn=compile_once,
@@ -134,7 +134,7 @@ def _call_on_worker(computation: tff.Computation, address: str, timeout_seconds:
   """The result of calling the argument-less `computation` on the worker at `address`."""
   context = tff.framework.SyncExecutionContext(
       executor_fn=_executor_factory(address, timeout_seconds),
-      compiler_fn=tff.backends.native.desugar_and_transform_to_native)
+      compiler_fn=execution_context.compile_for_simulation)
   with tff.framework.get_context_stack().install(context):
     return computation()
 

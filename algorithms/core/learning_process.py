@@ -159,7 +159,7 @@ def stateless_client_work(client_update: tff.Computation,
 
 
 SERVER_OPTIMIZERS = ('adam', 'sgd')
-AGGREGATORS = ('mean', 'dp')
+AGGREGATORS = ('mean', 'dp', 'secure')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,7 +173,11 @@ class ServerStep:
   adaptively estimated norm C, Gaussian noise on the sum so that value and clip-count queries together have the
   effective noise multiplier `dp_noise_multiplier`, an unweighted mean over the expected `clients_per_round`;
   McMahan et al., "Learning Differentially Private Recurrent Language Models", 2018, and Andrew et al.,
-  "Differentially Private Learning with Adaptive Clipping", 2021)."""
+  "Differentially Private Learning with Adaptive Clipping", 2021) or `secure` (TFF's secure aggregator,
+  `tff.learning.secure_aggregator` without its optional zeroing and norm clipping: the example-weighted mean whose
+  sums are secure sums, Bonawitz et al., "Practical Secure Aggregation for Privacy-Preserving Machine Learning",
+  2017; each coordinate of an update is clipped to a bound estimated from the clients' values, 2 x their 95th
+  percentile, and quantized to the sum's bit width; `utils.execution_context` simulates the sums)."""
   optimizer: str
   learning_rate: float
   adam_epsilon: float
@@ -190,6 +194,8 @@ class ServerStep:
       return factory_utils.as_weighted_aggregator(tff.aggregators.DifferentiallyPrivateFactory.gaussian_adaptive(
           self.dp_noise_multiplier, self.clients_per_round,
           clipped_count_stddev=max(0.05 * self.clients_per_round, self.dp_noise_multiplier)))
+    if self.aggregator == 'secure':
+      return tff.learning.secure_aggregator(zeroing=False, clipping=False, weighted=True)
     raise ValueError(f'aggregator must be one of {", ".join(AGGREGATORS)}; got {self.aggregator!r}.')
 
   def build(self) -> tff.learning.optimizers.Optimizer:

@@ -111,8 +111,10 @@ class TrainingConfig:
       'et al., 2022) or sgd (w - lr * update; lr 1 is the parameter averaging of FedAvg, pFedEM, FedGMM and '
       'FedEvolve).')
   aggregator: str = setting(
-      'mean', 'How the server aggregates the clients\' model updates: mean (example-weighted) or dp (TFF\'s DP-FedAvg '
-      'aggregator: adaptive clipping, zeroing, Gaussian noise; methods whose update is one mean).')
+      'mean', 'How the server aggregates the clients\' model updates: mean (example-weighted), dp (TFF\'s DP-FedAvg '
+      'aggregator: adaptive clipping, zeroing, Gaussian noise) or secure (TFF\'s secure aggregator: the mean\'s sums '
+      'as secure sums of values bounded per coordinate, simulated on one machine); methods whose update is one '
+      'mean.')
   dp_noise_multiplier: float = setting(
       0.0, '--aggregator=dp: the Gaussian noise on the sum of clipped updates, in units of the clip norm; '
       'summary.json reports the run\'s epsilon at delta 1e-5.')
@@ -356,6 +358,9 @@ def resolve(config: ExperimentConfig) -> Resolved:
     raise ValueError(f'--subrounds needs --workers and must be >= 1; got {config.workers.subrounds}.')
   if config.workers.worker_timeout <= 0:
     raise ValueError(f'--worker_timeout must be > 0; got {config.workers.worker_timeout:g}.')
+  if workers and training.aggregator == 'secure':
+    raise ValueError('--aggregator=secure runs on this machine only: TFF splits a round over workers at its '
+                     'aggregations, which it cannot do for secure sums; drop --workers.')
   output_dir = _output_dir(config, training, scenario_settings)
   record, defaults = _record(config, training, task_settings, scenario_settings, method_config)
   if not config.outputs.overwrite:
