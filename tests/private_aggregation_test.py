@@ -8,6 +8,7 @@ Phi(-epsilon s + 1 / (2 s)) - e^epsilon Phi(-epsilon s - 1 / (2 s)) with s = z /
 epsilon is an upper bound on the exact one, and a tight one for these parameters.
 """
 
+import functools
 import json
 import os
 import re
@@ -37,7 +38,9 @@ def _exact_epsilon(noise_multiplier: float, rounds: int, delta: float) -> float:
   return optimize.brentq(curve, 0.0, 500.0)
 
 
-def _run(args):
+@functools.lru_cache(maxsize=None)
+def _run(args: tuple):
+  """summary.json of a run with `args`, with its report row under 'report' (each run made once per process)."""
   root = tempfile.mkdtemp()
   status, stderr = in_process_run.run([*_RUN, *args, f'--root_output_dir={root}'])
   if status != 0:
@@ -78,9 +81,9 @@ class PrivateAggregationTest(absltest.TestCase):
       self.assertEqual(int(epsilon), round(privacy_accounting.epsilon(float(z), rounds)), z)
 
   def test_dp_runs_report_epsilon_and_noise_costs_accuracy(self):
-    mean = _run([])
-    clipped = _run(['--aggregator=dp'])
-    noisy = _run(['--aggregator=dp', '--dp_noise_multiplier=1.0'])
+    mean = _run(())
+    clipped = _run(('--aggregator=dp',))
+    noisy = _run(('--aggregator=dp', '--dp_noise_multiplier=1.0'))
     self.assertNotIn('privacy', mean)
     self.assertEqual(clipped['privacy']['epsilon'], float('inf'))
     self.assertAlmostEqual(noisy['privacy']['epsilon'], privacy_accounting.epsilon(1.0, 8))
@@ -99,7 +102,7 @@ class PrivateAggregationTest(absltest.TestCase):
                                                  tff.types.TensorType(np.float32))
     proto = tff.framework.ConcreteComputation.get_proto(aggregator.next).SerializeToString()
     self.assertIn(b'federated_secure_sum_bitwidth', proto)
-    mean, secure = _run([]), _run(['--aggregator=secure'])
+    mean, secure = _run(()), _run(('--aggregator=secure',))
     accuracy = lambda summary: summary['final_metrics']['test_accuracy']
     self.assertGreater(accuracy(mean), 0.15)
     self.assertAlmostEqual(accuracy(secure), accuracy(mean), delta=0.03)
