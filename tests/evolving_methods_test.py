@@ -3,7 +3,8 @@ synthetic task rotated by 20 degrees per domain in all 32 planes of its 64-d inp
 source domains does not carry to the target: FedAvg's target accuracy falls to 0.68 from 0.92 on its training data).
 
 Measured with these settings (20 rounds, seed 0), accuracy on the target domain's test set: FedAvg 0.676, FedEvolve
-0.912 (0.860 with independently initialized towers and Euclidean distances), FedEvp 0.850, FedRep 0.749; each client's own target data: FedAvg 0.725, FedRep with its clients' heads 0.831.
+0.912 (0.860 with independently initialized towers and Euclidean distances), FedEvp 0.850, FedRep 0.749; each
+client's own target data: FedAvg 0.725, FedRep with its clients' heads 0.831.
 The methods built for evolving domains must beat FedAvg on the target by 0.08 (half the measured gap), FedRep's
 personalized clients must beat FedAvg's by 0.05; every method's training accuracy must rise by 0.2.
 """
