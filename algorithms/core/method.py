@@ -108,9 +108,10 @@ def with_shared(config, shared: Mapping):
 
 
 def check_settings(config, method: str, choices: Optional[dict] = None, at_least_one: tuple = (),
-                   positive: tuple = ()) -> None:
+                   positive: tuple = (), non_negative: tuple = ()) -> None:
   """Raises a one-line ValueError naming the flag (`settings`) of the first `config` field that is not in its
-  allowed `choices[field]`, is below 1 (`at_least_one`) or is not > 0 (`positive`)."""
+  allowed `choices[field]`, is below 1 (`at_least_one`), is not > 0 (`positive`) or is not >= 0
+  (`non_negative`)."""
   flag = {field.name: name for name, field in settings(method, type(config)).items()}
   for name, allowed in (choices or {}).items():
     if getattr(config, name) not in allowed:
@@ -121,3 +122,6 @@ def check_settings(config, method: str, choices: Optional[dict] = None, at_least
   for name in positive:
     if not getattr(config, name) > 0:
       raise ValueError(f'--{flag[name]} must be > 0; got {getattr(config, name):g}.')
+  for name in non_negative:
+    if not getattr(config, name) >= 0:
+      raise ValueError(f'--{flag[name]} must be >= 0; got {getattr(config, name):g}.')
