@@ -78,6 +78,8 @@ class BadInputTest(parameterized.TestCase):
       ('tshot_on_stackoverflow', ['--algorithm=tshot_kmeans', '--task=stackoverflow'], 'not defined for stackoverflow'),
       ('scsgd_halves', ['--algorithm=scsgd', '--scsgd_halves=thirds'], 'scsgd_halves must be one of'),
       ('fedem_iterations', ['--algorithm=fedem', '--fedem_em_iterations=0'], 'fedem_em_iterations must be >= 1'),
+      ('fedevolve_clip', ['--algorithm=fedevolve', '--scenario=evolving_domains', '--fedevolve_max_gradient_norm=-1'],
+       'fedevolve_max_gradient_norm must be >= 0; got -1'),
       ('fedgmm_gaussians', ['--algorithm=fedgmm', '--fedgmm_gaussians=0'], 'fedgmm_gaussians must be >= 1'),
       ('pfedem_pretrain_epochs', ['--algorithm=pfedem', '--pfedem_features=pretrained', '--pfedem_pretrain_epochs=0'],
        'pfedem_pretrain_epochs must be >= 1'),
