@@ -48,9 +48,9 @@ Choices, measured or argued (flags `--fedevolve_<field>`):
   makes them, give rare huge steps: on the synthetic stand-in under Dir(0.1) (60 rounds, client learning rate
   0.05) the steps' gradient norms have median 0.5, 99.9th percentile 104 and maximum 821, and one such step
   diverged a run (seed 1, weights from norm 8 to 10^14 within four rounds); at learning rate 0.1 the unclipped run
-  diverges in round 1 and the clipped one trains to 99.4%. Without label skew the largest step measured was 58
-  (synthetic) and 27 (digits_written), so at 100 those runs are bit-identical to unclipped ones (the scale is
-  exactly 1 under the bound). Measurements in docs/results/fedevolve.md.
+  diverges in round 1 and the clipped one trains to 99.4%. Without label skew the largest step measured was 51-66
+  (synthetic, seeds 0-2), 27 (digits_written) and 12 (Circle), so at 100 those runs are bit-identical to unclipped
+  ones (the scale is exactly 1 under the bound). Measurements in docs/results/fedevolve.md.
 - `stage_reduction` (`packed` only: a pair batch holds one scored stage): `sum` (default, Eq. 5 [R] summed over m)
   or `mean` over the stages scored.
 - `aggregation`: `examples` (default; the paper's Section 3.4: "weighted averaging by local sample counts", here the
