@@ -11,6 +11,7 @@ by `assert_same_rounds`.
 
 import contextlib
 import csv
+import gc
 import io
 import os
 import subprocess
@@ -44,6 +45,7 @@ def run_with_stdout(args) -> tuple[int, str, str]:
   run_experiment.define_flags(flag_values)
   flag_values(['run_experiment', *args])
   stdout, stderr = io.StringIO(), io.StringIO()
+  gc.collect()  # What earlier runs left (and any warning its collection prints) stays out of this run's stderr.
   # The binary's warning filters: Python ignores DeprecationWarnings raised outside __main__ (Keras' unseeded
   # initializers raise one), which the test runner shows.
   with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), warnings.catch_warnings():

@@ -193,18 +193,17 @@ class Checkpoints:
     self._root = os.path.join(output_dir, CHECKPOINTS)
     self._staging = os.path.join(self._root, _STAGING)
     self._keep = keep
-    self._loop = asyncio.new_event_loop()
     self._manager = tff.program.FileProgramStateManager(self._root, prefix=_PREFIX)
 
   def rounds(self) -> list[int]:
     """The rounds of the saved checkpoints, oldest first."""
-    return self._loop.run_until_complete(self._manager.get_versions()) or []
+    return asyncio.run(self._manager.get_versions()) or []
 
   def save(self, state, round_num: int) -> None:
     """Saves `state` as the checkpoint of `round_num`: written whole under .staging, then renamed into place."""
     shutil.rmtree(self._staging, ignore_errors=True)  # What a killed save left.
     staging = tff.program.FileProgramStateManager(self._staging, prefix=_PREFIX)
-    self._loop.run_until_complete(staging.save(state, round_num))
+    asyncio.run(staging.save(state, round_num))
     final = self.path(round_num)
     if os.path.exists(final):
       shutil.rmtree(final)
@@ -224,7 +223,7 @@ class Checkpoints:
     rounds, unloadable = self.rounds(), []
     for round_num in reversed(rounds):
       try:
-        state = self._loop.run_until_complete(self._manager.load(round_num, structure))
+        state = asyncio.run(self._manager.load(round_num, structure))
       except Exception as error:  # pylint: disable=broad-except
         unloadable.append((round_num, str(error).splitlines()[0] if str(error) else type(error).__name__))
         continue

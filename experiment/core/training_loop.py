@@ -90,7 +90,6 @@ class _MetricsRelease:
   configuration is written once for TensorBoard's HParams plugin."""
 
   def __init__(self, output_dir: str, fresh: bool):
-    self._loop = asyncio.new_event_loop()
     self._csv = tff.program.CSVFileReleaseManager(os.path.join(output_dir, run_directory.METRICS),
                                                   key_fieldname='round')
     tensorboard_dir = os.path.join(output_dir, 'tensorboard')
@@ -101,8 +100,8 @@ class _MetricsRelease:
         hparams_api.hparams(hparams(config))
 
   def release(self, values: dict, round_num: int) -> None:
-    self._loop.run_until_complete(self._csv.release(values, key=round_num))
-    self._loop.run_until_complete(self._tensorboard.release(grouped(values), key=round_num))
+    asyncio.run(self._csv.release(values, key=round_num))
+    asyncio.run(self._tensorboard.release(grouped(values), key=round_num))
 
 
 def _first_nonfinite(structure) -> Optional[str]:
