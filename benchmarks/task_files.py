@@ -6,6 +6,10 @@ written with `tasks.testing.fake_tff_files`, with client sizes like the real one
                  drawn as EMNIST draws its own (each 8 x 8 image resized bilinearly to 20 x 20 and centred in 28 x 28,
                  ink dark on a background of 1.0, TFF's EMNIST convention), writers of 30 digits in a seeded order,
                  a fifth of the digits (seeded) as `all_test`; no characters;
+  emnist_real_digits_night  as emnist_real_digits with a night mode made of real handwriting: each digit, by a
+                 seeded coin, is either as written or turned 90 degrees counter-clockwise and labelled 10 + digit,
+                 which the emnist task reads as its character (night) mode (writers hold both modes); a transform
+                 other than the `digits` task's mirroring, 10 classes per mode;
   cifar          CIFAR-10 clients of 100 images (the task's split), CIFAR-100 clients of 100 (TFF's);
   stackoverflow  users whose questions and answers number log-normally (median 60) with 20-word sentences; each
                  client trains on at most 512 of them (Table 2).
@@ -85,7 +89,11 @@ def emnist_layout_digits() -> tuple[np.ndarray, np.ndarray]:
 
 def _write_emnist_real_digits(directory, rng, paper_test_sets):
   del paper_test_sets  # The digits are what they are.
-  pixels, labels = emnist_layout_digits()
+  _write_emnist_digits(directory, rng, *emnist_layout_digits())
+
+
+def _write_emnist_digits(directory, rng, pixels, labels):
+  """Writers of 30 examples in a seeded order and a fifth of the examples (seeded) as `all_test`."""
   order = rng.permutation(len(pixels))
   test, train = order[:len(order) // 5], order[len(order) // 5:]
   element = lambda i: {'label': labels[i], 'pixels': pixels[i]}
@@ -95,7 +103,16 @@ def _write_emnist_real_digits(directory, rng, paper_test_sets):
       'all_train': writers, 'all_test': {'t0': [element(i) for i in test]}})
 
 
-_WRITERS = {'emnist': _write_emnist, 'emnist_real_digits': _write_emnist_real_digits, 'cifar': _write_cifar,
+def _write_emnist_real_digits_night(directory, rng, paper_test_sets):
+  del paper_test_sets  # The digits are what they are.
+  pixels, labels = emnist_layout_digits()
+  night = rng.random(len(pixels)) < 0.5
+  pixels = np.where(night[:, None, None], np.rot90(pixels, axes=(1, 2)), pixels)
+  _write_emnist_digits(directory, rng, pixels, np.where(night, labels + 10, labels))
+
+
+_WRITERS = {'emnist': _write_emnist, 'emnist_real_digits': _write_emnist_real_digits,
+            'emnist_real_digits_night': _write_emnist_real_digits_night, 'cifar': _write_cifar,
             'stackoverflow': _write_stackoverflow}
 
 

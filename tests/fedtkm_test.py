@@ -93,21 +93,65 @@ class FedTkmTest(tf.test.TestCase):
     logits[:, 1, 3] = 5.0
     batch = {'y': np.array([1, 1, 3]), 'mode': np.array([0, 0, 1])}
     outputs = {'features': features, 'logits': logits}
-    scales = np.array([1.0, 1.0], np.float32)
-    per_batch = fedtkm.evaluation_objective(2, 2, 'batch', 'learned')(outputs, batch, centers, scales)
+    clustering = lambda scales: {'centers': centers, 'scales': np.array(scales, np.float32)}
+    per_batch = fedtkm.evaluation_objective(2, 2, 'batch', 'learned')(outputs, batch, clustering([1.0, 1.0]))
     self.assertEqual(per_batch.num_correct, 2)  # Mean distances 1.6 vs 2.8: all three go to branch 1.
     self.assertAllEqual(per_batch.routing, [[2, 0], [1, 0]])
-    per_sample = fedtkm.evaluation_objective(2, 2, 'sample', 'learned')(outputs, batch, centers, scales)
+    per_sample = fedtkm.evaluation_objective(2, 2, 'sample', 'learned')(outputs, batch, clustering([1.0, 1.0]))
     self.assertEqual(per_sample.num_correct, 3)
     self.assertAllEqual(per_sample.routing, [[2, 0], [0, 1]])
     # A large alpha_2 sends everything to branch 1 unless the evaluation ignores the scales.
-    large = np.array([1.0, 10.0], np.float32)
-    self.assertEqual(fedtkm.evaluation_objective(2, 2, 'sample', 'learned')(outputs, batch, centers, large)
+    self.assertEqual(fedtkm.evaluation_objective(2, 2, 'sample', 'learned')(outputs, batch, clustering([1.0, 10.0]))
                      .num_correct, 2)
-    self.assertEqual(fedtkm.evaluation_objective(2, 2, 'sample', 'none')(outputs, batch, centers, large)
+    self.assertEqual(fedtkm.evaluation_objective(2, 2, 'sample', 'none')(outputs, batch, clustering([1.0, 10.0]))
                      .num_correct, 3)
+    # Swapped branches (prior_anchored): cluster 1 scores with branch 2, and the routing counts stay clusters.
+    swapped = dict(clustering([1.0, 1.0]), branches=np.array([1, 0], np.int32))
+    per_sample = fedtkm.evaluation_objective(2, 2, 'sample', 'learned')(outputs, batch, swapped)
+    self.assertEqual(per_sample.num_correct, 0)
+    self.assertAllEqual(per_sample.routing, [[2, 0], [0, 1]])
+
+  def test_prior_anchored_swap_relabels_the_clusters_and_keeps_every_partition_and_branch(self):
+    clustering = fedtkm.initial_clustering(2, 5, seed=1, anchored=True)
+    clustering.update(centers=self.centers[:2], scales=np.array([1.0, 1.7], np.float32),
+                      mass=np.array([3.0, 5.0], np.float32), branches=np.array([1, 0], np.int32))
+    # Period 4: (q~, q-bar) at rounds 5-8; e = sum (2 q~ - 1)(2 q-bar - 1), checked at round 8 only.
+    history = [(1.0, 0.0), (0.5, 1.0), (0.0, 0.75), (0.5, 0.5)]  # e = -1 + 0 - 0.5 + 0 = -1.5.
+    state, swaps = clustering, []
+    for round_num, (prior, q_bar) in enumerate(history, start=5):
+      state, swapped = fedtkm.oriented(state, tf.constant(round_num, tf.int64), 4, tf.constant(prior),
+                                       tf.constant(q_bar))
+      state = {key: value.numpy() for key, value in state.items()}
+      swaps.append(bool(swapped))
+    self.assertEqual(swaps, [False, False, False, True])
+    self.assertAllClose(state['centers'], self.centers[1::-1])
+    self.assertAllClose(state['scales'], [1.0, 1.0 / 1.7])
+    self.assertAllClose(state['mass'], [5.0, 3.0])
+    self.assertAllEqual(state['branches'], [0, 1])
+    self.assertEqual(state['evidence'], 0.0)
+    # The same partition with the labels exchanged, and every example (and client) keeps its branch.
+    for rule in ('mean_distance', 'majority_vote'):
+      for client in np.split(self.features[:12], 4):
+        before = fedtkm.client_cluster(_numpy_distances(client, clustering['centers'], clustering['scales']), rule)
+        after = fedtkm.client_cluster(_numpy_distances(client, state['centers'], state['scales']), rule)
+        self.assertEqual(int(after), 1 - int(before))
+        self.assertEqual(int(fedtkm.branch_of(state, after)), int(fedtkm.branch_of(clustering, before)))
+    before = np.argmin(_numpy_distances(self.features, clustering['centers'], clustering['scales']), axis=1)
+    after = np.argmin(_numpy_distances(self.features, state['centers'], state['scales']), axis=1)
+    self.assertAllEqual(after, 1 - before)
+    # Evidence of the prior's orientation (q-bar follows q~) swaps nothing, and resets at the period's end.
+    for round_num, (prior, q_bar) in enumerate([(1.0, 1.0), (0.0, 0.5), (0.0, 0.0), (0.5, 0.0)], start=9):
+      state, swapped = fedtkm.oriented(state, tf.constant(round_num, tf.int64), 4, tf.constant(prior),
+                                       tf.constant(q_bar))
+      self.assertFalse(bool(swapped))
+    self.assertAllEqual(state['branches'], [0, 1])
+    self.assertEqual(float(state['evidence']), 0.0)
 
   def test_config_validation(self):
+    with self.assertRaisesRegex(ValueError, 'needs a temporal prior'):
+      fedtkm.Config(prior='none', orientation='prior_anchored').validate()
+    with self.assertRaisesRegex(ValueError, 'orientation'):
+      fedtkm.Config(orientation='day_first').validate()
     with self.assertRaisesRegex(ValueError, 'prior none'):
       fedtkm.Config(prior='linear', num_branches=3).validate()
     fedtkm.Config(prior='none', num_branches=3).validate()

@@ -9,7 +9,7 @@
 """
 
 import collections
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -61,11 +61,14 @@ def training_sums(training: client_training.TrainingOutput, mode: tf.Tensor, bra
   return collections.OrderedDict(training.metrics, **client_training.exclude_unless(training.finite, routed))
 
 
-def routed_result(outputs: dict, batch: dict, branches: tf.Tensor, num_modes: int,
-                  num_branches: int) -> objectives.BatchResult:
-  """Metrics of the logits of branch `branches` [B] of each example, with routing counts [modes, branches]."""
+def routed_result(outputs: dict, batch: dict, branches: tf.Tensor, num_modes: int, num_branches: int,
+                  routes: Optional[tf.Tensor] = None) -> objectives.BatchResult:
+  """Metrics of the logits of branch `branches` [B] of each example, with routing counts [modes, branches] of
+  `routes` [B] (the branches unless given: a method whose clusters map to branches by a permutation counts
+  clusters)."""
   logits = tf.gather(outputs[multi_branch.LOGITS], branches, axis=1, batch_dims=1)
-  confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(branches, num_branches), transpose_a=True)
+  routes = branches if routes is None else routes
+  confusion = tf.matmul(tf.one_hot(batch['mode'], num_modes), tf.one_hot(routes, num_branches), transpose_a=True)
   return objectives.classification_result(logits, batch)._replace(routing=confusion)
 
 

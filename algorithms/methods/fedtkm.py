@@ -52,6 +52,25 @@ Choices where the paper is ambiguous (flags where a user may want the other read
   209 the modes were apart again with labels swapped (+0.33 / -0.37), and the test routing ended at 0.125 (adjusted
   Rand index 1.0: separated, swapped). With a leak the wind-up is bounded, about eta-bar * gap / lambda;
   docs/results/diurnal_or_nocturnal.md gives the runs with lambda = 0.2.
+- `orientation` (default `paper`: Eq. 11-13 as written), a departure for the labels of the two clusters. The prior
+  speaks of cluster 1 (q~(t) is the share the prior expects there), but nothing in Eq. 11-13 ties cluster 1 to the
+  day mode: before the features separate the modes alpha_2, one threshold on log(d_i1 / d_i2), moves the whole
+  population at once (q-bar is 0 or 1 whatever q~), and when they separate each mode keeps whichever center it is
+  nearer to (Eq. 12 moves a center to the clients it holds); Eq. 13 then only shifts the threshold. Measured on real
+  handwriting (the emnist task on scikit-learn's digits, night = the digits turned 90 degrees, linear shift, p = 1,
+  T = 32, 320 rounds, 6 clients a round, seed 5; `log_distance_ratio_<m>` traces in
+  docs/results/diurnal_or_nocturnal.md): the modes separate at round ~120 with day nearer c_2 (+0.98 / -1.18), from
+  then on every test batch of a mode goes to the other mode's cluster (routing 0.00, 1.00 under the best matching)
+  while alpha_2 oscillates in 0.67-1.25, short of the exp(0.6) = 1.8 that would move a mode across.
+  `prior_anchored` relabels the clusters when the observed share follows the opposite of the prior: the server
+  accumulates e = sum_t (2 q~(t) - 1)(2 q-bar(t) - 1) over each period of T rounds (e < 0 exactly when
+  sum_t (q-bar - (1 - q~))^2 < sum_t (q-bar - q~)^2) and, at the period's end, if e < 0 swaps c_1 and c_2, their
+  masses, alpha_2 -> 1 / alpha_2 (alpha_1 stays 1), and the branch each cluster trains and routes to
+  (`branches`, a permutation, the identity at first). Every example keeps its partition and its branch: d_1 <=
+  alpha_2 d_2 before the swap is alpha_2 d_2 <= d_1 after it with the labels exchanged (ties aside), so a swap
+  changes no training step; it changes which cluster q~ speaks of, and with it Eq. 13's later steps. Only q-bar, an
+  aggregate, enters. The prior orientation of routing (`routing_accuracy`, `train_routing_accuracy`: mode k in
+  cluster k) is read on clusters, which under `paper` are the branches.
 - Initialization: c_k ~ N(0, 0.1^2) per coordinate from the run's seed (the public code draws the same, unseeded);
   alpha = 1.
 - Test-time routing (Section 3.2: "at test time, we use a minibatch to estimate d_ik"): the branch of each test
@@ -91,6 +110,7 @@ CLIENT_RULES = ('mean_distance', 'majority_vote')
 STEP_SCHEDULES = ('prior_weighted', 'constant')
 EVAL_ROUTINGS = ('batch', 'sample')
 EVAL_SCALINGS = ('learned', 'none')
+ORIENTATIONS = ('paper', 'prior_anchored')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +131,9 @@ class Config:
                                        '(see algorithms/methods/fedtkm.py).', flag='center_decay')
   alpha_leak: float = method.setting(0.0, 'FedTKM leak lambda of log alpha_2 toward 0 each round; 0 is Eq. 13 exactly '
                                      '(see algorithms/methods/fedtkm.py).', flag='alpha_leak')
+  orientation: str = method.setting('paper', 'FedTKM cluster labels: paper (Eq. 11-13 as written) or prior_anchored '
+                                    '(at each period\'s end, swap the two clusters if q-bar followed 1 - q~; see '
+                                    'algorithms/methods/fedtkm.py).', flag='fedtkm_orientation')
   period: int = 32
   num_branches: int = 2
   smoothing_weight: float = 0.1
@@ -120,7 +143,10 @@ class Config:
 
   def validate(self) -> None:
     method.check_settings(self, NAME, {'prior': PRIORS, 'client_rule': CLIENT_RULES,
-                                       'step_schedule': STEP_SCHEDULES, 'eval_scaling': EVAL_SCALINGS})
+                                       'step_schedule': STEP_SCHEDULES, 'eval_scaling': EVAL_SCALINGS,
+                                       'orientation': ORIENTATIONS})
+    if self.orientation == 'prior_anchored' and self.prior == 'none':
+      raise ValueError('--fedtkm_orientation=prior_anchored needs a temporal prior; got --prior=none.')
     if self.num_branches < 2:
       raise ValueError(f'FedTKM needs at least 2 branches; got {self.num_branches}.')
     temporal_prior.check_modes(self.prior, self.num_branches)
@@ -161,13 +187,45 @@ def client_cluster(distances: tf.Tensor, rule: str) -> tf.Tensor:
 # Server update.
 
 
-def initial_clustering(num_clusters: int, feature_dim: int, seed: int) -> collections.OrderedDict:
-  """c_k ~ N(0, 0.1^2) per coordinate from `seed`, alpha = 1, no accumulated mass (float32 numpy)."""
+def initial_clustering(num_clusters: int, feature_dim: int, seed: int,
+                       anchored: bool = False) -> collections.OrderedDict:
+  """c_k ~ N(0, 0.1^2) per coordinate from `seed`, alpha = 1, no accumulated mass (float32 numpy); `anchored`
+  (orientation `prior_anchored`) adds the branch of each cluster [K] (the identity) and the period's orientation
+  evidence e = 0."""
   rng = np.random.default_rng(seed)
-  return collections.OrderedDict(
+  clustering = collections.OrderedDict(
       centers=rng.normal(0.0, 0.1, size=(num_clusters, feature_dim)).astype(np.float32),
       scales=np.ones([num_clusters], np.float32),
       mass=np.zeros([num_clusters], np.float32))
+  if anchored:
+    clustering.update(branches=np.arange(num_clusters, dtype=np.int32), evidence=np.float32(0.0))
+  return clustering
+
+
+def branch_of(clustering, cluster: tf.Tensor) -> tf.Tensor:
+  """The branch cluster(s) `cluster` train and route to: `clustering['branches']` where the orientation is
+  anchored, else the cluster itself."""
+  if 'branches' not in clustering:
+    return cluster
+  return tf.gather(clustering['branches'], cluster)
+
+
+def oriented(clustering, round_num: tf.Tensor, period: int, prior: tf.Tensor,
+             observed_share: tf.Tensor) -> tuple[collections.OrderedDict, tf.Tensor]:
+  """(clustering, swapped): `prior_anchored` (module docstring). Adds (2 q~ - 1)(2 q-bar - 1) to the evidence; at
+  the end of a period (round_num % period == 0) swaps the two clusters (centers, mass, alpha_2 -> 1 / alpha_2,
+  branches) if the evidence is negative, and starts the next period's at 0."""
+  evidence = clustering['evidence'] + (2.0 * prior - 1.0) * (2.0 * observed_share - 1.0)
+  period_end = tf.equal(round_num % period, 0)
+  swapped = tf.logical_and(period_end, evidence < 0.0)
+  pick = lambda value, swapped_value: tf.where(swapped, swapped_value, value)
+  scales = clustering['scales']
+  return collections.OrderedDict(
+      centers=pick(clustering['centers'], tf.reverse(clustering['centers'], [0])),
+      scales=pick(scales, tf.stack([scales[0], 1.0 / scales[1]])),
+      mass=pick(clustering['mass'], tf.reverse(clustering['mass'], [0])),
+      branches=pick(clustering['branches'], tf.reverse(clustering['branches'], [0])),
+      evidence=tf.where(period_end, 0.0, evidence)), swapped
 
 
 def updated_centers(centers: tf.Tensor, mass: tf.Tensor, weighted_feature_sums: tf.Tensor,
@@ -212,7 +270,8 @@ def build_client_update(model: tf.keras.Model, client_optimizer: tff.learning.op
     examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
     client_training.assign_weights(model, weights)
     _, before = distances(examples['x'], clustering)
-    branch = client_cluster(before, config.client_rule)  # Eq. 11
+    chosen = client_cluster(before, config.client_rule)  # Eq. 11
+    branch = branch_of(clustering, chosen)
     unscaled = tf.reduce_mean(before / clustering['scales'], axis=0)
     log_ratio = tf.math.log(unscaled[0]) - tf.math.log(unscaled[-1])  # The client joins 1 iff log alpha_2 > this.
     objective = objectives.selected_branch(branch, config.smoothing_weight, config.smoothing_epsilon)
@@ -229,7 +288,7 @@ def build_client_update(model: tf.keras.Model, client_optimizer: tff.learning.op
     statistics = client_training.exclude_unless(training.finite, statistics)
     statistics['participants'] = tf.cast(training.finite, tf.float32)
     sums = routing.training_sums(
-        training, mode, branch, num_modes, num_branches,
+        training, mode, chosen, num_modes, num_branches,
         assignment=routing.client_confusion(mode, cluster, num_modes, num_branches),
         mode_one_count=nearest_counts(after)[0], pass_count=count,
         mode_log_ratio=tf.one_hot(mode, num_modes) * log_ratio, mode_clients=tf.one_hot(mode, num_modes))
@@ -242,14 +301,17 @@ def build_client_update(model: tf.keras.Model, client_optimizer: tff.learning.op
 def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
                       client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_branches: int,
                       num_modes: int, config: Config) -> tff.learning.templates.ClientWorkProcess:
-  """FedTKM's client work; its server state is (round_num, centers, scales, previous prior value)."""
+  """FedTKM's client work; its server state is (round_num, clustering: centers, scales, mass and, anchored, branches
+  and evidence; previous prior value)."""
   config = dataclasses.replace(config, num_branches=num_branches)
   config.validate()
   use_prior = config.prior != 'none'
   weights_type = learning_process.model_weights_type(model_fn)
   data_type = learning_process.client_data_type(element_spec)
-  clustering_value = initial_clustering(num_branches, learning_process.feature_dim(model_fn), config.seed)
-  clustering_type = learning_process.float32_struct_type(clustering_value)
+  anchored = config.orientation == 'prior_anchored'
+  clustering_value = initial_clustering(num_branches, learning_process.feature_dim(model_fn), config.seed, anchored)
+  clustering_type = tff.types.tensorflow_to_type(
+      tf.nest.map_structure(lambda value: tf.TensorSpec(value.shape, value.dtype), clustering_value))
 
   @tff.tensorflow.computation(weights_type, clustering_type, data_type)
   def client_update(weights, clustering, dataset):
@@ -271,14 +333,19 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
                               step_size(prior, config.eta_max, config.step_schedule), config.alpha_leak)
     else:
       prior, scales = previous_prior, clustering['scales']
+    clustering = collections.OrderedDict(clustering, centers=centers, scales=scales, mass=mass)
+    orientation_metrics = {}
+    if anchored:
+      clustering, swapped = oriented(clustering, round_num, config.period, prior, q_bar)
+      orientation_metrics['clusters_swapped'] = tf.cast(swapped, tf.float32)
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
         **routing.train_routing_metrics(sums['routing'], best_matching=not use_prior),
         assignment_accuracy=routing.routing_accuracy(sums['assignment'], best_matching=not use_prior),
-        prior=prior if use_prior else tf.constant(np.nan, tf.float32), q_bar=q_bar, alpha_2=scales[1],
-        center_distance=tf.norm(centers[0] - centers[-1]),
+        prior=prior if use_prior else tf.constant(np.nan, tf.float32), q_bar=q_bar, alpha_2=clustering['scales'][1],
+        center_distance=tf.norm(centers[0] - centers[-1]), **orientation_metrics,
         **{f'log_distance_ratio_{m}': sums['mode_log_ratio'][m] / sums['mode_clients'][m] for m in range(num_modes)})
-    return collections.OrderedDict(centers=centers, scales=scales, mass=mass), prior, metrics
+    return clustering, prior, metrics
 
   @tff.tensorflow.computation(np.int64)
   def increment(round_num):
@@ -320,18 +387,20 @@ def build_process(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn
 
 
 def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str, scaling: str):
-  """objective(outputs, batch, centers, scales): the branch of each test batch is argmin of its mean scaled
-  distance (Eq. 11 on the batch), or per sample; `scaling='none'` uses alpha = 1."""
+  """objective(outputs, batch, clustering): the cluster of each test batch is argmin of its mean scaled distance
+  (Eq. 11 on the batch), or per sample; `scaling='none'` uses alpha = 1. The examples are scored by their
+  cluster's branch (`branch_of`); the routing counts are of clusters (mode k in cluster k is the prior's
+  orientation)."""
 
-  def objective(outputs, batch, centers, scales):
-    if scaling == 'none':
-      scales = tf.ones_like(scales)
-    distances = scaled_distances(outputs[multi_branch.FEATURES], centers, scales)
+  def objective(outputs, batch, clustering):
+    scales = tf.ones_like(clustering['scales']) if scaling == 'none' else clustering['scales']
+    distances = scaled_distances(outputs[multi_branch.FEATURES], clustering['centers'], scales)
     if routing_rule == 'batch':
-      branches = routing.batch_branches(batch, client_cluster(distances, 'mean_distance'))
+      clusters = routing.batch_branches(batch, client_cluster(distances, 'mean_distance'))
     else:
-      branches = tf.argmin(distances, axis=-1, output_type=tf.int32)
-    return routing.routed_result(outputs, batch, branches, num_modes, num_branches)
+      clusters = tf.argmin(distances, axis=-1, output_type=tf.int32)
+    return routing.routed_result(outputs, batch, branch_of(clustering, clusters), num_modes, num_branches,
+                                 routes=clusters)
 
   return objective
 
@@ -344,6 +413,6 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                           config)
   objective = evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing, config.eval_scaling)
   evaluate = evaluation.routed_evaluation(
-      evaluator, objective, lambda state: (state['clustering']['centers'], state['clustering']['scales']),
+      evaluator, objective, lambda state: (state['clustering'],),
       [task.num_modes, hparams.num_branches], best_matching=config.prior == 'none')
   return method.Algorithm(process, evaluate)
