@@ -85,6 +85,37 @@ class FedTkmProcessTest(tf.test.TestCase):
       self.assertAllClose(metrics['center_distance'], np.linalg.norm(centers[0] - centers[1]), atol=1e-5)
     self.assertNotAllClose(scales, [1.0, 1.0])  # Round 1 moved alpha_2 (eta_1 = 0.4), round 2 did not (eta_2 = 0).
 
+  def test_prior_anchored_rounds_are_the_papers_up_to_the_swap_its_evidence_calls_for(self):
+    initial = learning_process.initial_weights(_model_fn, seed=3)
+    runs = {}
+    for orientation in ('paper', 'prior_anchored'):
+      config = fedtkm.Config(prior='linear', period=4, eta_max=0.8, center_decay=0.0, seed=5,
+                             orientation=orientation)
+      process = fedtkm.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.0, _SERVER_STEP,
+                                     num_branches=2, num_modes=2, config=config)
+      state, outputs = process.set_model_weights(process.initialize(), initial), []
+      # Clients of modes 0, 1, 0, 1 in round 1, mode 1 in round 2, all in round 3, mode 0 in round 4.
+      for clients in (self.clients, self.clients[1::2], self.clients, self.clients[0::2]):
+        output = process.next(state, [d for _, d in clients])
+        state = output.state
+        outputs.append((output.metrics['client_work'], state.client_work['clustering']))
+      runs[orientation] = outputs
+    evidence = 0.0
+    for round_num, ((paper, paper_clustering), (anchored, clustering)) in enumerate(
+        zip(runs['paper'], runs['prior_anchored']), start=1):
+      self.assertAllClose(anchored['q_bar'], paper['q_bar'], msg=f'round {round_num}')
+      evidence += (2 * abs(2 * round_num / 4 - 1) - 1) * (2 * paper['q_bar'] - 1)  # q~(t) = |2 t / 4 - 1|.
+      swapped = round_num == 4 and evidence < 0
+      self.assertEqual(anchored['clusters_swapped'], float(swapped), msg=f'round {round_num}')
+      order = [1, 0] if swapped else [0, 1]
+      self.assertAllClose(clustering['centers'], paper_clustering['centers'][order], atol=1e-6)
+      alpha_2 = paper_clustering['scales'][1]
+      self.assertAllClose(clustering['scales'], [1.0, 1.0 / alpha_2 if swapped else alpha_2], atol=1e-6)
+      self.assertAllEqual(clustering['branches'], order)
+    # Mode 0 sits in cluster 2 with this seed: round 2 (q~ = 0) has q-bar 1 and round 4 (q~ = 1) q-bar 0, against
+    # the prior, and the period ends in a swap (with the two rounds' modes exchanged the evidence is +2: no swap).
+    self.assertLess(evidence, 0.0)
+
   def test_no_per_client_value_reaches_the_server(self):
     process = fedtkm.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.1, _SERVER_STEP,
                                    num_branches=2, num_modes=2, config=fedtkm.Config())
