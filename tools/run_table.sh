@@ -21,7 +21,7 @@
 #   bash tools/run_table.sh NAME [OUTPUT_ROOT] [matrix flags...]      (default root: /tmp/<NAME>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-names=(pfedem pfedem_pretrained pfedem_separation fedevolve fedevolve_rotation diurnal_synthetic diurnal_digits shiftex shiftex_severity fedgmm privacy)
+names=(pfedem pfedem_pretrained pfedem_separation fedevolve fedevolve_rotation diurnal_synthetic diurnal_digits fedtkm_orientation shiftex shiftex_severity fedgmm privacy)
 name="${1:-}"
 name=$(sed -E -e 's/^seed_000/pfedem/' -e 's/^seed_001/fedevolve/' -e 's/^seed_002_/diurnal_/' \
   -e 's/^seed_003/shiftex/' -e 's/^seed_004$/fedgmm/' <<< "$name")
