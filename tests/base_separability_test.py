@@ -1,5 +1,5 @@
 """Tests `experiment.core.base_separability` on features whose mixture structure is known: bases that are the dominant
-split, and bases that a larger split of every base hides."""
+split, bases that a larger split of every base hides, and domains that only clients' means show."""
 
 import numpy as np
 from scipy import stats
@@ -48,6 +48,25 @@ class SeparabilityTest(tf.test.TestCase):
       expected.append(np.log(sum(joint)))
     result = base_separability.separability(features, domains, 2, starts=1)
     self.assertAllClose(result.bases_log_likelihood, np.mean(expected), rtol=1e-10)
+
+  def test_client_means_find_domains_that_every_example_hides_behind_its_class(self):
+    # Example: a class offset of +-8 (balanced within every client) on z_0 plus the domain's +-1 on z_1, noise 1:
+    # k-means on examples splits the classes; a client's mean cancels the class and keeps the domain.
+    rng = np.random.default_rng(3)
+    clients, domains = [], []
+    for client in range(40):
+      domain = client % 2
+      classes = rng.permutation(np.repeat([-8.0, 8.0], 10))
+      z = np.stack([classes, np.full(20, 2.0 * domain - 1.0)], axis=1) + rng.normal(size=(20, 2))
+      clients.append(np.split(z, 2))  # Two batches of 10.
+      domains.append(domain)
+    result = base_separability.separation_by_granularity(clients, domains, 2, seed=0)
+    self.assertEqual({name: g.count for name, g in result.items()}, {'example': 800, 'batch': 80, 'client': 40})
+    self.assertLess(abs(result['example'].kmeans_ari), 0.05)
+    self.assertGreater(result['client'].kmeans_ari, 0.95)
+    self.assertGreater(result['client'].kmeans_ari, result['batch'].kmeans_ari)
+    self.assertBetween(result['example'].probe_accuracy, 0.75, 0.9)  # A 2-sigma split: about 84% right.
+    self.assertGreater(result['client'].probe_accuracy, 0.95)
 
 
 if __name__ == '__main__':

@@ -16,12 +16,19 @@ start leads to. This module measures that on a sample of features [N, D] with th
 
 High `probe_accuracy` with low `best` ARI and `bases` log-likelihood below `best`'s means: the features carry the
 bases, but not as the dominant mixture structure, so a correct EM of this GMM is not expected to find them.
+
+`separation_by_granularity` asks the same of clients' features at three granularities, for clustering that only
+sums what clients send (FedTKM, Zhu et al., 2022): k-means (K = the number of domains) and the probe on every
+example (what a clustering of per-example sums, k-means or EM over examples, aims at), on every batch's mean feature
+and on every client's mean feature (FedTKM's Eq. 11-12 cluster clients by it). Averaging removes what varies
+within a client (its classes) and keeps what a client's examples share (its domain), so coarser can separate better.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import numpy as np
 from scipy import special
+from sklearn import cluster
 from sklearn import linear_model
 from sklearn import metrics
 from sklearn import mixture
@@ -59,12 +66,40 @@ def separability(features: np.ndarray, domains: np.ndarray, num_domains: int, st
   best = mixture.GaussianMixture(num_domains, covariance_type='diag', n_init=starts, random_state=seed,
                                  reg_covar=_VARIANCE_FLOOR).fit(features)
   log_joint = _log_joint(features, *bases_mixture(features, domains, num_domains))
-  order = np.random.default_rng(seed).permutation(len(features))
-  train, test = order[:len(order) // 2], order[len(order) // 2:]
-  probe = linear_model.LogisticRegression(max_iter=1000).fit(features[train], domains[train])
   return Separability(
       best_log_likelihood=float(best.score(features)),
       best_ari=float(metrics.adjusted_rand_score(domains, best.predict(features))),
       bases_log_likelihood=float(special.logsumexp(log_joint, axis=1).mean()),
       bases_ari=float(metrics.adjusted_rand_score(domains, log_joint.argmax(1))),
-      probe_accuracy=float(probe.score(features[test], domains[test])))
+      probe_accuracy=_probe_accuracy(features, domains, seed))
+
+
+def _probe_accuracy(features: np.ndarray, domains: np.ndarray, seed: int) -> float:
+  """A logistic regression's accuracy on one half of the sample (seeded), trained on the other."""
+  order = np.random.default_rng(seed).permutation(len(features))
+  train, test = order[:len(order) // 2], order[len(order) // 2:]
+  probe = linear_model.LogisticRegression(max_iter=1000).fit(features[train], domains[train])
+  return float(probe.score(features[test], domains[test]))
+
+
+class GroupSeparation(NamedTuple):
+  count: int  # Examples, batches or clients clustered.
+  kmeans_ari: float  # ARI against the domains of k-means (10 starts) with K = the number of domains.
+  probe_accuracy: float
+
+
+def separation_by_granularity(clients: Sequence[Sequence[np.ndarray]], client_domains: Sequence[int],
+                              num_domains: int, seed: int = 0) -> dict[str, GroupSeparation]:
+  """{'example', 'batch', 'client'}: the module docstring's measures for clients[i], client i's feature batches
+  ([B, D] each), of domain client_domains[i]."""
+  examples = [(z, domain) for batches, domain in zip(clients, client_domains) for batch in batches for z in batch]
+  batches = [(batch.mean(0), domain) for batches, domain in zip(clients, client_domains) for batch in batches]
+  means = [(np.concatenate(batches).mean(0), domain) for batches, domain in zip(clients, client_domains)]
+  result = {}
+  for name, pairs in (('example', examples), ('batch', batches), ('client', means)):
+    features = np.stack([z for z, _ in pairs]).astype(np.float64)
+    domains = np.array([domain for _, domain in pairs])
+    labels = cluster.KMeans(num_domains, n_init=10, random_state=seed).fit(features).labels_
+    result[name] = GroupSeparation(len(pairs), float(metrics.adjusted_rand_score(domains, labels)),
+                                   _probe_accuracy(features, domains, seed))
+  return result
