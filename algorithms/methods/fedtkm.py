@@ -83,7 +83,8 @@ Simulation-only metrics (they use the true mode carried in the batches, which no
 `routing_accuracy`; for prior `none`, under the best matching of modes to branches; `log_distance_ratio_<m>`, the
 mean over the round's clients of mode m of log(d_i1 / d_iK) with unscaled distances before training (a client joins
 cluster 1 when log alpha_2 exceeds its value: the modes are separable by alpha_2 alone when the modes' values lie on
-either side of it). `alpha_2`, `q_bar`, `prior` and `center_distance` (||c_1 - c_K||) are reported every round.
+either side of it). `alpha_2`, `q_bar`, `prior` and `center_distance` (||c_1 - c_K||) are reported every round, and
+with `prior_anchored` `clusters_swapped` (1 in a round whose period end swapped the labels).
 """
 
 import collections
