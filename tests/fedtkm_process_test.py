@@ -117,12 +117,13 @@ class FedTkmProcessTest(tf.test.TestCase):
     self.assertLess(evidence, 0.0)
 
   def test_no_per_client_value_reaches_the_server(self):
-    process = fedtkm.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.1, _SERVER_STEP,
-                                   num_branches=2, num_modes=2, config=fedtkm.Config())
-    moved = aggregation_only.clients_to_server_intrinsics(process.next)
-    self.assertIn('federated_sum', moved)
-    self.assertContainsSubset(moved, ['federated_sum', 'federated_mean', 'federated_weighted_mean'])
-    self.assertEmpty(aggregation_only.per_client_leaks(process.next))
+    for orientation in fedtkm.ORIENTATIONS:
+      process = fedtkm.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.1, _SERVER_STEP,
+                                     num_branches=2, num_modes=2, config=fedtkm.Config(orientation=orientation))
+      moved = aggregation_only.clients_to_server_intrinsics(process.next)
+      self.assertIn('federated_sum', moved)
+      self.assertContainsSubset(moved, ['federated_sum', 'federated_mean', 'federated_weighted_mean'])
+      self.assertEmpty(aggregation_only.per_client_leaks(process.next), orientation)
     # The check can fail: FedTEM collects one score per client at the server.
     fedtem_process = fedtem.build_process(_model_fn, lambda batch: batch, self.element_spec, 0.1, _SERVER_STEP,
                                           num_branches=2, num_modes=2, config=fedtem.Config())
