@@ -80,6 +80,11 @@ def float32_struct_type(value) -> tff.types.StructWithPythonType:
   return tff.types.tensorflow_to_type(tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, tf.float32), value))
 
 
+def struct_type(value) -> tff.types.StructWithPythonType:
+  """The TFF type of a structure of numpy arrays of any dtypes (a server state that also holds integers)."""
+  return tff.types.tensorflow_to_type(tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), value))
+
+
 def initial_weights(model_fn: ModelFn, seed: int) -> tff.learning.models.ModelWeights:
   """Model weights of a freshly built model, initialized reproducibly from `seed` (numpy arrays)."""
   tf.keras.utils.set_random_seed(seed)

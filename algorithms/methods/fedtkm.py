@@ -311,8 +311,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   data_type = learning_process.client_data_type(element_spec)
   anchored = config.orientation == 'prior_anchored'
   clustering_value = initial_clustering(num_branches, learning_process.feature_dim(model_fn), config.seed, anchored)
-  clustering_type = tff.types.tensorflow_to_type(
-      tf.nest.map_structure(lambda value: tf.TensorSpec(value.shape, value.dtype), clustering_value))
+  clustering_type = learning_process.struct_type(clustering_value)
 
   @tff.tensorflow.computation(weights_type, clustering_type, data_type)
   def client_update(weights, clustering, dataset):
