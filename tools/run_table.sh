@@ -10,6 +10,8 @@
 #   diurnal_synthetic   every method of the Diurnal-or-Nocturnal paper, linear shift, p in {0.25, 1, 4}
 #   diurnal_digits      the Diurnal-or-Nocturnal paper's methods on real handwriting (scikit-learn digits, night
 #                       mirrored), p = 1
+#   fedtkm_orientation  FedTKM as Eq. 11-13 and with prior-anchored labels on synthetic (p 0.25 / 1 / 4), mirrored
+#                       digits and EMNIST-layout digits with a turned night (needs --set=cache_dir=DIR)
 #   shiftex             ShiftEx, FedDrift, FedAvg, FedProx under windowed shift
 #   shiftex_severity    ShiftEx and FedDrift at each corruption severity 1-5 (detection power, regime ARI)
 #   fedgmm              FedGMM and its baselines under dirichlet_mixture
