@@ -322,6 +322,36 @@ class EndToEndTest(parameterized.TestCase):
           self.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
 
 
+class OverlappedEvaluationTest(parameterized.TestCase):
+  """Round t evaluated while round t + 1 trains gives the rows and checkpoints of evaluating in turn."""
+
+  @parameterized.named_parameters(
+      ('vanilla', 16, ['--algorithm=vanilla']),
+      # FedRep evaluates every client's head from the client-state store, which the next round updates.
+      ('fedrep', 8, ['--algorithm=fedrep', '--scenario=evolving_domains', '--num_domains=4', '--num_clients=8',
+                     '--fedrep_head_epochs=1']),
+      # FedTEM's split round and its routed test batches.
+      ('fedtem', 16, ['--algorithm=fedtem']))
+  def test_same_rows_and_checkpoints_as_sequential_evaluation(self, total_rounds, method_args):
+    root = self.create_tempdir().full_path
+    args = _SMALL_RUN + method_args + [f'--total_rounds={total_rounds}', '--rounds_per_checkpoint=2',
+                                       f'--root_output_dir={root}']
+    in_process_run.start_worker()
+    for name, overlap in (('in_turn', False), ('overlapped', True)):
+      status, stderr = in_process_run.run(args + [f'--experiment_name={name}', f'--overlap_evaluation={overlap}'])
+      self.assertEqual(status, 0, stderr)
+    expected, actual = _rows(os.path.join(root, 'in_turn')), _rows(os.path.join(root, 'overlapped'))
+    self.assertLen(actual, total_rounds)
+    self.assertGreaterEqual(sum('test_accuracy' in row and row['test_accuracy'] != '' for row in actual), 2)
+    for expected_row, actual_row in zip(expected, actual):
+      self.assertEqual(actual_row.keys(), expected_row.keys())
+      for column, value in expected_row.items():
+        if column != 'round_seconds':
+          self.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
+    rounds = lambda name: run_directory.Checkpoints(os.path.join(root, name)).rounds()
+    self.assertEqual(rounds('overlapped'), rounds('in_turn'))
+
+
 class ReliabilityTest(absltest.TestCase):
   """The reproductions of the reliability issue: each ends with one line and an untouched or resumed directory."""
 

@@ -145,6 +145,9 @@ class EvaluationConfig:
       '(FedEM\'s EM on the labeled batch, CFL\'s and FedDrift\'s lowest-loss model): the oracle protocol of "Diurnal '
       'or Nocturnal?" (Zhu et al., 2022) for FedEM. Default: no test label decides anything; reports mark oracle '
       'runs.')
+  overlap_evaluation: bool = setting(
+      True, 'Evaluate round t while round t + 1 trains (on a thread beside TFF\'s worker; the same rows, checkpoints '
+      'and metrics as evaluating in turn); off for debugging or profiling one at a time.')
   mixed_test_q: tuple[str, ...] = setting(
       (), 'Shares q in [0, 1]: also test on batches holding both modes of a two-mode task, a share q of mode 1 (day) '
       'in every batch (metrics mixed_q<q>_accuracy); empty: per-mode test sets only.')
@@ -183,11 +186,13 @@ class ExperimentConfig:
 
 
 GROUPS = {field.name: field.type for field in dataclasses.fields(ExperimentConfig)}
-# Settings that cannot change a run's results: output cadence, locations and where rounds and inference run (several
-# workers or larger inference batches give the same results, floats to the order of summation). A run may be resumed
+# Settings that cannot change a run's results: output cadence, locations, where rounds and inference run (several
+# workers or larger inference batches give the same results, floats to the order of summation) and whether evaluation
+# overlaps training. A run may be resumed
 # with other values; config.json leaves them out.
 CADENCE = frozenset({'rounds_per_eval', 'rounds_per_checkpoint', 'root_output_dir', 'experiment_name', 'cache_dir',
-                     'workers', 'subrounds', 'worker_timeout', 'eval_inference_batch_size', 'overwrite'})
+                     'workers', 'subrounds', 'worker_timeout', 'eval_inference_batch_size', 'overwrite',
+                     'overlap_evaluation'})
 # The settings the task's defaults fill in when None (`tasks.registry.defaults`).
 _TASK_DEFAULTED = ('period', 'total_rounds', 'clients_per_round', 'client_batch_size', 'client_learning_rate',
                    'server_learning_rate', 'server_adam_epsilon', 'max_elements_per_client')
@@ -575,7 +580,8 @@ def run(config: ExperimentConfig) -> dict:
   _report_model(experiment.task, parameters, training)
   loop_config = training_loop.LoopConfig(
       total_rounds=training.total_rounds, rounds_per_eval=config.evaluation.rounds_per_eval,
-      client_spec=experiment.data.client_spec, seed=training.seed, rounds_per_checkpoint=outputs.rounds_per_checkpoint)
+      client_spec=experiment.data.client_spec, seed=training.seed, rounds_per_checkpoint=outputs.rounds_per_checkpoint,
+      overlap_evaluation=config.evaluation.overlap_evaluation)
   if extended_from is not None:
     print(f'Extending the run of {extended_from} rounds in {output_dir} to {training.total_rounds} rounds')
   workers = experiment.workers

@@ -18,6 +18,12 @@ with the next round. The scenario's plans and client shuffling depend only on (s
 resumed run produces the same metrics as an uninterrupted one, wherever it was killed. A SIGTERM or SIGHUP ends the run at once, or at the latest after the
 round it arrived in (`execution_context.exit_if_signalled`), with status 128 + signal.
 
+Evaluation overlaps training (`LoopConfig.overlap_evaluation`, on by default): the driver evaluates round t's weights
+(in plain TensorFlow, `algorithms.core.evaluation`) on a thread while TFF's worker trains round t + 1, and writes
+round t's row and checkpoint once that evaluation is in (`_RowRelease`), so rows, checkpoints, resumes and metrics
+are those of evaluating in turn; an evaluation round's `round_seconds` is its training and the time the loop then
+waited for its evaluation.
+
 Numeric faults: after every round the loop checks that some client trained finitely (clients that did not are
 left out of the round's aggregates by the client work and counted in `nonfinite_clients`), and that the model
 weights and every float of the method's and the server optimizer's state are finite. If not, it saves the last
@@ -27,12 +33,14 @@ whose message names the round and the quantity.
 
 import asyncio
 import collections
+import concurrent.futures
 import csv
 import dataclasses
+import functools
 import os
 import sys
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 from tensorboard.plugins.hparams import api as hparams_api
@@ -60,6 +68,7 @@ class LoopConfig:
   client_spec: tff.simulation.baselines.ClientSpec
   seed: int
   rounds_per_checkpoint: int = 1
+  overlap_evaluation: bool = True
 
 
 class NumericFault(RuntimeError):
@@ -214,13 +223,76 @@ def _round_clients(algorithm: algorithms.Algorithm, scenario: scenario_lib.Scena
   return list(plan.clients) + [client for client in census.clients if client.client_id not in sampled], True
 
 
+class _RowRelease:
+  """Releases each round's metrics row, in round order, and then writes the round's checkpoint when it is due.
+
+  With `overlap`, an evaluation round's row waits (`hold`) while its evaluation runs on a thread of this process
+  beside the next round's training in TFF's worker, on the round's own state (TFF returns it as new arrays, which
+  no later round changes) and the client states as they were (`update` of the next round comes after `flush`);
+  at most one evaluation is in flight, so memory holds one extra state at most. The row and the checkpoint are
+  written only once the evaluation is in, so a run stopped in between resumes from the round before, as without
+  overlap: the rows, checkpoints and metrics are those of sequential evaluation.
+  """
+
+  def __init__(self, outputs: _MetricsRelease, checkpoints: run_directory.Checkpoints, config: LoopConfig,
+               store: Optional[client_states.ClientStateStore], overlap: bool, saved_round: int):
+    self._outputs, self._checkpoints, self._config, self._store = outputs, checkpoints, config, store
+    self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1) if overlap else None
+    self._held = None
+    self.saved_round = saved_round  # The newest round whose checkpoint is on disk.
+    self._started, self._rounds_done = time.monotonic(), 0
+
+  def release(self, round_num: int, row: dict, state, seconds: float, evaluate: Optional[Callable] = None) -> None:
+    """Writes round `round_num`'s `row` (with `evaluate()`'s metrics when given) and its checkpoint if due; an
+    evaluation is held until `flush` when overlapping."""
+    self.flush()
+    if evaluate is not None and self._executor is not None:
+      self._held = (round_num, row, state, seconds, time.monotonic(), self._executor.submit(evaluate))
+      return
+    if evaluate is not None:
+      started = time.monotonic()
+      row.update(evaluate())
+      seconds += time.monotonic() - started
+    self._write(round_num, row, state, seconds)
+
+  def flush(self) -> None:
+    """Writes the held round, once its evaluation is in; the time waited for it counts in its `round_seconds`."""
+    if self._held is None:
+      return
+    round_num, row, state, seconds, submitted, evaluation = self._held
+    self._held = None
+    waited_from = time.monotonic()
+    row.update(evaluation.result())
+    self._write(round_num, row, state, seconds + time.monotonic() - max(waited_from, submitted))
+
+  def save_now(self, state, round_num: int) -> None:
+    """Checkpoints `state` as round `round_num`'s (the last good state before a numeric fault)."""
+    self._checkpoints.save(_checkpointed(state, self._store), round_num)
+    self.saved_round = round_num
+
+  def close(self) -> None:
+    if self._executor is not None:
+      self._executor.shutdown(wait=True, cancel_futures=True)
+
+  def _write(self, round_num: int, row: dict, state, seconds: float) -> None:
+    row['round_seconds'] = seconds
+    self._outputs.release(row, round_num)
+    if round_num % self._config.rounds_per_checkpoint == 0 or round_num == self._config.total_rounds:
+      self._checkpoints.save(_checkpointed(state, self._store), round_num)
+      self.saved_round = round_num
+    self._rounds_done += 1
+    print(_progress_line(round_num, self._config.total_rounds, row,
+                         self._rounds_done / (time.monotonic() - self._started)), flush=True)
+
+
 def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario_lib.Scenario,
         initial_weights: tff.learning.models.ModelWeights, config: LoopConfig, output_dir: str,
         round_context: Optional[tff.framework.SyncContext] = None) -> None:
   """Trains rounds 1..total_rounds, resuming after the last checkpoint.
 
   Each round's `next` runs in `round_context` when given (`utils.remote_workers.round_context`: its clients on
-  several TFF workers), else in the default context.
+  several TFF workers), else in the default context. With `config.overlap_evaluation`, round t's evaluation runs
+  while round t + 1 trains (`_RowRelease`).
 
   Raises `NumericFault` (after checkpointing the last good state), `run_directory.RunDirectoryError` (no
   checkpoint loads) and `remote_workers.WorkerUnavailableError` (a worker stopped answering; the
@@ -242,9 +314,32 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
     print(f'Resuming after round {last_round} from {os.path.join(output_dir, run_directory.CHECKPOINTS)}',
           flush=True)
   run_directory.truncate_metrics(output_dir, last_round)
-  outputs = _MetricsRelease(output_dir, fresh=last_round == 0)
-  saved_round = last_round
-  started, rounds_done = time.monotonic(), 0
+  rows = _RowRelease(_MetricsRelease(output_dir, fresh=last_round == 0), checkpoints, config, store,
+                     config.overlap_evaluation, saved_round=last_round)
+  try:
+    _train(algorithm, task, scenario, state, store, config, round_context, rows, last_round, output_dir)
+  except Exception:
+    rows.flush()  # A round finished before the error keeps its row and checkpoint, as without overlap.
+    raise
+  finally:
+    rows.close()
+
+
+def _evaluate(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario_lib.Scenario, state,
+              client_states_of: Optional[Callable], round_num: int) -> dict:
+  """The evaluation metrics of round `round_num`'s `state` (with every client's state for methods that evaluate
+  them), and the scenario's `test_mixture_accuracy` where it weighs its domains."""
+  metrics = (algorithm.evaluate(state) if client_states_of is None else
+             algorithm.evaluate(state, client_states_of))
+  weights = scenario.test_weights(round_num)
+  if weights is not None and f'test_{task.domain_names[0]}_accuracy' in metrics:  # Methods with a global model.
+    metrics['test_mixture_accuracy'] = mixture_accuracy(metrics, task.domain_names, weights)
+  return metrics
+
+
+def _train(algorithm, task, scenario, state, store, config, round_context, rows: _RowRelease, last_round: int,
+           output_dir: str) -> None:
+  """Rounds last_round + 1 .. total_rounds of `run`, their rows and checkpoints through `rows`."""
   for round_num in range(last_round + 1, config.total_rounds + 1):
     round_started = time.monotonic()
     plan = scenario.round_plan(round_num)
@@ -255,10 +350,11 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
       datasets = [collections.OrderedDict(dataset=dataset, client_state=state_dataset) for dataset, state_dataset
                   in zip(datasets, store.datasets(client_ids, len(plan.clients), census))]
     output = _next_round(algorithm, state, datasets, round_context)
+    rows.flush()  # The previous round's evaluation ran beside this round's training.
     fault = numeric_fault(output, len(datasets))
     if fault is not None:
-      if saved_round < round_num - 1:
-        checkpoints.save(_checkpointed(state, store), round_num - 1)
+      if rows.saved_round < round_num - 1:
+        rows.save_now(state, round_num - 1)
       kept = (f'its checkpoint and metrics.csv rows up to round {round_num - 1} are kept' if round_num > 1 else
               'no round had completed')
       raise NumericFault(f'round {round_num}: {fault}; the run stopped and {kept} in {output_dir}.')
@@ -269,18 +365,10 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
       store.update(client_ids, collected)
     row = scenario.round_metrics(round_num, plan)
     row.update({key: float(np.asarray(value)) for key, value in measurements.items()})
+    evaluate = None
     if round_num % config.rounds_per_eval == 0 or round_num == config.total_rounds:
-      row.update(algorithm.evaluate(state, store.get) if algorithm.evaluates_client_states else
-                 algorithm.evaluate(state))
-      weights = scenario.test_weights(round_num)
-      if weights is not None and f'test_{task.domain_names[0]}_accuracy' in row:  # Methods with a global model.
-        row['test_mixture_accuracy'] = mixture_accuracy(row, task.domain_names, weights)
-    row['round_seconds'] = time.monotonic() - round_started
-    outputs.release(row, round_num)
-    if round_num % config.rounds_per_checkpoint == 0 or round_num == config.total_rounds:
-      checkpoints.save(_checkpointed(state, store), round_num)
-      saved_round = round_num
-    rounds_done += 1
-    print(_progress_line(round_num, config.total_rounds, row, rounds_done / (time.monotonic() - started)),
-          flush=True)
+      evaluate = functools.partial(_evaluate, algorithm, task, scenario, state,
+                                   store.get if algorithm.evaluates_client_states else None, round_num)
+    rows.release(round_num, row, state, time.monotonic() - round_started, evaluate)
     execution_context.exit_if_signalled()  # A SIGTERM whose exit a gc callback swallowed ends the run here.
+  rows.flush()
