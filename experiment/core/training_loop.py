@@ -247,7 +247,7 @@ class _RowRelease:
     evaluation is held until `flush` when overlapping."""
     self.flush()
     if evaluate is not None and self._executor is not None:
-      self._held = (round_num, row, state, seconds, time.monotonic(), self._executor.submit(evaluate))
+      self._held = (round_num, row, state, seconds, self._executor.submit(evaluate))
       return
     if evaluate is not None:
       started = time.monotonic()
@@ -255,15 +255,18 @@ class _RowRelease:
       seconds += time.monotonic() - started
     self._write(round_num, row, state, seconds)
 
-  def flush(self) -> None:
-    """Writes the held round, once its evaluation is in; the time waited for it counts in its `round_seconds`."""
+  def flush(self) -> float:
+    """Writes the held round, once its evaluation is in; returns the seconds waited for it, which count in the held
+    round's `round_seconds` (and not in the round that trained meanwhile)."""
     if self._held is None:
-      return
-    round_num, row, state, seconds, submitted, evaluation = self._held
+      return 0.0
+    round_num, row, state, seconds, evaluation = self._held
     self._held = None
     waited_from = time.monotonic()
     row.update(evaluation.result())
-    self._write(round_num, row, state, seconds + time.monotonic() - max(waited_from, submitted))
+    waited = time.monotonic() - waited_from
+    self._write(round_num, row, state, seconds + waited)
+    return waited
 
   def save_now(self, state, round_num: int) -> None:
     """Checkpoints `state` as round `round_num`'s (the last good state before a numeric fault)."""
@@ -350,7 +353,7 @@ def _train(algorithm, task, scenario, state, store, config, round_context, rows:
       datasets = [collections.OrderedDict(dataset=dataset, client_state=state_dataset) for dataset, state_dataset
                   in zip(datasets, store.datasets(client_ids, len(plan.clients), census))]
     output = _next_round(algorithm, state, datasets, round_context)
-    rows.flush()  # The previous round's evaluation ran beside this round's training.
+    waited = rows.flush()  # The previous round's evaluation ran beside this round's training.
     fault = numeric_fault(output, len(datasets))
     if fault is not None:
       if rows.saved_round < round_num - 1:
@@ -369,6 +372,6 @@ def _train(algorithm, task, scenario, state, store, config, round_context, rows:
     if round_num % config.rounds_per_eval == 0 or round_num == config.total_rounds:
       evaluate = functools.partial(_evaluate, algorithm, task, scenario, state,
                                    store.get if algorithm.evaluates_client_states else None, round_num)
-    rows.release(round_num, row, state, time.monotonic() - round_started, evaluate)
+    rows.release(round_num, row, state, time.monotonic() - round_started - waited, evaluate)
     execution_context.exit_if_signalled()  # A SIGTERM whose exit a gc callback swallowed ends the run here.
   rows.flush()
