@@ -58,6 +58,15 @@ class ClientStateStoreTest(tf.test.TestCase):
     self.assertEqual(int(element[client_state.POSITION]), 1)
     self.assertAllClose(element['pi'], [0.1, 0.9])
 
+  def test_a_frozen_get_keeps_the_states_of_its_moment(self):
+    store = client_states.ClientStateStore({'pi': [0.5, 0.5]})
+    store.update(['a'], {'position': np.array([0]), 'pi': np.array([[0.1, 0.9]])})
+    frozen = store.frozen_get()
+    store.update(['a', 'b'], {'position': np.array([0, 1]), 'pi': np.array([[0.3, 0.7], [0.8, 0.2]])})
+    self.assertAllClose(frozen('a')['pi'], [0.1, 0.9])
+    self.assertAllClose(frozen('b')['pi'], [0.5, 0.5])  # Not there yet: the initial state.
+    self.assertAllClose(store.get('a')['pi'], [0.3, 0.7])
+
   def test_snapshot_survives_a_checkpoint(self):
     for states in ({}, {'client_7': [0.2, 0.8], 'client_1': [0.6, 0.4]}):
       store = client_states.ClientStateStore({'pi': [0.5, 0.5]})

@@ -327,15 +327,17 @@ class OverlappedEvaluationTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('vanilla', 16, ['--algorithm=vanilla']),
-      # FedRep evaluates every client's head from the client-state store, which the next round updates.
+      # FedRep evaluates every client's head from the client-state store, which the next rounds update.
       ('fedrep', 8, ['--algorithm=fedrep', '--scenario=evolving_domains', '--num_domains=4', '--num_clients=8',
                      '--fedrep_head_epochs=1']),
       # FedTEM's split round and its routed test batches.
       ('fedtem', 16, ['--algorithm=fedtem']))
   def test_same_rows_and_checkpoints_as_sequential_evaluation(self, total_rounds, method_args):
     root = self.create_tempdir().full_path
-    args = _SMALL_RUN + method_args + [f'--total_rounds={total_rounds}', '--rounds_per_checkpoint=2',
-                                       f'--root_output_dir={root}']
+    # Evaluations every 4 rounds, checkpoints every total_rounds / 2: an evaluation overlaps up to 3 rounds (to the
+    # next evaluation or checkpoint round), and some evaluation rounds hold their checkpoint until it is in.
+    args = _SMALL_RUN + method_args + [f'--total_rounds={total_rounds}',
+                                       f'--rounds_per_checkpoint={total_rounds // 2}', f'--root_output_dir={root}']
     in_process_run.start_worker()
     for name, overlap in (('in_turn', False), ('overlapped', True)):
       status, stderr = in_process_run.run(args + [f'--experiment_name={name}', f'--overlap_evaluation={overlap}'])

@@ -8,7 +8,7 @@ states of the checkpointed round.
 """
 
 import collections
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -30,6 +30,12 @@ class ClientStateStore:
 
   def get(self, client_id: str) -> dict:
     return self._states.get(client_id, self._initial)
+
+  def frozen_get(self) -> Callable[[str], dict]:
+    """`get` on the states as they are now: later rounds' `update`s do not show in it (they replace a client's
+    entry, never change its arrays)."""
+    states = dict(self._states)
+    return lambda client_id: states.get(client_id, self._initial)
 
   def datasets(self, client_ids: Sequence[str], trainers: Optional[int] = None,
                census: bool = False) -> list[tf.data.Dataset]:

@@ -19,10 +19,10 @@ resumed run produces the same metrics as an uninterrupted one, wherever it was k
 round it arrived in (`execution_context.exit_if_signalled`), with status 128 + signal.
 
 Evaluation overlaps training (`LoopConfig.overlap_evaluation`, on by default): the driver evaluates round t's weights
-(in plain TensorFlow, `algorithms.core.evaluation`) on a thread while TFF's worker trains round t + 1, and writes
-round t's row and checkpoint once that evaluation is in (`_RowRelease`), so rows, checkpoints, resumes and metrics
-are those of evaluating in turn; an evaluation round's `round_seconds` is its training and the time the loop then
-waited for its evaluation.
+(in plain TensorFlow, `algorithms.core.evaluation`) on a thread while TFF's worker trains rounds t + 1, t + 2, ...
+up to the next evaluation or checkpoint round, and writes the rows from round t on, and their checkpoints, once
+that evaluation is in (`_RowRelease`), so rows, checkpoints, resumes and metrics are those of evaluating in turn;
+an evaluation round's `round_seconds` is its training and the time the loop waited for its evaluation.
 
 Numeric faults: after every round the loop checks that some client trained finitely (clients that did not are
 left out of the round's aggregates by the client work and counted in `nonfinite_clients`), and that the model
@@ -224,49 +224,59 @@ def _round_clients(algorithm: algorithms.Algorithm, scenario: scenario_lib.Scena
 
 
 class _RowRelease:
-  """Releases each round's metrics row, in round order, and then writes the round's checkpoint when it is due.
+  """Writes each round's metrics row, in round order, and after it the round's checkpoint when one is due.
 
-  With `overlap`, an evaluation round's row waits (`hold`) while its evaluation runs on a thread of this process
-  beside the next round's training in TFF's worker, on the round's own state (TFF returns it as new arrays, which
-  no later round changes) and the client states as they were (`update` of the next round comes after `flush`);
-  at most one evaluation is in flight, so memory holds one extra state at most. The row and the checkpoint are
-  written only once the evaluation is in, so a run stopped in between resumes from the round before, as without
-  overlap: the rows, checkpoints and metrics are those of sequential evaluation.
+  With `overlap`, an evaluation runs on a thread of this process while TFF's worker trains the next rounds: its
+  round's row and every later one wait until it is in (rows are written in order; a waiting row is written as soon
+  as the evaluation ahead of it is done), and at most one evaluation is in flight, as the next evaluation round, a
+  checkpoint round and the end first wait for it (`flush`). It evaluates its round's own state (TFF returns new
+  arrays every round, which later rounds do not change) with the client states as they were then
+  (`ClientStateStore.frozen_get`). A checkpoint is written only after the rows up to its round, so a run stopped
+  in between resumes from an earlier checkpoint, as without overlap, and memory holds at most one state more: the
+  evaluated round's.
   """
 
   def __init__(self, outputs: _MetricsRelease, checkpoints: run_directory.Checkpoints, config: LoopConfig,
                store: Optional[client_states.ClientStateStore], overlap: bool, saved_round: int):
     self._outputs, self._checkpoints, self._config, self._store = outputs, checkpoints, config, store
     self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1) if overlap else None
-    self._held = None
+    self._evaluation: Optional[concurrent.futures.Future] = None  # The evaluation in flight.
+    self._waiting = collections.deque()  # [round, row, seconds, checkpoint or None], from the evaluated round on.
     self.saved_round = saved_round  # The newest round whose checkpoint is on disk.
     self._started, self._rounds_done = time.monotonic(), 0
 
   def release(self, round_num: int, row: dict, state, seconds: float, evaluate: Optional[Callable] = None) -> None:
-    """Writes round `round_num`'s `row` (with `evaluate()`'s metrics when given) and its checkpoint if due; an
-    evaluation is held until `flush` when overlapping."""
-    self.flush()
+    """Writes round `round_num`'s `row`, with `evaluate()`'s metrics when given, and its checkpoint if due (`state`
+    with the client states); `seconds` is the round's training time, to which its evaluation's adds."""
+    checkpoint_due = round_num % self._config.rounds_per_checkpoint == 0 or round_num == self._config.total_rounds
+    if evaluate is not None or checkpoint_due:
+      self.flush()
+    elif self._evaluation is not None and self._evaluation.done():
+      self.flush()
     if evaluate is not None and self._executor is not None:
-      self._held = (round_num, row, state, seconds, self._executor.submit(evaluate))
+      self._evaluation = self._executor.submit(evaluate)
+      self._waiting.append([round_num, row, seconds, _checkpointed(state, self._store) if checkpoint_due else None])
       return
     if evaluate is not None:
       started = time.monotonic()
       row.update(evaluate())
       seconds += time.monotonic() - started
-    self._write(round_num, row, state, seconds)
+    if self._evaluation is not None:
+      self._waiting.append([round_num, row, seconds, None])
+      return
+    self._write(round_num, row, seconds, _checkpointed(state, self._store) if checkpoint_due else None)
 
-  def flush(self) -> float:
-    """Writes the held round, once its evaluation is in; returns the seconds waited for it, which count in the held
-    round's `round_seconds` (and not in the round that trained meanwhile)."""
-    if self._held is None:
-      return 0.0
-    round_num, row, state, seconds, evaluation = self._held
-    self._held = None
-    waited_from = time.monotonic()
-    row.update(evaluation.result())
-    waited = time.monotonic() - waited_from
-    self._write(round_num, row, state, seconds + waited)
-    return waited
+  def flush(self) -> None:
+    """Waits for the evaluation in flight and writes the rows behind it; the time waited counts in the evaluated
+    round's `round_seconds`."""
+    if self._evaluation is not None:
+      waited_from = time.monotonic()
+      metrics = self._evaluation.result()
+      self._evaluation = None
+      self._waiting[0][1].update(metrics)
+      self._waiting[0][2] += time.monotonic() - waited_from
+    while self._waiting:
+      self._write(*self._waiting.popleft())
 
   def save_now(self, state, round_num: int) -> None:
     """Checkpoints `state` as round `round_num`'s (the last good state before a numeric fault)."""
@@ -277,11 +287,11 @@ class _RowRelease:
     if self._executor is not None:
       self._executor.shutdown(wait=True, cancel_futures=True)
 
-  def _write(self, round_num: int, row: dict, state, seconds: float) -> None:
+  def _write(self, round_num: int, row: dict, seconds: float, checkpoint) -> None:
     row['round_seconds'] = seconds
     self._outputs.release(row, round_num)
-    if round_num % self._config.rounds_per_checkpoint == 0 or round_num == self._config.total_rounds:
-      self._checkpoints.save(_checkpointed(state, self._store), round_num)
+    if checkpoint is not None:
+      self._checkpoints.save(checkpoint, round_num)
       self.saved_round = round_num
     self._rounds_done += 1
     print(_progress_line(round_num, self._config.total_rounds, row,
@@ -353,9 +363,9 @@ def _train(algorithm, task, scenario, state, store, config, round_context, rows:
       datasets = [collections.OrderedDict(dataset=dataset, client_state=state_dataset) for dataset, state_dataset
                   in zip(datasets, store.datasets(client_ids, len(plan.clients), census))]
     output = _next_round(algorithm, state, datasets, round_context)
-    waited = rows.flush()  # The previous round's evaluation ran beside this round's training.
     fault = numeric_fault(output, len(datasets))
     if fault is not None:
+      rows.flush()
       if rows.saved_round < round_num - 1:
         rows.save_now(state, round_num - 1)
       kept = (f'its checkpoint and metrics.csv rows up to round {round_num - 1} are kept' if round_num > 1 else
@@ -371,7 +381,7 @@ def _train(algorithm, task, scenario, state, store, config, round_context, rows:
     evaluate = None
     if round_num % config.rounds_per_eval == 0 or round_num == config.total_rounds:
       evaluate = functools.partial(_evaluate, algorithm, task, scenario, state,
-                                   store.get if algorithm.evaluates_client_states else None, round_num)
-    rows.release(round_num, row, state, time.monotonic() - round_started - waited, evaluate)
+                                   store.frozen_get() if algorithm.evaluates_client_states else None, round_num)
+    rows.release(round_num, row, state, time.monotonic() - round_started, evaluate)
     execution_context.exit_if_signalled()  # A SIGTERM whose exit a gc callback swallowed ends the run here.
   rows.flush()
