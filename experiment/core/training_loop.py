@@ -305,7 +305,7 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
 
   Each round's `next` runs in `round_context` when given (`utils.remote_workers.round_context`: its clients on
   several TFF workers), else in the default context. With `config.overlap_evaluation`, round t's evaluation runs
-  while round t + 1 trains (`_RowRelease`).
+  while the next rounds train (`_RowRelease`).
 
   Raises `NumericFault` (after checkpointing the last good state), `run_directory.RunDirectoryError` (no
   checkpoint loads) and `remote_workers.WorkerUnavailableError` (a worker stopped answering; the
