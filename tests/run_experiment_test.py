@@ -45,6 +45,16 @@ def _rows(output_dir):
     return list(csv.DictReader(f))
 
 
+def _assert_same_rows(test, expected, actual):
+  """Every cell of metrics rows `actual` equals `expected`'s, timings aside."""
+  test.assertEqual(len(actual), len(expected))
+  for expected_row, actual_row in zip(expected, actual):
+    test.assertEqual(actual_row.keys(), expected_row.keys())
+    for column, value in expected_row.items():
+      if column != 'round_seconds':
+        test.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
+
+
 class BadInputTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
@@ -314,12 +324,7 @@ class EndToEndTest(parameterized.TestCase):
     status, stdout, stderr = in_process_run.run_with_stdout(args + ['--experiment_name=resumed'])
     self.assertEqual(status, 0, stderr)
     self.assertIn('Resuming after round', stdout)
-    expected, actual = _rows(os.path.join(root, 'straight')), _rows(os.path.join(root, 'resumed'))
-    self.assertEqual(len(actual), len(expected))
-    for expected_row, actual_row in zip(expected, actual):
-      for column, value in expected_row.items():
-        if column != 'round_seconds':
-          self.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
+    _assert_same_rows(self, _rows(os.path.join(root, 'straight')), _rows(os.path.join(root, 'resumed')))
 
 
 class OverlappedEvaluationTest(parameterized.TestCase):
@@ -345,11 +350,7 @@ class OverlappedEvaluationTest(parameterized.TestCase):
     expected, actual = _rows(os.path.join(root, 'in_turn')), _rows(os.path.join(root, 'overlapped'))
     self.assertLen(actual, total_rounds)
     self.assertGreaterEqual(sum('test_accuracy' in row and row['test_accuracy'] != '' for row in actual), 2)
-    for expected_row, actual_row in zip(expected, actual):
-      self.assertEqual(actual_row.keys(), expected_row.keys())
-      for column, value in expected_row.items():
-        if column != 'round_seconds':
-          self.assertEqual(actual_row[column], value, f'round {expected_row["round"]}, {column}')
+    _assert_same_rows(self, expected, actual)
     rounds = lambda name: run_directory.Checkpoints(os.path.join(root, name)).rounds()
     self.assertEqual(rounds('overlapped'), rounds('in_turn'))
 
