@@ -1,6 +1,9 @@
 """Seconds per round of `vanilla` against three references on every task shape, in one run.
 
-  (ours)  the suite's vanilla learning process (its client work composed with TFF's broadcast, mean and FedAdam);
+  (ours)  the suite's vanilla learning process (its client work composed with TFF's broadcast, mean and FedAdam),
+          run as the training loop runs it, with its state kept on TFF's worker (`utils.resident_state`); also
+          with the whole state going to the worker and back every round (`--state_on_worker=false`), and the MB
+          each way per round of both (`timing.WorkerTraffic`);
   (a)     TFF's own `tff.learning.algorithms.build_weighted_fed_avg` on the same network (a Keras view whose output is
           the mean of the branches, through `tff.learning.models.from_keras_model`), same optimizers, Keras's loss
           (on Stack Overflow without the suite's mask of padding tokens: the same compute, another loss value);
@@ -48,12 +51,18 @@ _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Timed rounds per implementation (a
 _TASKS = flags.DEFINE_list('tasks', ['synthetic', 'emnist', 'cifar', 'stackoverflow'], 'Task shapes to time.')
 
 
-def _time_ours(task, model_fn, rounds, defaults):
+def _time_ours(task, model_fn, rounds, defaults) -> dict:
+  """Seconds per round and MB to and from the worker in a round, with the state on the worker (`resident`) and
+  going there and back (`round_trip`)."""
   process = vanilla.build_process(model_fn, task.batch_fn, rounds[0][0].element_spec,
                                   defaults['client_learning_rate'],
                                   learning_process.ServerStep('adam', defaults['server_learning_rate'],
                                                               defaults['server_adam_epsilon']))
-  return timing.process_seconds_per_round(model_fn, process, rounds)
+  result = {}
+  for name, on_worker in (('resident', True), ('round_trip', False)):
+    step = timing.process_step(model_fn, process, on_worker)
+    result[name] = (timing.seconds_per_round(step, rounds), *timing.megabytes_per_round(step, rounds[-1]))
+  return result
 
 
 def _averaged_keras_model(model_fn):
@@ -137,10 +146,13 @@ def main(argv):
       tff_fedavg = _time_tff_fedavg(task, model_fn, rounds, defaults)
       plain = _time_plain_tf(task, model_fn, rounds, defaults)
       reading = _time_plain_tf(task, model_fn, rounds, defaults, read_in_round=True)
-      print(f'{name:14s} ours {ours:.4f} s | (a) tff fedavg {tff_fedavg:.4f} s, ours/(a) {ours / tff_fedavg:.2f} | '
-            f'(b) plain TF {plain:.4f} s, ours/(b) {ours / plain:.2f} | (c) plain TF reading the clients\' data '
-            f'{reading:.4f} s, ours/(c) {ours / reading:.2f}  ({defaults["clients_per_round"]} clients, batch '
-            f'{defaults["client_batch_size"]})', flush=True)
+      (resident, resident_out, resident_in), (trip, trip_out, trip_in) = ours['resident'], ours['round_trip']
+      print(f'{name:14s} ours {resident:.4f} s | (a) tff fedavg {tff_fedavg:.4f} s, '
+            f'ours/(a) {resident / tff_fedavg:.2f} | (b) plain TF {plain:.4f} s, ours/(b) {resident / plain:.2f} | (c) plain TF reading the clients\' data '
+            f'{reading:.4f} s, ours/(c) {resident / reading:.2f}  ({defaults["clients_per_round"]} clients, batch '
+            f'{defaults["client_batch_size"]})\n{"":14s} state on the worker: {resident_out:.1f} MB out, '
+            f'{resident_in:.1f} MB back per round | state there and back: {trip:.4f} s, ours/(b) {trip / plain:.2f}, '
+            f'{trip_out:.1f} MB out, {trip_in:.1f} MB back', flush=True)
 
 
 if __name__ == '__main__':

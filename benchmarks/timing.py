@@ -5,11 +5,14 @@ examples, the paper's EMNIST CNN)."""
 import collections
 import tempfile
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+# pylint: disable=g-direct-tensorflow-import
+from tensorflow_federated.python.core.impl.executors import remote_executor_grpc_stub  # Not public in 0.87.
+# pylint: enable=g-direct-tensorflow-import
 
 from algorithms.core import client_state
 from algorithms.core import learning_process
@@ -19,6 +22,7 @@ from periodic_shift import periodic
 from periodic_shift import scenario as scenario_lib
 from periodic_shift import scenarios
 from tasks import task as task_lib
+from utils import resident_state
 
 BATCH_SIZE = 20
 WARMUP_ROUNDS = 3
@@ -95,14 +99,59 @@ def ratio_line(workload: str, seconds: dict, base: str) -> str:
                                      for name, value in seconds.items())
 
 
-def process_seconds_per_round(model_fn, process, rounds):
-  """`seconds_per_round` of a learning process's `next` from its seeded initial weights."""
-  state = [process.set_model_weights(process.initialize(), learning_process.initial_weights(model_fn, 0))]
+def process_step(model_fn, process, state_on_worker: bool = True) -> Callable[[list], None]:
+  """A round of a learning process's `next` as the training loop runs it, from its seeded initial weights: with the
+  state kept on TFF's worker (`utils.resident_state`, the default) or going there and back every round."""
+  state = process.set_model_weights(process.initialize(), learning_process.initial_weights(model_fn, 0))
+  if state_on_worker:
+    return resident_state.ResidentRounds(process.next, state).next
+  states = [state]
 
   def step(datasets):
-    state[0] = process.next(state[0], datasets).state
+    states[0] = process.next(states[0], datasets).state
 
-  return seconds_per_round(step, rounds)
+  return step
+
+
+def process_seconds_per_round(model_fn, process, rounds, state_on_worker: bool = True):
+  """`seconds_per_round` of `process_step`."""
+  return seconds_per_round(process_step(model_fn, process, state_on_worker), rounds)
+
+
+class WorkerTraffic:
+  """Counts the bytes of the messages to TFF's worker and back (gRPC requests and responses of TFF's
+  `RemoteExecutorGrpcStub`, the Python side of every worker call) while in its `with` block."""
+
+  _METHODS = ('create_value', 'create_call', 'create_struct', 'create_selection', 'compute')
+
+  def __init__(self):
+    self.sent = self.received = 0
+
+  def __enter__(self):
+    self._originals = {name: getattr(remote_executor_grpc_stub.RemoteExecutorGrpcStub, name)
+                       for name in self._METHODS}
+    for name, original in self._originals.items():
+      setattr(remote_executor_grpc_stub.RemoteExecutorGrpcStub, name, self._counting(original))
+    return self
+
+  def __exit__(self, *exc_info):
+    for name, original in self._originals.items():
+      setattr(remote_executor_grpc_stub.RemoteExecutorGrpcStub, name, original)
+
+  def _counting(self, method):
+    def counted(stub, request):
+      response = method(stub, request)
+      self.sent += request.ByteSize()
+      self.received += response.ByteSize()
+      return response
+    return counted
+
+
+def megabytes_per_round(step: Callable[[list], None], datasets: list) -> tuple[float, float]:
+  """(MB sent to TFF's worker, MB received from it) in one `step(datasets)` (`WorkerTraffic`)."""
+  with WorkerTraffic() as traffic:
+    step(datasets)
+  return traffic.sent / 2**20, traffic.received / 2**20
 
 
 def with_client_states(rounds, initial_state: dict):

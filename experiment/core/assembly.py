@@ -172,6 +172,10 @@ class WorkersConfig:
                                      'turn).')
   worker_timeout: float = setting(60.0, 'With --workers: seconds to wait for a worker that does not answer, at '
                                   'start-up and during the run, before stopping.')
+  state_on_worker: bool = setting(
+      True, 'Without --workers: keep the learning-process state on TFF\'s worker between rounds, so a round sends only '
+      'its data and reads only its metrics (the state is read for evaluations and checkpoints; the same results); '
+      'off: the whole state goes to the worker and back every round.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,7 +196,7 @@ GROUPS = {field.name: field.type for field in dataclasses.fields(ExperimentConfi
 # with other values; config.json leaves them out.
 CADENCE = frozenset({'rounds_per_eval', 'rounds_per_checkpoint', 'root_output_dir', 'experiment_name', 'cache_dir',
                      'workers', 'subrounds', 'worker_timeout', 'eval_inference_batch_size', 'overwrite',
-                     'overlap_evaluation'})
+                     'overlap_evaluation', 'state_on_worker'})
 # The settings the task's defaults fill in when None (`tasks.registry.defaults`).
 _TASK_DEFAULTED = ('period', 'total_rounds', 'clients_per_round', 'client_batch_size', 'client_learning_rate',
                    'server_learning_rate', 'server_adam_epsilon', 'max_elements_per_client')
@@ -581,7 +585,7 @@ def run(config: ExperimentConfig) -> dict:
   loop_config = training_loop.LoopConfig(
       total_rounds=training.total_rounds, rounds_per_eval=config.evaluation.rounds_per_eval,
       client_spec=experiment.data.client_spec, seed=training.seed, rounds_per_checkpoint=outputs.rounds_per_checkpoint,
-      overlap_evaluation=config.evaluation.overlap_evaluation)
+      overlap_evaluation=config.evaluation.overlap_evaluation, state_on_worker=config.workers.state_on_worker)
   if extended_from is not None:
     print(f'Extending the run of {extended_from} rounds in {output_dir} to {training.total_rounds} rounds')
   workers = experiment.workers

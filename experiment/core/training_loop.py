@@ -15,8 +15,9 @@ Outputs in `output_dir` (all through `tff.program`):
 Resuming: on start the newest checkpoint that loads is restored (a damaged newer one is moved aside, saying so in
 one line; none loading stops the run), metrics.csv is cut back to the rows up to its round, and training continues
 with the next round. The scenario's plans and client shuffling depend only on (seed, round), so an interrupted and
-resumed run produces the same metrics as an uninterrupted one, wherever it was killed. A SIGTERM or SIGHUP ends the run at once, or at the latest after the
-round it arrived in (`execution_context.exit_if_signalled`), with status 128 + signal.
+resumed run produces the same metrics as an uninterrupted one, wherever it was killed. A SIGTERM or SIGHUP ends the
+run at once, or at the latest after the round it arrived in (`execution_context.exit_if_signalled`), with status
+128 + signal.
 
 Evaluation overlaps training (`LoopConfig.overlap_evaluation`, on by default): the driver evaluates round t's weights
 (in plain TensorFlow, `algorithms.core.evaluation`) on a thread while TFF's worker trains rounds t + 1, t + 2, ...
@@ -24,11 +25,15 @@ up to the next evaluation or checkpoint round, and writes the rows from round t 
 that evaluation is in (`_RowRelease`), so rows, checkpoints, resumes and metrics are those of evaluating in turn;
 an evaluation round's `round_seconds` is its training and the time the loop waited for its evaluation.
 
-Numeric faults: after every round the loop checks that some client trained finitely (clients that did not are
-left out of the round's aggregates by the client work and counted in `nonfinite_clients`), and that the model
-weights and every float of the method's and the server optimizer's state are finite. If not, it saves the last
-good state (the previous round's) as a checkpoint, writes no row for the failed round, and raises `NumericFault`,
-whose message names the round and the quantity.
+The state stays on TFF's worker between rounds (`LoopConfig.state_on_worker`, on by default without several
+workers; `utils.resident_state`): a round sends its clients' data and reads back its metrics, and the state is read
+only for evaluation and checkpoint rounds and a numeric fault, with the same values as sending it there and back.
+
+Numeric faults: after every round the loop checks that some client trained finitely (clients that did not are left
+out of the round's aggregates by the client work and counted in `nonfinite_clients`), and that the model weights and
+every float of the method's and the server optimizer's state are finite (on the worker, when the state stays there).
+If not, it saves the last good state (the previous round's) as a checkpoint, writes no row for the failed round, and
+raises `NumericFault`, whose message names the round and the quantity.
 """
 
 import asyncio
@@ -59,6 +64,7 @@ from periodic_shift import client_sampler
 from periodic_shift import scenario as scenario_lib
 from tasks import task as task_lib
 from utils import execution_context
+from utils import resident_state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +75,7 @@ class LoopConfig:
   seed: int
   rounds_per_checkpoint: int = 1
   overlap_evaluation: bool = True
+  state_on_worker: bool = True
 
 
 class NumericFault(RuntimeError):
@@ -122,14 +129,19 @@ def _first_nonfinite(structure) -> Optional[str]:
   return None
 
 
-def numeric_fault(output: tff.learning.templates.LearningProcessOutput, num_clients: int) -> Optional[str]:
-  """What a round's `output` has that is not finite (one phrase), or None when the round is sound."""
-  left_out = int(np.asarray(output.metrics['client_work'].get('nonfinite_clients', 0)))
+def numeric_fault(metrics: dict, num_clients: int, state: Callable[[], object], state_finite: bool = False
+                  ) -> Optional[str]:
+  """What a round has that is not finite (one phrase), or None when the round is sound: from its `metrics` and the
+  new `state()` (read only when `state_finite` does not already vouch for every float of it)."""
+  left_out = int(np.asarray(metrics['client_work'].get('nonfinite_clients', 0)))
   if left_out >= num_clients:
     return f'the training loss is not finite on any of the {num_clients} clients (local training diverged)'
-  weights = learning_process.global_model_weights(output.state)
-  for name, part in (('model weights', weights), ('method state', output.state.client_work),
-                     ('server optimizer state', output.state.finalizer)):
+  if state_finite:
+    return None
+  state = state()
+  weights = learning_process.global_model_weights(state)
+  for name, part in (('model weights', weights), ('method state', state.client_work),
+                     ('server optimizer state', state.finalizer)):
     path = _first_nonfinite(part)
     if path is not None:
       left_out_note = f', {left_out} of {num_clients} clients left out as non-finite' if left_out else ''
@@ -203,13 +215,40 @@ def round_datasets(task: task_lib.Task, clients, client_spec, seed: int, round_n
           for index, client in enumerate(clients)]
 
 
-def _next_round(algorithm: algorithms.Algorithm, state, datasets, round_context):
-  """`process.next(state, datasets)`; in `round_context` when one is given (several workers), as the method's split
-  round when it has one (`algorithm.split_round`, the same round in two computations TFF can split)."""
-  if round_context is None:
-    return algorithm.process.next(state, datasets)
-  with tff.framework.get_context_stack().install(round_context):
-    return (algorithm.split_round or algorithm.process.next)(state, datasets)
+class _ContextRounds:
+  """Rounds through TFF's context: the whole state goes to the worker (or `round_context`'s several workers) and
+  back every round; `resident_state.ResidentRounds`' interface."""
+
+  def __init__(self, algorithm: algorithms.Algorithm, state, round_context: Optional[tff.framework.SyncContext]):
+    self._algorithm, self._round_context = algorithm, round_context
+    self._state, self._previous = state, None
+    self.finite = False  # Not known: `numeric_fault` reads the state.
+
+  def next(self, datasets) -> dict:
+    """`process.next(state, datasets)`; in `round_context` when one is given (several workers), as the method's
+    split round when it has one (`algorithm.split_round`, the same round in two computations TFF can split)."""
+    if self._round_context is None:
+      output = self._algorithm.process.next(self._state, datasets)
+    else:
+      with tff.framework.get_context_stack().install(self._round_context):
+        output = (self._algorithm.split_round or self._algorithm.process.next)(self._state, datasets)
+    self._previous, self._state = self._state, output.state
+    return output.metrics
+
+  def state(self):
+    return self._state
+
+  def previous_state(self):
+    return self._previous
+
+
+def _rounds(algorithm: algorithms.Algorithm, state, config: LoopConfig,
+            round_context: Optional[tff.framework.SyncContext]):
+  """How rounds run: with the state kept on this process's TFF worker (`config.state_on_worker`, without several
+  workers), else through TFF's context."""
+  if config.state_on_worker and round_context is None:
+    return resident_state.ResidentRounds(algorithm.process.next, state)
+  return _ContextRounds(algorithm, state, round_context)
 
 
 def _round_clients(algorithm: algorithms.Algorithm, scenario: scenario_lib.Scenario, plan: scenario_lib.RoundPlan,
@@ -221,6 +260,10 @@ def _round_clients(algorithm: algorithms.Algorithm, scenario: scenario_lib.Scena
     return list(plan.clients), False
   sampled = {client.client_id for client in plan.clients}
   return list(plan.clients) + [client for client in census.clients if client.client_id not in sampled], True
+
+
+def _checkpoint_due(round_num: int, config: LoopConfig) -> bool:
+  return round_num % config.rounds_per_checkpoint == 0 or round_num == config.total_rounds
 
 
 class _RowRelease:
@@ -247,8 +290,9 @@ class _RowRelease:
 
   def release(self, round_num: int, row: dict, state, seconds: float, evaluate: Optional[Callable] = None) -> None:
     """Writes round `round_num`'s `row`, with `evaluate()`'s metrics when given, and its checkpoint if due (`state`
-    with the client states); `seconds` is the round's training time, to which its evaluation's adds."""
-    checkpoint_due = round_num % self._config.rounds_per_checkpoint == 0 or round_num == self._config.total_rounds
+    with the client states; `state` may be None in other rounds); `seconds` is the round's training time, to which
+    its evaluation's adds."""
+    checkpoint_due = _checkpoint_due(round_num, self._config)
     if evaluate is not None or checkpoint_due:
       self.flush()
     elif self._evaluation is not None and self._evaluation.done():
@@ -353,6 +397,7 @@ def _evaluate(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: sc
 def _train(algorithm, task, scenario, state, store, config, round_context, rows: _RowRelease, last_round: int,
            output_dir: str) -> None:
   """Rounds last_round + 1 .. total_rounds of `run`, their rows and checkpoints through `rows`."""
+  rounds = _rounds(algorithm, state, config, round_context)
   for round_num in range(last_round + 1, config.total_rounds + 1):
     round_started = time.monotonic()
     plan = scenario.round_plan(round_num)
@@ -362,26 +407,28 @@ def _train(algorithm, task, scenario, state, store, config, round_context, rows:
     if store is not None:
       datasets = [collections.OrderedDict(dataset=dataset, client_state=state_dataset) for dataset, state_dataset
                   in zip(datasets, store.datasets(client_ids, len(plan.clients), census))]
-    output = _next_round(algorithm, state, datasets, round_context)
-    fault = numeric_fault(output, len(datasets))
+    metrics = rounds.next(datasets)
+    fault = numeric_fault(metrics, len(datasets), rounds.state, rounds.finite)
     if fault is not None:
       rows.flush()
       if rows.saved_round < round_num - 1:
-        rows.save_now(state, round_num - 1)
+        rows.save_now(rounds.previous_state(), round_num - 1)
       kept = (f'its checkpoint and metrics.csv rows up to round {round_num - 1} are kept' if round_num > 1 else
               'no round had completed')
       raise NumericFault(f'round {round_num}: {fault}; the run stopped and {kept} in {output_dir}.')
-    state = output.state
-    measurements = dict(output.metrics['client_work'])
+    measurements = dict(metrics['client_work'])
     collected = measurements.pop(client_state.CLIENT_STATES, None)
     if store is not None:
       store.update(client_ids, collected)
     row = scenario.round_metrics(round_num, plan)
     row.update({key: float(np.asarray(value)) for key, value in measurements.items()})
-    evaluate = None
+    evaluate, state = None, None
     if round_num % config.rounds_per_eval == 0 or round_num == config.total_rounds:
+      state = rounds.state()
       evaluate = functools.partial(_evaluate, algorithm, task, scenario, state,
                                    store.frozen_get() if algorithm.evaluates_client_states else None, round_num)
+    if _checkpoint_due(round_num, config):
+      state = rounds.state()
     rows.release(round_num, row, state, time.monotonic() - round_started, evaluate)
     execution_context.exit_if_signalled()  # A SIGTERM whose exit a gc callback swallowed ends the run here.
   rows.flush()
