@@ -7,8 +7,9 @@ in this process (`--total_rounds=R`, one evaluation at the end), on workers star
   seconds  the median `round_seconds` of metrics.csv over the rounds after the first 3 (warm-up: tracing and the
            workers' first compilation);
   sent     bytes of the requests this process sends to TFF workers (its own or remote: every gRPC request of
-           `RemoteExecutorGrpcStub`, serialized), per round, over the whole run (initialization included);
-  received bytes of the workers' answers to `Compute`, per round.
+           `RemoteExecutorGrpcStub`, serialized, `timing.WorkerTraffic`), per round, over the whole run
+           (initialization included); on its own worker the state stays there between rounds (`--state_on_worker`);
+  received bytes of the workers' answers, per round.
 Local workers share this machine's cores, so more workers cannot be faster here; the table shows what splitting a
 round costs, and the bytes give the time a network adds: `--bandwidth_gbit` projects seconds per round as
 measured seconds + (sent + received) / bandwidth for each worker count (each worker's share travels in parallel,
@@ -31,7 +32,6 @@ from absl import app
 from absl import flags
 import numpy as np
 import portpicker
-from tensorflow_federated.python.core.impl.executors import remote_executor_grpc_stub
 
 from benchmarks import task_files
 from benchmarks import timing
@@ -46,29 +46,7 @@ _TASK = flags.DEFINE_enum('benchmark_task', 'synthetic', ['synthetic', 'emnist',
 _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Rounds per run (the first 3 are not timed).')
 _BANDWIDTH = flags.DEFINE_float('bandwidth_gbit', 1.0, 'Network bandwidth for the projection, Gbit/s.')
 
-_REQUESTS = ('create_value', 'create_struct', 'create_call', 'create_selection', 'compute')
-
-
-class _ByteCounter:
-  """Counts the bytes of the requests sent through every `RemoteExecutorGrpcStub` and of `Compute` answers."""
-
-  def __init__(self):
-    self.sent = self.received = 0
-    for name in _REQUESTS:
-      original = getattr(remote_executor_grpc_stub.RemoteExecutorGrpcStub, name)
-      setattr(remote_executor_grpc_stub.RemoteExecutorGrpcStub, name, self._counting(original, name == 'compute'))
-
-  def _counting(self, original, is_compute):
-    def request(stub, message):
-      self.sent += message.ByteSize()
-      response = original(stub, message)
-      if is_compute:
-        self.received += response.ByteSize()
-      return response
-    return request
-
-
-def _cell(method: str, count: int, counter: _ByteCounter, task_flags: list[str], scratch: str) -> dict:
+def _cell(method: str, count: int, task_flags: list[str], scratch: str) -> dict:
   workers = []
   try:
     ports = [portpicker.pick_unused_port() for _ in range(count)]
@@ -78,16 +56,16 @@ def _cell(method: str, count: int, counter: _ByteCounter, task_flags: list[str],
     if addresses:
       remote_workers.wait_until_ready(addresses, timeout_seconds=60)
     root = tempfile.mkdtemp(dir=scratch)
-    counter.sent = counter.received = 0
-    status, stderr = in_process_run.run([f'--algorithm={method}', f'--total_rounds={_ROUNDS.value}',
-                                         f'--rounds_per_eval={_ROUNDS.value}', f'--root_output_dir={root}',
-                                         '--experiment_name=run', *task_flags, *timing.METHOD_FLAGS.get(method, []),
-                                         *([f'--workers={",".join(addresses)}'] if addresses else [])])
+    with timing.WorkerTraffic() as traffic:
+      status, stderr = in_process_run.run([f'--algorithm={method}', f'--total_rounds={_ROUNDS.value}',
+                                           f'--rounds_per_eval={_ROUNDS.value}', f'--root_output_dir={root}',
+                                           '--experiment_name=run', *task_flags, *timing.METHOD_FLAGS.get(method, []),
+                                           *([f'--workers={",".join(addresses)}'] if addresses else [])])
     if status != 0:
       raise RuntimeError(f'{method} on {count} workers: {stderr.strip()}')
     rows = in_process_run.metrics_rows(os.path.join(root, 'run'))
     seconds = statistics.median(float(row['round_seconds']) for row in rows[timing.WARMUP_ROUNDS:])
-    return dict(seconds=seconds, sent=counter.sent / _ROUNDS.value, received=counter.received / _ROUNDS.value)
+    return dict(seconds=seconds, sent=traffic.sent / _ROUNDS.value, received=traffic.received / _ROUNDS.value)
   finally:
     for worker in workers:
       worker.kill()
@@ -97,7 +75,6 @@ def _cell(method: str, count: int, counter: _ByteCounter, task_flags: list[str],
 def main(argv):
   del argv  # Unused.
   in_process_run.start_worker()
-  counter = _ByteCounter()
   counts = [int(count) for count in _WORKER_COUNTS.value]
   bytes_per_second = _BANDWIDTH.value * 1e9 / 8
   scratch = tempfile.mkdtemp()
@@ -108,7 +85,7 @@ def main(argv):
   print(f'{_TASK.value} task, {_ROUNDS.value} rounds per run; seconds per round (ratio to the same method on this '
         f'process\'s worker), MB sent / received per round, projected seconds at {_BANDWIDTH.value:g} Gbit/s')
   for method in _METHODS.value:
-    cells = collections.OrderedDict((count, _cell(method, count, counter, task_flags, scratch)) for count in counts)
+    cells = collections.OrderedDict((count, _cell(method, count, task_flags, scratch)) for count in counts)
     base = cells[counts[0]]['seconds']
     print(method + ''.join(
         f'  | {count or "own"} worker{"s" if count > 1 else ""}: {cell["seconds"]:.3f} s '

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from experiment.core import run_directory
 from tests import in_process_run
+from utils import execution_context
 
 _BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
 _SMALL_RUN = ['--task=synthetic', '--clients_per_round=5', '--period=8', '--rounds_per_eval=4',
@@ -277,6 +278,34 @@ class EndToEndTest(parameterized.TestCase):
     self.assertEqual(status, 128 + signal.SIGTERM, stderr.read()[-3000:])
     self.assertLess(len(_rows(interrupted_dir)), 80)
     self._assert_resumes_to_the_straight_runs_metrics(args, root)
+
+  def test_a_lost_worker_is_replaced_and_the_run_ends_with_the_same_metrics(self):
+    """The binary's TFF worker, which holds the state between rounds, killed after round 5: the run resumes from its
+    newest checkpoint with a new worker, says so in one line and ends with the metrics of a run never disturbed."""
+    root = self.create_tempdir().full_path
+    args = _SMALL_RUN + ['--total_rounds=80', '--rounds_per_checkpoint=3', f'--root_output_dir={root}']
+    in_process_run.start_worker()
+    status, stderr = in_process_run.run(args + ['--experiment_name=straight'])
+    self.assertEqual(status, 0, stderr)
+    lost_dir = os.path.join(root, 'lost')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+    stderr = open(os.path.join(root, 'lost_stderr.txt'), 'w+')
+    self.addCleanup(stderr.close)
+    child = subprocess.Popen([sys.executable, _BINARY, *args, '--experiment_name=lost'], env=env,
+                             stdout=subprocess.DEVNULL, stderr=stderr)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and child.poll() is None:
+      if os.path.exists(os.path.join(lost_dir, 'metrics.csv')) and len(_rows(lost_dir)) >= 5:
+        break
+      time.sleep(0.05)
+    os.kill(execution_context.worker_pids(child.pid)[0], signal.SIGKILL)
+    status = child.wait(timeout=300)
+    stderr.seek(0)
+    messages = stderr.read()
+    self.assertEqual(status, 0, messages[-3000:])
+    self.assertRegex(messages, r"TFF's worker stopped answering \(UNAVAILABLE\) in round \d+ or later; resuming "
+                     r'from the checkpoint of round \d+ with a new worker\.')
+    _assert_same_rows(self, _rows(os.path.join(root, 'straight')), _rows(lost_dir))
 
   # Methods whose state goes beyond the global model. Each runs to the end once; a copy of its directory whose two
   # newest checkpoints are deleted is what a run killed after the third newest leaves (rows past it are dropped on

@@ -17,6 +17,10 @@ The worker runs the same computation, compiled the same way (`execution_context.
 same values, so every result equals the context's call bit for bit (tested against it). The worker keeps one
 executor per number of clients: a round with another number (a census round of every party) moves the state to
 that executor, by reading it back and sending it once.
+
+A worker that stops (killed, out of memory) takes the state with it. Where TFF's context restarts its worker and
+retries the call with the arguments it still holds, `ResidentRounds` raises `WorkerLost` (after dropping the
+executor, so that the next call starts a new worker), and the training loop resumes from its newest checkpoint.
 """
 
 import asyncio
@@ -26,10 +30,15 @@ import tensorflow as tf
 import tensorflow_federated as tff
 # pylint: disable=g-direct-tensorflow-import
 from tensorflow_federated.python.core.impl.executors import cardinalities_utils  # Not public in 0.87.
+from tensorflow_federated.python.core.impl.executors import executors_errors  # Not public in 0.87.
 from tensorflow_federated.python.core.impl.types import type_conversions  # Not public in 0.87.
 # pylint: enable=g-direct-tensorflow-import
 
 from utils import execution_context
+
+
+class WorkerLost(RuntimeError):
+  """TFF's worker stopped answering, and the state it held is gone."""
 
 
 def _finite_flag_fn(state_type: tff.Type) -> tff.Computation:
@@ -41,6 +50,11 @@ def _finite_flag_fn(state_type: tff.Type) -> tff.Computation:
     return tf.reduce_all([tf.reduce_all(tf.math.is_finite(leaf)) for leaf in leaves if leaf.dtype.is_floating])
 
   return all_finite
+
+
+def _executor_factory():
+  """The executor factory of the current context (`execution_context.install`'s, on this process's worker)."""
+  return tff.framework.get_context_stack().current.executor_factory
 
 
 class ResidentRounds:
@@ -62,35 +76,45 @@ class ResidentRounds:
     self._metrics_type = output_type.metrics
     self._state, self._state_value = None, state  # The state on the worker (a value reference) or in Python.
     self._previous, self._previous_value = None, None  # The state before the last round, kept for a fault.
-    self._executor, self._computation_value = None, None
+    self._executor, self._cardinalities, self._computation_value = None, None, None
     self.finite = True  # Whether every float of the current state is finite.
 
   def next(self, client_data) -> collections.OrderedDict:
     """Runs one round on `client_data` (a list of datasets, one per client); returns its metrics."""
-    return asyncio.run(self._next(client_data))
+    return self._run(self._next(client_data))
 
   def state(self):
     """The current state, in Python (read from the worker once per round at most)."""
     if self._state_value is None:
-      self._state_value = asyncio.run(self._read(self._state))
+      self._state_value = self._run(self._read(self._state))
     return self._state_value
 
   def previous_state(self):
     """The state before the last round, in Python."""
     if self._previous_value is None:
-      self._previous_value = asyncio.run(self._read(self._previous))
+      self._previous_value = self._run(self._read(self._previous))
     return self._previous_value
+
+  def _run(self, coroutine):
+    try:
+      return asyncio.run(coroutine)
+    except executors_errors.RetryableError as error:  # What TFF's context retries after restarting its worker.
+      if self._cardinalities is not None:
+        _executor_factory().clean_up_executor(self._cardinalities)
+      code = getattr(error, 'code', None)
+      raise WorkerLost(f'TFF\'s worker stopped answering ({code().name if code else type(error).__name__})'
+                       ) from error
 
   async def _next(self, client_data):
     data = tff.tensorflow.transform_args(client_data)
-    executor = tff.framework.get_context_stack().current.executor_factory.create_executor(
-        cardinalities_utils.infer_cardinalities(data, self._data_type))
+    cardinalities = cardinalities_utils.infer_cardinalities(data, self._data_type)
+    executor = _executor_factory().create_executor(cardinalities)
     if executor is not self._executor:
       value = self._state_value if self._state_value is not None else await self._read(self._state)
       self._state = await executor.create_value(value, self._state_type)
       self._state_value = value
       self._computation_value = await executor.create_value(self._computation, self._computation.type_signature)
-      self._executor = executor
+      self._executor, self._cardinalities = executor, cardinalities
     argument = await executor.create_struct(tff.structure.Struct([
         ('state', self._state), ('client_data', await executor.create_value(data, self._data_type))]))
     result = await executor.create_call(self._computation_value, argument)

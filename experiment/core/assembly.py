@@ -48,6 +48,7 @@ from tasks import registry as tasks
 from tasks import task as task_lib
 from utils import execution_context
 from utils import remote_workers
+from utils import resident_state
 from utils import settings as settings_lib
 
 setting = settings_lib.setting
@@ -603,6 +604,10 @@ def run(config: ExperimentConfig) -> dict:
   except remote_workers.WorkerUnavailableError as error:
     raise ExperimentError(f'{error} The run stopped; its checkpoints are kept in {output_dir}: rerun the command to '
                           'resume (with the worker back, or without it in --workers).', WORKER_LOST_STATUS) from error
+  except resident_state.WorkerLost as error:
+    raise ExperimentError(f'{error} twice without a new checkpoint in between; the run stopped and its checkpoints '
+                          f'are kept in {output_dir}: rerun the command to resume (with --state_on_worker=false '
+                          'TFF restarts its worker and retries each round).', WORKER_LOST_STATUS) from error
   return _summarize(resolved, experiment.task, experiment.scenario, parameters, time.monotonic() - started)
 
 

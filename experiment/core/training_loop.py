@@ -351,10 +351,34 @@ def run(algorithm: algorithms.Algorithm, task: task_lib.Task, scenario: scenario
   several TFF workers), else in the default context. With `config.overlap_evaluation`, round t's evaluation runs
   while the next rounds train (`_RowRelease`).
 
+  When this process's worker is lost with the state it held (`resident_state.WorkerLost`: killed, out of memory),
+  the run resumes from its newest checkpoint with a new worker, saying so in one line, as a rerun would; it stops
+  when the worker is lost again before a newer checkpoint.
+
   Raises `NumericFault` (after checkpointing the last good state), `run_directory.RunDirectoryError` (no
-  checkpoint loads) and `remote_workers.WorkerUnavailableError` (a worker stopped answering; the
-  checkpoints written so far are kept).
+  checkpoint loads), `resident_state.WorkerLost` (lost twice without progress) and
+  `remote_workers.WorkerUnavailableError` (a worker of `round_context` stopped answering); the checkpoints written
+  so far are kept.
   """
+  newest_at_loss = None
+  while True:
+    try:
+      return _run_from_newest_checkpoint(algorithm, task, scenario, initial_weights, config, output_dir,
+                                         round_context)
+    except resident_state.WorkerLost as lost:
+      newest = max(run_directory.Checkpoints(output_dir).rounds(), default=0)
+      if newest == newest_at_loss:
+        raise
+      newest_at_loss = newest
+      print(f'{lost} in round {newest + 1} or later; resuming from the checkpoint of round {newest} with a new '
+            'worker.', file=sys.stderr, flush=True)
+
+
+def _run_from_newest_checkpoint(algorithm: algorithms.Algorithm, task: task_lib.Task,
+                                scenario: scenario_lib.Scenario, initial_weights: tff.learning.models.ModelWeights,
+                                config: LoopConfig, output_dir: str,
+                                round_context: Optional[tff.framework.SyncContext]) -> None:
+  """`run`, once: resumes after the newest checkpoint that loads and trains to the end."""
   checkpoints = run_directory.Checkpoints(output_dir)
   state = algorithm.process.set_model_weights(algorithm.process.initialize(), initial_weights)
   store = None
