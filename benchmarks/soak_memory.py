@@ -4,14 +4,18 @@
 
     bazel run //benchmarks:soak_memory -- --algorithms=fedgmm,shiftex
 
+    bazel run //benchmarks:soak_memory -- --algorithms=vanilla --benchmark_task=cifar --total_rounds=300
+
 Runs `run_experiment.py` with the task's defaults (the synthetic task: 10 clients per round, evaluation every 8
 rounds, checkpoints every 8), each method with per-client state or a server-side pool on the scenario where it
-matters (`_TARGETS`: FedGMM on `dirichlet_mixture` with all 300 clients of `gaussian_mixture`, ShiftEx on
-`windowed` with its census rounds), and reads the resident set size (VmRSS in /proc) of the driver process and of
-its TFF `worker_binary` child every `--sample_every` rounds, when the run prints that round's progress line, with
-the size of the run's checkpoints directory. Growth is measured from the sample at `--baseline_round` (after TF's
-one-off allocations: tracing, the first evaluation and checkpoint) to the last sample. Writes every sample to
-<output_dir>/<algorithm>_memory.csv and prints one line per method. Not part of the test suite (minutes per method).
+matters (`_TARGETS`: FedGMM on `dirichlet_mixture` with all 300 clients of `gaussian_mixture`, ShiftEx on `windowed`
+with its census rounds), and reads the resident set size (VmRSS in /proc) of the driver process and of its TFF
+`worker_binary` child every `--sample_every` rounds, when the run prints that round's progress line, with the size
+of the run's checkpoints directory. `--benchmark_task` soaks every method on a paper task's files of the real
+layouts and sizes (`benchmarks.task_files`) at the task's defaults instead. Growth is measured from the sample at
+`--baseline_round` (after TF's one-off allocations: tracing, the first evaluation and checkpoint) to the last
+sample. Writes every sample to <output_dir>/<algorithm>_memory.csv and prints one line per method. Not part of the
+test suite (minutes per method).
 """
 
 import csv
@@ -22,7 +26,9 @@ import tempfile
 
 from absl import app
 from absl import flags
+import numpy as np
 
+from benchmarks import task_files
 from experiment.core import run_directory
 from utils import execution_context
 
@@ -30,6 +36,9 @@ _ALGORITHMS = flags.DEFINE_list('algorithms', ['vanilla', 'fedtem'], 'Methods to
 _TOTAL_ROUNDS = flags.DEFINE_integer('total_rounds', 2000, 'Rounds of each run.')
 _SAMPLE_EVERY = flags.DEFINE_integer('sample_every', 50, 'Rounds between memory samples.')
 _BASELINE_ROUND = flags.DEFINE_integer('baseline_round', 100, 'The sample growth is measured from.')
+_TASK = flags.DEFINE_enum('benchmark_task', None, ['emnist', 'cifar', 'stackoverflow'],
+                          'A paper task to soak every method on, from files of the real layouts (not --task: '
+                          'absl would mix it with run_experiment\'s); default: each method\'s target above.')
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Where the runs and samples go (default: a temporary '
                                   'directory).')
 
@@ -65,9 +74,10 @@ def _directory_mb(path: str) -> float:
   return sum(size(os.path.join(folder, name)) for folder, _, names in os.walk(path) for name in names) / 2**20
 
 
-def _soak(algorithm: str, root: str) -> list[tuple[int, float, float, float]]:
+def _soak(algorithm: str, root: str, task_flags: list[str]) -> list[tuple[int, float, float, float]]:
   """[(round, driver MB, worker MB, checkpoints MB)] every `--sample_every` rounds."""
-  command = [sys.executable, _BINARY, *_TARGETS.get(algorithm, ['--task=synthetic']), f'--algorithm={algorithm}',
+  command = [sys.executable, _BINARY, *(task_flags or _TARGETS.get(algorithm, ['--task=synthetic'])),
+             f'--algorithm={algorithm}',
              f'--total_rounds={_TOTAL_ROUNDS.value}', f'--root_output_dir={root}', f'--experiment_name={algorithm}',
              '--overwrite']
   env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
@@ -93,8 +103,13 @@ def _growth(samples, column: int) -> float:
 def main(argv):
   del argv  # Unused.
   root = _OUTPUT_DIR.value or tempfile.mkdtemp(prefix='soak_memory_')
+  task_flags = []
+  if _TASK.value:
+    cache_dir = os.path.join(root, 'cache')
+    task_files.write(_TASK.value, cache_dir, np.random.default_rng(0), paper_test_sets=True)
+    task_flags = [f'--task={_TASK.value}', f'--cache_dir={cache_dir}']
   for algorithm in _ALGORITHMS.value:
-    samples = _soak(algorithm, root)
+    samples = _soak(algorithm, root, task_flags)
     with open(os.path.join(root, f'{algorithm}_memory.csv'), 'w', newline='') as f:
       writer = csv.writer(f)
       writer.writerow(['round', 'driver_rss_mb', 'worker_rss_mb', 'checkpoints_mb'])
