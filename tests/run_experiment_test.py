@@ -248,6 +248,25 @@ class EndToEndTest(parameterized.TestCase):
     self.assertGreater(float(rows[-1]['routing_accuracy']), 0.9)
     self.assertNotEqual(float(rows[-1]['alpha_2']), 1.0)  # Eq. 13 moved the distance scalar.
 
+  def _straight_run_and_a_binary_past_round_5(self, args: list[str], root: str, name: str):
+    """Runs `args` to the end in this process (experiment `straight`, sparing a start-up of Python and TensorFlow),
+    then starts them as the binary, a user's process (experiment `name`), and returns (that child, its stderr
+    file) once it has written 5 rows."""
+    in_process_run.start_worker()
+    status, stderr = in_process_run.run(args + ['--experiment_name=straight'])
+    self.assertEqual(status, 0, stderr)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+    stderr = open(os.path.join(root, f'{name}_stderr.txt'), 'w+')
+    self.addCleanup(stderr.close)
+    child = subprocess.Popen([sys.executable, _BINARY, *args, f'--experiment_name={name}'], env=env,
+                             stdout=subprocess.DEVNULL, stderr=stderr)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and child.poll() is None:
+      if os.path.exists(os.path.join(root, name, 'metrics.csv')) and len(_rows(os.path.join(root, name))) >= 5:
+        break
+      time.sleep(0.05)
+    return child, stderr
+
   def test_a_run_stopped_by_sigterm_resumes_to_the_same_metrics(self):
     """The binary as a user runs it, stopped by a signal after round 5 and rerun: the same metrics as a run that was
     never stopped. Vanilla's rounds take 0.1 s, so it runs 80: the signal must land well before the run would end by
@@ -255,28 +274,12 @@ class EndToEndTest(parameterized.TestCase):
     fifth, once were not enough)."""
     root = self.create_tempdir().full_path
     args = _SMALL_RUN + ['--total_rounds=80', '--rounds_per_checkpoint=3', f'--root_output_dir={root}']
-    # The uninterrupted and the resumed runs call main in this process (sparing two start-ups of Python and
-    # TensorFlow); the interrupted one is the binary.
-    in_process_run.start_worker()
-    status, stderr = in_process_run.run(args + ['--experiment_name=straight'])
-    self.assertEqual(status, 0, stderr)
-
-    interrupted_dir = os.path.join(root, 'resumed')
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
-    stderr = open(os.path.join(root, 'interrupted_stderr.txt'), 'w+')
-    self.addCleanup(stderr.close)
-    child = subprocess.Popen([sys.executable, _BINARY, *args, '--experiment_name=resumed'], env=env,
-                             stdout=subprocess.DEVNULL, stderr=stderr)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and child.poll() is None:
-      if os.path.exists(os.path.join(interrupted_dir, 'metrics.csv')) and len(_rows(interrupted_dir)) >= 5:
-        break
-      time.sleep(0.05)
+    child, stderr = self._straight_run_and_a_binary_past_round_5(args, root, 'resumed')
     child.send_signal(signal.SIGTERM)
     status = child.wait(timeout=60)
     stderr.seek(0)
     self.assertEqual(status, 128 + signal.SIGTERM, stderr.read()[-3000:])
-    self.assertLess(len(_rows(interrupted_dir)), 80)
+    self.assertLess(len(_rows(os.path.join(root, 'resumed'))), 80)
     self._assert_resumes_to_the_straight_runs_metrics(args, root)
 
   def test_a_lost_worker_is_replaced_and_the_run_ends_with_the_same_metrics(self):
@@ -284,20 +287,7 @@ class EndToEndTest(parameterized.TestCase):
     newest checkpoint with a new worker, says so in one line and ends with the metrics of a run never disturbed."""
     root = self.create_tempdir().full_path
     args = _SMALL_RUN + ['--total_rounds=80', '--rounds_per_checkpoint=3', f'--root_output_dir={root}']
-    in_process_run.start_worker()
-    status, stderr = in_process_run.run(args + ['--experiment_name=straight'])
-    self.assertEqual(status, 0, stderr)
-    lost_dir = os.path.join(root, 'lost')
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
-    stderr = open(os.path.join(root, 'lost_stderr.txt'), 'w+')
-    self.addCleanup(stderr.close)
-    child = subprocess.Popen([sys.executable, _BINARY, *args, '--experiment_name=lost'], env=env,
-                             stdout=subprocess.DEVNULL, stderr=stderr)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and child.poll() is None:
-      if os.path.exists(os.path.join(lost_dir, 'metrics.csv')) and len(_rows(lost_dir)) >= 5:
-        break
-      time.sleep(0.05)
+    child, stderr = self._straight_run_and_a_binary_past_round_5(args, root, 'lost')
     os.kill(execution_context.worker_pids(child.pid)[0], signal.SIGKILL)
     status = child.wait(timeout=300)
     stderr.seek(0)
@@ -305,7 +295,7 @@ class EndToEndTest(parameterized.TestCase):
     self.assertEqual(status, 0, messages[-3000:])
     self.assertRegex(messages, r"TFF's worker stopped answering \(UNAVAILABLE\) in round \d+ or later; resuming "
                      r'from the checkpoint of round \d+ with a new worker\.')
-    _assert_same_rows(self, _rows(os.path.join(root, 'straight')), _rows(lost_dir))
+    _assert_same_rows(self, _rows(os.path.join(root, 'straight')), _rows(os.path.join(root, 'lost')))
 
   # Methods whose state goes beyond the global model. Each runs to the end once; a copy of its directory whose two
   # newest checkpoints are deleted is what a run killed after the third newest leaves (rows past it are dropped on
