@@ -39,6 +39,8 @@ _BASELINE_ROUND = flags.DEFINE_integer('baseline_round', 100, 'The sample growth
 _TASK = flags.DEFINE_enum('benchmark_task', None, ['emnist', 'cifar', 'stackoverflow'],
                           'A paper task to soak every method on, from files of the real layouts (not --task: '
                           'absl would mix it with run_experiment\'s); default: each method\'s target above.')
+_RUN_FLAGS = flags.DEFINE_list('run_flags', [], 'More run_experiment flags for every run, e.g. '
+                                '--run_flags=--overlap_evaluation=false.')
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Where the runs and samples go (default: a temporary '
                                   'directory).')
 
@@ -77,7 +79,7 @@ def _directory_mb(path: str) -> float:
 def _soak(algorithm: str, root: str, task_flags: list[str]) -> list[tuple[int, float, float, float]]:
   """[(round, driver MB, worker MB, checkpoints MB)] every `--sample_every` rounds."""
   command = [sys.executable, _BINARY, *(task_flags or _TARGETS.get(algorithm, ['--task=synthetic'])),
-             f'--algorithm={algorithm}',
+             f'--algorithm={algorithm}', *_RUN_FLAGS.value,
              f'--total_rounds={_TOTAL_ROUNDS.value}', f'--root_output_dir={root}', f'--experiment_name={algorithm}',
              '--overwrite']
   env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
