@@ -20,6 +20,7 @@ test suite (minutes per method).
 
 import csv
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,9 @@ _TARGETS = {
 }
 
 
+_PROGRESS = re.compile(r'^round (\d+)/\d+ ')
+
+
 def _rss_mb(pid: int) -> float:
   with open(f'/proc/{pid}/status') as f:
     for line in f:
@@ -86,9 +90,10 @@ def _soak(algorithm: str, root: str, task_flags: list[str]) -> list[tuple[int, f
   child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
   samples = []
   for line in child.stdout:
-    if not line.startswith('round '):
+    progress = _PROGRESS.match(line)  # TFF's worker writes to the same stdout: other lines, and cut ones, are skipped.
+    if progress is None:
       continue
-    round_num = int(line.split()[1].split('/')[0])
+    round_num = int(progress.group(1))
     if round_num % _SAMPLE_EVERY.value == 0:
       samples.append((round_num, _rss_mb(child.pid), _rss_mb(execution_context.worker_pids(child.pid)[0]),
                       _directory_mb(os.path.join(root, algorithm, run_directory.CHECKPOINTS))))
