@@ -148,7 +148,8 @@ def main(argv):
       reading = _time_plain_tf(task, model_fn, rounds, defaults, read_in_round=True)
       (resident, resident_out, resident_in), (trip, trip_out, trip_in) = ours['resident'], ours['round_trip']
       print(f'{name:14s} ours {resident:.4f} s | (a) tff fedavg {tff_fedavg:.4f} s, '
-            f'ours/(a) {resident / tff_fedavg:.2f} | (b) plain TF {plain:.4f} s, ours/(b) {resident / plain:.2f} | (c) plain TF reading the clients\' data '
+            f'ours/(a) {resident / tff_fedavg:.2f} | (b) plain TF {plain:.4f} s, ours/(b) {resident / plain:.2f} '
+            f'| (c) plain TF reading the clients\' data '
             f'{reading:.4f} s, ours/(c) {resident / reading:.2f}  ({defaults["clients_per_round"]} clients, batch '
             f'{defaults["client_batch_size"]})\n{"":14s} state on the worker: {resident_out:.1f} MB out, '
             f'{resident_in:.1f} MB back per round | state there and back: {trip:.4f} s, ours/(b) {trip / plain:.2f}, '
