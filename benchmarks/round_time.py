@@ -2,7 +2,7 @@
 
   (ours)  the suite's vanilla learning process (its client work composed with TFF's broadcast, mean and FedAdam),
           run as the training loop runs it, with its state kept on TFF's worker (`utils.resident_state`); also
-          with the whole state going to the worker and back every round (`--state_on_worker=false`), and the MB
+          with the whole state going to the worker and back every round (`--state_on_worker=false`), and the MiB
           each way per round of both (`timing.WorkerTraffic`);
   (a)     TFF's own `tff.learning.algorithms.build_weighted_fed_avg` on the same network (a Keras view whose output is
           the mean of the branches, through `tff.learning.models.from_keras_model`), same optimizers, Keras's loss
@@ -52,7 +52,7 @@ _TASKS = flags.DEFINE_list('tasks', ['synthetic', 'emnist', 'cifar', 'stackoverf
 
 
 def _time_ours(task, model_fn, rounds, defaults) -> dict:
-  """Seconds per round and MB to and from the worker in a round, with the state on the worker (`resident`) and
+  """Seconds per round and MiB to and from the worker in a round, with the state on the worker (`resident`) and
   going there and back (`round_trip`)."""
   process = vanilla.build_process(model_fn, task.batch_fn, rounds[0][0].element_spec,
                                   defaults['client_learning_rate'],
@@ -61,7 +61,7 @@ def _time_ours(task, model_fn, rounds, defaults) -> dict:
   result = {}
   for name, on_worker in (('resident', True), ('round_trip', False)):
     step = timing.process_step(model_fn, process, on_worker)
-    result[name] = (timing.seconds_per_round(step, rounds), *timing.megabytes_per_round(step, rounds[-1]))
+    result[name] = (timing.seconds_per_round(step, rounds), *timing.mebibytes_per_round(step, rounds[-1]))
   return result
 
 
@@ -151,9 +151,9 @@ def main(argv):
             f'ours/(a) {resident / tff_fedavg:.2f} | (b) plain TF {plain:.4f} s, ours/(b) {resident / plain:.2f} '
             f'| (c) plain TF reading the clients\' data '
             f'{reading:.4f} s, ours/(c) {resident / reading:.2f}  ({defaults["clients_per_round"]} clients, batch '
-            f'{defaults["client_batch_size"]})\n{"":14s} state on the worker: {resident_out:.1f} MB out, '
-            f'{resident_in:.1f} MB back per round | state there and back: {trip:.4f} s, ours/(b) {trip / plain:.2f}, '
-            f'{trip_out:.1f} MB out, {trip_in:.1f} MB back', flush=True)
+            f'{defaults["client_batch_size"]})\n{"":14s} state on the worker: {resident_out:.1f} MiB out, '
+            f'{resident_in:.1f} MiB back per round | state there and back: {trip:.4f} s, ours/(b) {trip / plain:.2f}, '
+            f'{trip_out:.1f} MiB out, {trip_in:.1f} MiB back', flush=True)
 
 
 if __name__ == '__main__':

@@ -147,8 +147,8 @@ class WorkerTraffic:
     return counted
 
 
-def megabytes_per_round(step: Callable[[list], None], datasets: list) -> tuple[float, float]:
-  """(MB sent to TFF's worker, MB received from it) in one `step(datasets)` (`WorkerTraffic`)."""
+def mebibytes_per_round(step: Callable[[list], None], datasets: list) -> tuple[float, float]:
+  """(MiB sent to TFF's worker, MiB received from it) in one `step(datasets)` (`WorkerTraffic`)."""
   with WorkerTraffic() as traffic:
     step(datasets)
   return traffic.sent / 2**20, traffic.received / 2**20
