@@ -8,6 +8,7 @@ import os
 
 from absl.testing import absltest
 import numpy as np
+import tensorflow_federated as tff
 
 from experiment.core import run_directory
 from utils import execution_context
@@ -100,6 +101,50 @@ class MetricsTest(absltest.TestCase):
     run_directory.truncate_metrics(output_dir, last_round=16)
     with open(path) as f:
       self.assertEqual(f.read().splitlines(), ['round,loss', '1,0.5', '2,0.4'])
+
+
+  def test_release_appends_the_rows_tffs_manager_writes_without_rewriting_the_file(self):
+    # The same releases through TFF's own manager (the reference: its rows, a new column, a key released again)
+    # and through the suite's, which must leave the same bytes while appending in place after the first release
+    # (which writes the header's columns); TFF 0.87's replaces the file at every release (the control). A hard link to the file before each release tells:
+    # after an append it is the same file, after a replacement the link holds the old one.
+    releases = [(collections.OrderedDict(loss=0.5, acc=0.1), 1), (collections.OrderedDict(loss=0.4, acc=0.2), 2),
+                (collections.OrderedDict(loss=0.3, acc=0.3), 3), (collections.OrderedDict(loss=0.2, acc=0.4), 4)]
+    later = [(collections.OrderedDict(loss=0.1, acc=0.5, test=0.9), 5),  # A new column: the file is rewritten.
+             (collections.OrderedDict(loss=0.7, acc=0.6), 3),  # An earlier key: rows 3-5 go first.
+             (collections.OrderedDict(loss=0.6, acc=0.7), 4)]
+    texts, replaced = {}, {}
+    for name, manager_class in (('tff', tff.program.CSVFileReleaseManager),
+                                ('suite', run_directory.MetricsReleaseManager)):
+      path = os.path.join(self.create_tempdir().full_path, run_directory.METRICS)
+      link = path + '.link'
+      manager = manager_class(path, key_fieldname='round')
+      replaced[name] = 0
+      for value, key in releases:
+        os.link(path, link)
+        asyncio.run(manager.release(value, key=key))
+        replaced[name] += not os.path.samefile(path, link)
+        os.remove(link)
+      for value, key in later:
+        asyncio.run(manager.release(value, key=key))
+      with open(path) as f:
+        texts[name] = f.read()
+    self.assertEqual(texts['suite'], texts['tff'])
+    self.assertEqual(texts['suite'].splitlines()[0], 'round,acc,loss,test')
+    self.assertEqual([line.split(',')[0] for line in texts['suite'].splitlines()[1:]], ['1', '2', '3', '4'])
+    self.assertEqual(replaced, {'tff': 4, 'suite': 1})
+
+  def test_a_resumed_run_appends_after_the_truncated_rows(self):
+    output_dir = self.create_tempdir().full_path
+    path = os.path.join(output_dir, run_directory.METRICS)
+    manager = run_directory.MetricsReleaseManager(path, key_fieldname='round')
+    for key in range(1, 6):
+      asyncio.run(manager.release(collections.OrderedDict(loss=float(key)), key=key))
+    run_directory.truncate_metrics(output_dir, last_round=3)
+    resumed = run_directory.MetricsReleaseManager(path, key_fieldname='round')
+    asyncio.run(resumed.release(collections.OrderedDict(loss=9.0), key=4))
+    with open(path) as f:
+      self.assertEqual(f.read().splitlines(), ['round,loss', '1,1.0', '2,2.0', '3,3.0', '4,9.0'])
 
 
 class CheckpointsTest(absltest.TestCase):

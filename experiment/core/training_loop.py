@@ -1,10 +1,11 @@
 """The simulation loop: sample a round's clients, run the learning process, evaluate, release, checkpoint.
 
 Outputs in `output_dir` (all through `tff.program`):
-  metrics.csv    `tff.program.CSVFileReleaseManager`, one row per round (key `round`): the scenario's true shift
-                 (`q` and `day_fraction` for the periodic shift, domain shares for mixtures), the client work's
-                 measurements (`train_loss`, `train_accuracy`, ...), `round_seconds`, and on evaluation rounds the
-                 test metrics (with `test_mixture_accuracy` where the scenario weighs its domains' test sets);
+  metrics.csv    one row per round (key `round`; `tff.program.CSVFileReleaseManager`, appending:
+                 `run_directory.MetricsReleaseManager`): the scenario's true shift (`q` and `day_fraction` for the
+                 periodic shift, domain shares for mixtures), the client work's measurements (`train_loss`,
+                 `train_accuracy`, ...), `round_seconds`, and on evaluation rounds the test metrics (with
+                 `test_mixture_accuracy` where the scenario weighs its domains' test sets);
   tensorboard/   `tff.program.TensorBoardReleaseManager`, the same values under grouped tags (`train/`, `test/`,
                  `held_out/`, `routing/`, `shift/`, `run/`, `method/`: `metric_names.tensorboard_tag`), and the run's
                  configuration (config.json) through TensorBoard's HParams plugin, so that runs can be compared
@@ -106,8 +107,8 @@ class _MetricsRelease:
   configuration is written once for TensorBoard's HParams plugin."""
 
   def __init__(self, output_dir: str, fresh: bool):
-    self._csv = tff.program.CSVFileReleaseManager(os.path.join(output_dir, run_directory.METRICS),
-                                                  key_fieldname='round')
+    self._csv = run_directory.MetricsReleaseManager(os.path.join(output_dir, run_directory.METRICS),
+                                                    key_fieldname='round')
     tensorboard_dir = os.path.join(output_dir, 'tensorboard')
     self._tensorboard = tff.program.TensorBoardReleaseManager(tensorboard_dir)
     config = run_directory.read_config(output_dir)
