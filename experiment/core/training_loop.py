@@ -310,6 +310,7 @@ class _RowRelease:
       self._waiting.append([round_num, row, seconds, None])
       return
     self._write(round_num, row, seconds, _checkpointed(state, self._store) if checkpoint_due else None)
+    execution_context.release_eager_kernels()  # No evaluation in flight: the round's datasets' kernels can go.
 
   def flush(self) -> None:
     """Waits for the evaluation in flight and writes the rows behind it; the time waited counts in the evaluated
@@ -322,6 +323,7 @@ class _RowRelease:
       self._waiting[0][2] += time.monotonic() - waited_from
     while self._waiting:
       self._write(*self._waiting.popleft())
+    execution_context.release_eager_kernels()  # No evaluation in flight: the rounds' datasets' kernels can go.
 
   def save_now(self, state, round_num: int) -> None:
     """Checkpoints `state` as round `round_num`'s (the last good state before a numeric fault)."""
