@@ -104,10 +104,11 @@ class MetricsTest(absltest.TestCase):
 
 
   def test_release_appends_the_rows_tffs_manager_writes_without_rewriting_the_file(self):
-    # The same releases through TFF's own manager (the reference: its rows, a new column, a key released again)
-    # and through the suite's, which must leave the same bytes while appending in place after the first release
-    # (which writes the header's columns); TFF 0.87's replaces the file at every release (the control). A hard link to the file before each release tells:
-    # after an append it is the same file, after a replacement the link holds the old one.
+    # The same releases through TFF's own manager (the reference: its rows, a new column, a key released again) and
+    # through the suite's, which must leave the same bytes while appending in place after the first release (which
+    # writes the header's columns); TFF 0.87's replaces the file at every release (the control). A hard link to the
+    # file before each release tells: after an append it is the same file, after a replacement the link holds the
+    # old one.
     releases = [(collections.OrderedDict(loss=0.5, acc=0.1), 1), (collections.OrderedDict(loss=0.4, acc=0.2), 2),
                 (collections.OrderedDict(loss=0.3, acc=0.3), 3), (collections.OrderedDict(loss=0.2, acc=0.4), 4)]
     later = [(collections.OrderedDict(loss=0.1, acc=0.5, test=0.9), 5),  # A new column: the file is rewritten.

@@ -34,12 +34,13 @@ with the default arenas and by 1.1% with two.
 
 TensorFlow 2.14 keeps a kernel in its eager context's cache for every dataset op built in Python with a function of
 its own (`Dataset.filter` and `map` trace a new, uniquely named one each time) and never evicts it: 60-250 KB per
-client dataset, so a run whose clients' datasets carry such functions (label thinning, `tasks.task.Task._thinned`)
-grew by about 1.75 MB a round and 83 MB at every census round of 660 parties (ShiftEx on `windowed`, the driver
-+200 MB a census in all). `release_eager_kernels()` clears that cache (TF's own `clear_kernel_cache`); the training
-loop calls it after writing a round's row when no evaluation is in flight (`training_loop._RowRelease`). Kernels are only caches: clearing
-them drops stateful kernels too (an op-seeded random op eagerly on this process would restart its sequence), which
-the driver does not run; metrics are unchanged (checked on short runs of every method family).
+client dataset (native memory), so a run whose clients' datasets carry such functions (label thinning,
+`tasks.task.Task._thinned`) grew with every round: ShiftEx on `windowed` by about 83 MB at each census round (330 of
+its 660 parties thinned). `release_eager_kernels()` clears that cache (TF's own `clear_kernel_cache`); the training
+loop calls it after writing a round's row when no evaluation is in flight (`training_loop._RowRelease`). The cache
+holds nothing but kernels; clearing it also restarts stateful kernels (an op-seeded random op run eagerly in this
+process would repeat its sequence), and the driver runs none: metrics and checkpoint variables are unchanged
+(compared on short runs of ShiftEx, FedTEM, FedGMM, FedEvp, FedDrift and pFedEM).
 
 Computations are compiled by `compile_for_simulation`: TFF's native compilation, after replacing TFF's secure-sum
 intrinsics (`tff.federated_secure_sum_bitwidth` and its kin, which `tff.learning.secure_aggregator` uses) with their
