@@ -6,7 +6,7 @@ does once a round; prints the milliseconds of the releases of rows 10, rows / 2 
 TFF 0.87 reads and rewrites the whole file at every release (its cost grows with the rows, so a run's grows with
 the square of its rounds); the suite's appends the row (the same bytes: `run_directory_test`).
 
-    bazel run //benchmarks:metrics_release_time -- --columns=1529 --rows=500
+    bazel run //benchmarks:metrics_release_time -- --columns=300 --rows=500
     bazel run //benchmarks:metrics_release_time -- --columns=30 --rows=2000
 """
 
