@@ -310,7 +310,6 @@ class _RowRelease:
       self._waiting.append([round_num, row, seconds, None])
       return
     self._write(round_num, row, seconds, _checkpointed(state, self._store) if checkpoint_due else None)
-    execution_context.release_eager_kernels()  # No evaluation in flight: the round's datasets' kernels can go.
 
   def flush(self) -> None:
     """Waits for the evaluation in flight and writes the rows behind it; the time waited counts in the evaluated
@@ -323,7 +322,6 @@ class _RowRelease:
       self._waiting[0][2] += time.monotonic() - waited_from
     while self._waiting:
       self._write(*self._waiting.popleft())
-    execution_context.release_eager_kernels()  # No evaluation in flight: the rounds' datasets' kernels can go.
 
   def save_now(self, state, round_num: int) -> None:
     """Checkpoints `state` as round `round_num`'s (the last good state before a numeric fault)."""
@@ -341,6 +339,7 @@ class _RowRelease:
       self._checkpoints.save(checkpoint, round_num)
       self.saved_round = round_num
     self._rounds_done += 1
+    execution_context.release_eager_kernels()  # Rows are written with no evaluation in flight: the kernels can go.
     print(_progress_line(round_num, self._config.total_rounds, row,
                          self._rounds_done / (time.monotonic() - self._started)), flush=True)
 
