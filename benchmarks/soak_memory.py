@@ -14,8 +14,8 @@ with its census rounds), and reads the resident set size (VmRSS in /proc) of the
 of the run's checkpoints directory. `--benchmark_task` soaks every method on a paper task's files of the real
 layouts and sizes (`benchmarks.task_files`) at the task's defaults instead. Growth is measured from the sample at
 `--baseline_round` (after TF's one-off allocations: tracing, the first evaluation and checkpoint) to the last
-sample. Writes every sample to <output_dir>/<algorithm>_memory.csv and prints one line per method. Not part of the
-test suite (minutes per method).
+sample. Writes every sample to <output_dir>/<algorithm>_memory.csv as it is taken and prints one line per method.
+Not part of the test suite (minutes per method).
 """
 
 import csv
@@ -81,7 +81,8 @@ def _directory_mb(path: str) -> float:
 
 
 def _soak(algorithm: str, root: str, task_flags: list[str]) -> list[tuple[int, float, float, float]]:
-  """[(round, driver MB, worker MB, checkpoints MB)] every `--sample_every` rounds."""
+  """[(round, driver MB, worker MB, checkpoints MB)] every `--sample_every` rounds, each also written to
+  <root>/<algorithm>_memory.csv as it is taken (a soak stopped early keeps its samples)."""
   command = [sys.executable, _BINARY, *(task_flags or _TARGETS.get(algorithm, ['--task=synthetic'])),
              f'--algorithm={algorithm}', *_RUN_FLAGS.value,
              f'--total_rounds={_TOTAL_ROUNDS.value}', f'--root_output_dir={root}', f'--experiment_name={algorithm}',
@@ -89,14 +90,19 @@ def _soak(algorithm: str, root: str, task_flags: list[str]) -> list[tuple[int, f
   env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
   child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
   samples = []
-  for line in child.stdout:
-    progress = _PROGRESS.match(line)  # TFF's worker writes to the same stdout: other lines, and cut ones, are skipped.
-    if progress is None:
-      continue
-    round_num = int(progress.group(1))
-    if round_num % _SAMPLE_EVERY.value == 0:
-      samples.append((round_num, _rss_mb(child.pid), _rss_mb(execution_context.worker_pids(child.pid)[0]),
-                      _directory_mb(os.path.join(root, algorithm, run_directory.CHECKPOINTS))))
+  with open(os.path.join(root, f'{algorithm}_memory.csv'), 'w', newline='') as samples_file:
+    writer = csv.writer(samples_file)
+    writer.writerow(['round', 'driver_rss_mb', 'worker_rss_mb', 'checkpoints_mb'])
+    for line in child.stdout:
+      progress = _PROGRESS.match(line)  # TFF's worker writes to the same stdout: other lines, cut ones, are skipped.
+      if progress is None:
+        continue
+      round_num = int(progress.group(1))
+      if round_num % _SAMPLE_EVERY.value == 0:
+        samples.append((round_num, _rss_mb(child.pid), _rss_mb(execution_context.worker_pids(child.pid)[0]),
+                        _directory_mb(os.path.join(root, algorithm, run_directory.CHECKPOINTS))))
+        writer.writerow(samples[-1])
+        samples_file.flush()
   if child.wait() != 0:
     raise RuntimeError(f'{algorithm} run failed')
   return samples
@@ -117,10 +123,6 @@ def main(argv):
     task_flags = [f'--task={_TASK.value}', f'--cache_dir={cache_dir}']
   for algorithm in _ALGORITHMS.value:
     samples = _soak(algorithm, root, task_flags)
-    with open(os.path.join(root, f'{algorithm}_memory.csv'), 'w', newline='') as f:
-      writer = csv.writer(f)
-      writer.writerow(['round', 'driver_rss_mb', 'worker_rss_mb', 'checkpoints_mb'])
-      writer.writerows(samples)
     first, baseline, last = samples[0], next(s for s in samples if s[0] >= _BASELINE_ROUND.value), samples[-1]
     print(f'{algorithm}: driver {first[1]:.0f} MB (round {first[0]}) / {baseline[1]:.0f} MB (round {baseline[0]}) '
           f'-> {last[1]:.0f} MB (round {last[0]}), growth {100 * _growth(samples, 1):+.1f}%; worker '
