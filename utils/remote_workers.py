@@ -108,7 +108,7 @@ def _executor_factory(address: str, timeout_seconds: float) -> tff.framework.Res
       if time.monotonic() > deadline:
         raise WorkerUnavailableError(f'TFF worker {address} stopped answering (waited {timeout_seconds:g} s).')
       time.sleep(0.1)
-    remote = tff.framework.RemoteExecutor(stub)
+    remote = execution_context.remote_executor(stub)
     # The merge and the computation after it hold no client values; the worker still wants a client count.
     remote.set_cardinalities({placements.CLIENTS: 0, **cardinalities})
     return remote
