@@ -153,25 +153,6 @@ for call in range(8):
 print(rss_mb(worker) - first)
 """
 
-# A child process that fragments its malloc heap (200 MB in 2 KB blocks, nine of every ten freed) and prints how
-# much its resident size fell when it then called `return_freed_memory()` (argv[1] 'trim') or did nothing ('keep').
-_FRAGMENTED_CHILD = """
-import sys
-from utils import execution_context
-
-def rss_mb():
-  with open('/proc/self/status') as f:
-    return next(int(line.split()[1]) for line in f if line.startswith('VmRSS')) / 1024
-
-blocks = [bytes(2048) for _ in range(100_000)]
-kept = blocks[::10]
-del blocks
-before = rss_mb()
-if sys.argv[1] == 'trim':
-  execution_context.return_freed_memory()
-print(before - rss_mb())
-"""
-
 
 def _is_running(pid: int) -> bool:
   """True if `pid` exists and is not a zombie."""
@@ -293,14 +274,6 @@ class ExecutionContextTest(absltest.TestCase):
                      for mode in ('install', 'batched'))
     self.assertGreater(batched, 150.0)
     self.assertLess(ours, 40.0)
-
-  def test_returning_freed_memory_shrinks_a_fragmented_heap(self):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    trimmed, kept = (float(subprocess.run([sys.executable, '-c', _FRAGMENTED_CHILD, mode], env=env,
-                                          capture_output=True, text=True, check=True).stdout.split()[-1])
-                     for mode in ('trim', 'keep'))
-    self.assertGreater(trimmed, 100.0)  # Of the 180 MB freed.
-    self.assertLess(kept, 10.0)
 
   def test_worker_outlives_a_sigkilled_python_without_install(self):
     # The control of the test above.

@@ -50,13 +50,6 @@ for 660 parties, left their values in the worker until later censuses had droppe
 its executors with `remote_executor` (a batch of one: each value is disposed of when Python drops it; +19 MB after
 the same 8 calls), as does `utils.remote_workers` for remote workers.
 
-glibc's malloc also keeps the pages of freed memory inside its heaps, and the driver's calls into TFF (each round
-serializes its clients' datasets and protos of their graphs) leave them fragmented: FedGMM's soak (30 clients of
-`gaussian_mixture` a round) grew its driver steadily by +19.6% from round 100 to 2,000 while the memory Python
-traced stayed flat. A loop making only those calls (the same 30 datasets a round to a one-line TFF computation) grew
-the driver 742 -> 849 MB over 100 rounds, and 697 -> 714 MB with `malloc_trim(0)` every 20 rounds.
-`return_freed_memory()` calls it; the training loop calls that every few rounds.
-
 Computations are compiled by `compile_for_simulation`: TFF's native compilation, after replacing TFF's secure-sum
 intrinsics (`tff.federated_secure_sum_bitwidth` and its kin, which `tff.learning.secure_aggregator` uses) with their
 plain bodies, as TFF's test backend does (`tff.backends.test`): TFF's C++ runtime has no secure-aggregation protocol,
@@ -252,13 +245,6 @@ def release_eager_kernels() -> None:
   """Clears the eager context's kernel cache (module docstring), where TensorFlow keeps one kernel per dataset
   function built in this process. Call it where no TF op runs on another thread."""
   tf_context.context().clear_kernel_cache()
-
-
-def return_freed_memory() -> None:
-  """Returns the free pages of this process's malloc heaps to the kernel (glibc's `malloc_trim(0)`; module docstring).
-  7-15 ms on a driver of 700 MB; a no-op off Linux."""
-  if sys.platform.startswith('linux'):
-    ctypes.CDLL(None).malloc_trim(0)
 
 
 def install() -> None:

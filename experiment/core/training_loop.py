@@ -67,10 +67,6 @@ from tasks import task as task_lib
 from utils import execution_context
 from utils import resident_state
 
-# Rows between returns of the driver's freed heap pages to the kernel (`execution_context.return_freed_memory`):
-# 7-15 ms each, so under 2 ms a round.
-TRIM_EVERY = 8
-
 
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
@@ -344,8 +340,6 @@ class _RowRelease:
       self.saved_round = round_num
     self._rounds_done += 1
     execution_context.release_eager_kernels()  # Rows are written with no evaluation in flight: the kernels can go.
-    if self._rounds_done % TRIM_EVERY == 0:
-      execution_context.return_freed_memory()
     print(_progress_line(round_num, self._config.total_rounds, row,
                          self._rounds_done / (time.monotonic() - self._started)), flush=True)
 
