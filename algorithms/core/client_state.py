@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import client_training
 from algorithms.core import learning_process
 
 POSITION = 'position'
@@ -53,7 +54,7 @@ def client_data_type(element_spec, initial_state: dict) -> tff.StructWithPythonT
 
 def read(state_dataset: tf.data.Dataset) -> dict:
   """The client's state element from its one-element dataset (inside the client's `tf.function`)."""
-  return state_dataset.get_single_element()
+  return client_training.single_element(state_dataset)
 
 
 def gathered_type(element_type: tff.Type) -> tff.StructWithPythonType:

@@ -32,6 +32,8 @@ import functools
 
 import tensorflow as tf
 
+from algorithms.core import client_training
+
 _WHOLE_STREAM = 1 << 30  # A batch size no client's stream reaches: the stream as one batch.
 
 
@@ -73,8 +75,7 @@ def _one_batch(batches: tf.data.Dataset) -> dict:
   """The client's whole stream as one batch (a batch of 0 examples when the stream is empty)."""
   empty = tf.data.Dataset.from_tensors(tf.nest.map_structure(
       lambda spec: tf.zeros([0] + spec.shape[1:].as_list(), spec.dtype), batches.element_spec))
-  return tf.data.experimental.get_single_element(
-      batches.unbatch().batch(_WHOLE_STREAM).concatenate(empty).take(1))
+  return client_training.single_element(batches.unbatch().batch(_WHOLE_STREAM).concatenate(empty))
 
 
 def _regrouped(batches: tf.data.Dataset, rows_fn) -> tf.data.Dataset:

@@ -143,7 +143,7 @@ def build_client_round(model: tf.keras.Model, client_optimizer: tff.learning.opt
     examples, batches, batch_size = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
     client_training.assign_weights(model, weights)
     losses = batches.map(lambda b: objectives.per_branch_losses(model(b['x'], training=False)[multi_branch.LOGITS], b))
-    losses = client_training.without_rewrites(losses.unbatch().batch(tf.int64.max)).get_single_element()  # [N, K]
+    losses = client_training.single_element(losses.unbatch().batch(tf.int64.max))  # [N, K]
     pi, q = expectation_maximization(losses, em_iterations, initial_pi)
     weighted = tf.data.Dataset.from_tensor_slices(dict(examples, **{RESPONSIBILITY: q})).batch(batch_size)
     training = client_training.local_training(model, client_optimizer, weights, weighted, training_objective(pi))
