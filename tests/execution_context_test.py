@@ -125,6 +125,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
 from tensorflow_federated.python.core.impl.executors import remote_executor
+from tests import worker_calls
 from utils import execution_context
 
 execution_context.install()
@@ -136,21 +137,14 @@ sequence_type = tff.SequenceType(tff.TensorType(np.float32, [None, 20]))
 def local_sum(dataset):
   return dataset.reduce(tf.constant(0.0), lambda total, batch: total + tf.reduce_sum(batch))
 
-@tff.federated_computation(tff.FederatedType(sequence_type, tff.CLIENTS))
-def total(datasets):
-  return tff.federated_sum(tff.federated_map(local_sum, datasets))
-
-def rss_mb(pid):
-  with open(f'/proc/{pid}/status') as f:
-    return next(int(line.split()[1]) for line in f if line.startswith('VmRSS')) / 1024
-
+total = worker_calls.federated_total(local_sum, sequence_type)
 arrays = [np.random.default_rng(i).normal(size=(2000, 20)).astype(np.float32) for i in range(100)]
 for call in range(8):
   total([tf.data.Dataset.from_tensor_slices(array).batch(20) for array in arrays])
   if call == 0:
     worker = execution_context.worker_pids(os.getpid())[0]
-    first = rss_mb(worker)
-print(rss_mb(worker) - first)
+    first = worker_calls.rss_mb(worker)
+print(worker_calls.rss_mb(worker) - first)
 """
 
 

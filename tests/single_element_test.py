@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 from algorithms.core import client_training
+from tests import worker_calls
 from utils import execution_context
 
 execution_context.install()
@@ -37,22 +38,15 @@ def client_total(batches):
     return tf.reduce_sum(client_training.single_element(ragged).values)
   return tf.reduce_sum(client_training.without_rewrites(ragged).get_single_element().values)
 
-@tff.federated_computation(tff.FederatedType(sequence_type, tff.CLIENTS))
-def total(datasets):
-  return tff.federated_sum(tff.federated_map(client_total, datasets))
-
-def rss_mb(pid):
-  with open(f'/proc/{pid}/status') as f:
-    return next(int(line.split()[1]) for line in f if line.startswith('VmRSS')) / 1024
-
+total = worker_calls.federated_total(client_total, sequence_type)
 grand_total = 0.0
 for call in range(1, 10):
   grand_total += float(total([client_dataset(array, call) for array in arrays]))
   execution_context.release_eager_kernels()
   if call == 1:
     worker = execution_context.worker_pids(os.getpid())[0]
-    first = rss_mb(worker)
-print(grand_total, rss_mb(worker) - first)
+    first = worker_calls.rss_mb(worker)
+print(grand_total, worker_calls.rss_mb(worker) - first)
 """
 
 
