@@ -65,9 +65,7 @@ class SingleElementTest(tf.test.TestCase):
   def test_reads_the_one_element_in_a_graph_that_is_not_a_function(self):
     with tf.Graph().as_default():  # The graph TFF traces a `tff.tensorflow.computation` into.
       dataset, examples = self._ragged_batch()
-      values = client_training.single_element(dataset).values
-      with tf.compat.v1.Session() as session:
-        self.assertAllEqual(session.run(values), examples)
+      self.assertAllEqual(self.evaluate(client_training.single_element(dataset).values), examples)
 
   def test_worker_memory_stays_flat_over_client_datasets_with_driver_functions(self):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
