@@ -50,6 +50,7 @@ from models import representation as representation_lib
 from periodic_shift import client_sampler
 from periodic_shift import domains as domains_lib
 from periodic_shift import scenario as scenario_lib
+from utils import eager_constants
 from utils import seeded_shuffle
 
 BatchFn = Callable[[collections.OrderedDict], collections.OrderedDict]
@@ -197,7 +198,7 @@ class Task:
       base = self.domain_list[part.domain].base
       source = self.train_data[base].create_tf_dataset_for_client(part.source_id)
       if thinned:  # Each example's position in its source: its thinning draw's key (zip: no rewrite, no trace).
-        source = tf.data.Dataset.zip((tf.data.Dataset.range(np.iinfo(np.int64).max), source))
+        source = tf.data.Dataset.zip((_positions(), source))
       source_key = zlib.crc32(part.source_id.encode())  # One order per source: parts can split it disjointly.
       if part.order_seed is not None:
         stream, key = part.order_seed, part.order_seed
@@ -207,14 +208,12 @@ class Task:
         raise ValueError(f'a held-out plan\'s parts need an order_seed (fixed splits); {plan.client_id} has none.')
       source = seeded_shuffle.shuffle(source, _SHUFFLE_BUFFER, (stream, client_sampler.derived_seed(
           key, base, source_key)), reshuffle_each_iteration=False)  # The same subset in every epoch of the round.
-      source = source.skip(part.skip)
+      source = source.skip(eager_constants.constant(part.skip, tf.int64))
       if part.num_examples is not None:
-        source = source.take(part.num_examples)
+        source = source.take(eager_constants.constant(part.num_examples, tf.int64))
       source = _with_mode(source, part.domain)
       if thinned:  # The part's index, and whether the example is the part's first (always kept).
-        first = tf.data.Dataset.from_tensors(True).concatenate(tf.data.Dataset.from_tensors(False).repeat())
-        source = tf.data.Dataset.zip((source, tf.data.Dataset.from_tensors(tf.constant(index, tf.int32)).repeat(),
-                                      first))
+        source = tf.data.Dataset.zip((source, eager_constants.repeated(index, tf.int32), _first_flags()))
       parts.append(source)
     examples = functools.reduce(tf.data.Dataset.concatenate, parts)
     return self._thinned(examples, plan) if thinned else examples
@@ -277,8 +276,8 @@ class Task:
       return seeded_shuffle.shuffle(dataset, _SHUFFLE_BUFFER, (shuffle_seed, client_sampler.derived_seed(
           shuffle_seed, zlib.crc32(plan.client_id.encode()))), reshuffle_each_iteration=True)
 
-    batched = [tf.data.Dataset.zip((examples(plan), tf.data.Dataset.from_tensors(tf.constant(index, tf.int32))
-                                    .repeat())).batch(batch_size) for index, plan in enumerate(plans)]
+    batched = [tf.data.Dataset.zip((examples(plan), eager_constants.repeated(index, tf.int32))).batch(batch_size)
+               for index, plan in enumerate(plans)]
     while len(batched) > 1:  # A balanced tree of concatenations keeps the dataset graph shallow.
       batched = [functools.reduce(tf.data.Dataset.concatenate, batched[i:i + 2]) for i in range(0, len(batched), 2)]
     to_model_batch = lambda examples, client: collections.OrderedDict(
@@ -337,7 +336,18 @@ def _without_thinning_keys(example, part, first):
 
 def _with_mode(dataset: tf.data.Dataset, mode: int) -> tf.data.Dataset:
   """Pairs every element with `mode` (zip traces no function, unlike map)."""
-  return tf.data.Dataset.zip((dataset, tf.data.Dataset.from_tensors(tf.constant(mode, tf.int32)).repeat()))
+  return tf.data.Dataset.zip((dataset, eager_constants.repeated(mode, tf.int32)))
+
+
+def _positions() -> tf.data.Dataset:
+  """0, 1, 2, ...: each example's position in its source."""
+  return eager_constants.reused('positions', lambda: tf.data.Dataset.range(np.iinfo(np.int64).max))
+
+
+def _first_flags() -> tf.data.Dataset:
+  """True, then False forever: whether an example is its part's first."""
+  return eager_constants.reused('first_flags', lambda: tf.data.Dataset.from_tensors(True).concatenate(
+      tf.data.Dataset.from_tensors(False).repeat()))
 
 
 def _shuffled_epochs(dataset: tf.data.Dataset, client_spec: tff.simulation.baselines.ClientSpec,
@@ -345,22 +355,28 @@ def _shuffled_epochs(dataset: tf.data.Dataset, client_spec: tff.simulation.basel
   """shuffle (a new order of `shuffle_seed`'s stream every epoch) -> repeat(num_epochs) -> take(max_elements)."""
   buffer_size = client_spec.shuffle_buffer_size or _SHUFFLE_BUFFER
   dataset = seeded_shuffle.shuffle(dataset, buffer_size, shuffle_seed, reshuffle_each_iteration=True)
-  dataset = dataset.repeat(client_spec.num_epochs)
+  dataset = dataset.repeat(eager_constants.constant(client_spec.num_epochs, tf.int64))
   if client_spec.max_elements is not None and client_spec.max_elements > 0:
-    dataset = dataset.take(client_spec.max_elements)
+    dataset = dataset.take(eager_constants.constant(client_spec.max_elements, tf.int64))
   return dataset
+
+
+def _batched(dataset: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
+  """`dataset.batch(batch_size)`, its size and remainder flag the reused eager constants."""
+  return dataset.batch(eager_constants.constant(batch_size, tf.int64),
+                       drop_remainder=eager_constants.constant(False, tf.bool))
 
 
 def preprocess_client(dataset: tf.data.Dataset, mode: int, client_spec: tff.simulation.baselines.ClientSpec,
                       shuffle_seed: ShuffleSeed) -> tf.data.Dataset:
   """shuffle -> repeat(num_epochs) -> take(max_elements) -> pair with mode -> batch."""
-  return _with_mode(_shuffled_epochs(dataset, client_spec, shuffle_seed), mode).batch(client_spec.batch_size)
+  return _batched(_with_mode(_shuffled_epochs(dataset, client_spec, shuffle_seed), mode), client_spec.batch_size)
 
 
 def _preprocess_labelled(dataset: tf.data.Dataset, client_spec: tff.simulation.baselines.ClientSpec,
                          shuffle_seed: ShuffleSeed) -> tf.data.Dataset:
   """`preprocess_client` for elements already paired with their domain."""
-  return _shuffled_epochs(dataset, client_spec, shuffle_seed).batch(client_spec.batch_size)
+  return _batched(_shuffled_epochs(dataset, client_spec, shuffle_seed), client_spec.batch_size)
 
 
 class DomainBatchFn:

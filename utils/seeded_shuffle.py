@@ -20,6 +20,8 @@ from tensorflow.python.data.ops import dataset_ops
 from tensorflow.python.ops import gen_dataset_ops
 # pylint: enable=g-direct-tensorflow-import
 
+from utils import eager_constants
+
 # TF's global seed when none is set (`tensorflow.python.framework.random_seed.DEFAULT_GRAPH_SEED`): the first seed
 # of the pair a `Dataset.shuffle(seed=s)` built without a global seed draws from.
 DEFAULT_GLOBAL_SEED = 87654321
@@ -38,8 +40,8 @@ class _SeededShuffleDataset(dataset_ops.UnaryUnchangedStructureDataset):
       second = 2**31 - 1  # TF's substitute for the pair (0, 0), which would ask the op for a random seed.
     variant_tensor = gen_dataset_ops.shuffle_dataset_v3(
         input_dataset._variant_tensor,  # pylint: disable=protected-access
-        buffer_size=tf.constant(buffer_size, tf.int64),
-        seed=tf.constant(first, tf.int64),
+        buffer_size=eager_constants.constant(buffer_size, tf.int64),
+        seed=eager_constants.constant(first, tf.int64),  # The run's seed or a split's: a few values.
         seed2=tf.constant(second, tf.int64),
         seed_generator=gen_dataset_ops.dummy_seed_generator(),
         reshuffle_each_iteration=reshuffle_each_iteration,
