@@ -116,6 +116,7 @@ def _growth(samples, column: int) -> float:
 def main(argv):
   del argv  # Unused.
   root = _OUTPUT_DIR.value or tempfile.mkdtemp(prefix='soak_memory_')
+  os.makedirs(root, exist_ok=True)
   task_flags = []
   if _TASK.value:
     cache_dir = os.path.join(root, 'cache')
