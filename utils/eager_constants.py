@@ -4,12 +4,13 @@ TensorFlow 2.14 under Python 3.11 keeps 16 bytes of Python memory (about 25 byte
 it ever made, freed or not: "Python >=3.11 TF memory leaks" (tensorflow/tensorflow#62551; TFF 0.87 pins TF 2.14.1).
 The driver builds every client's dataset of every round eagerly, and each `tf.data` call converts its scalar
 arguments (a count, a buffer size, a flag) to new eager tensors, so a long run's driver grows with the rounds
-(FedGMM's 30 clients a round: about 4,400 eager tensors a round before these were reused, half of them its task's
-data draws, see `tasks.gaussian_mixture`; docs/operations.md, Reliability). A value from a small set, one that
-recurs round after round (a domain index, a batch size, a buffer size, the run's seed, a count of examples up to a
-client's size, the endless dataset of one domain index), is made here once and reused, so the store is bounded by
-the run's data, not its rounds; passing an eager tensor where `tf.data` converts its argument makes no new one. Datasets and tensors are
-immutable, so a shared one builds the same dataset graph, and the same examples, as a fresh one.
+(building and serializing FedGMM's 30 client datasets a round left about 3,980 eager tensors a round, 930 with these
+reused and its task's data draws traced, see `tasks.gaussian_mixture`; docs/operations.md, Reliability). A value
+from a small set, one that recurs round after round (a domain index, a batch size, a buffer size, the run's seed, a
+count of examples up to a client's size, the endless dataset of one domain index), is made here once and reused, so
+the store is bounded by the run's data, not its rounds; passing an eager tensor where `tf.data` converts its
+argument makes no new one. Datasets and tensors are immutable, so a shared one builds the same dataset graph, and
+the same examples, as a fresh one.
 
 Outside eager execution (tracing a `tf.function`, a `tf.Graph`), every call builds anew: a graph's tensors belong to
 that graph.
