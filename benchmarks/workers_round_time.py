@@ -45,6 +45,9 @@ _TASK = flags.DEFINE_enum('benchmark_task', 'synthetic', ['synthetic', 'emnist',
                           'Task to run (not --task: this process holds run_experiment\'s flags too).')
 _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Rounds per run (the first 3 are not timed).')
 _BANDWIDTH = flags.DEFINE_float('bandwidth_gbit', 1.0, 'Network bandwidth for the projection, Gbit/s.')
+_RUN_FLAGS = flags.DEFINE_list('run_flags', [], 'More run_experiment flags for every run, e.g. '
+                                '--run_flags=--num_domains=2 for `evolving_domains` on the EMNIST-shaped files.')
+
 
 def _cell(method: str, count: int, task_flags: list[str], scratch: str) -> dict:
   workers = []
@@ -60,6 +63,7 @@ def _cell(method: str, count: int, task_flags: list[str], scratch: str) -> dict:
       status, stderr = in_process_run.run([f'--algorithm={method}', f'--total_rounds={_ROUNDS.value}',
                                            f'--rounds_per_eval={_ROUNDS.value}', f'--root_output_dir={root}',
                                            '--experiment_name=run', *task_flags, *timing.METHOD_FLAGS.get(method, []),
+                                           *_RUN_FLAGS.value,
                                            *([f'--workers={",".join(addresses)}'] if addresses else [])])
     if status != 0:
       raise RuntimeError(f'{method} on {count} workers: {stderr.strip()}')
