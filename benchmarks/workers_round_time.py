@@ -46,7 +46,8 @@ _TASK = flags.DEFINE_enum('benchmark_task', 'synthetic', ['synthetic', 'emnist',
 _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Rounds per run (the first 3 are not timed).')
 _BANDWIDTH = flags.DEFINE_float('bandwidth_gbit', 1.0, 'Network bandwidth for the projection, Gbit/s.')
 _RUN_FLAGS = flags.DEFINE_list('run_flags', [], 'More run_experiment flags for every run, e.g. '
-                                '--run_flags=--num_domains=3,--num_clients=13 for `evolving_domains` on the EMNIST-shaped files.')
+                                '--run_flags=--num_domains=3,--num_clients=13 for `evolving_domains` on the '
+                                'EMNIST-shaped files.')
 
 
 def _cell(method: str, count: int, task_flags: list[str], scratch: str) -> dict:
