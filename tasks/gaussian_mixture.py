@@ -98,9 +98,9 @@ def _component_clients(config: MixtureConfig, mean: np.ndarray, normal: np.ndarr
                        client_ids: list[str]) -> tff.simulation.datasets.ClientData:
   """The clients of one component: client i's examples drawn from the stateless stream (stream, i).
 
-  The draw is one traced function: called eagerly (every round's clients), it makes three eager tensors a client
-  where the same ops run eagerly make about thirty, and TensorFlow 2.14 under Python 3.11 leaks memory for every
-  eager tensor it makes (`utils.eager_constants`)."""
+  The draw is one traced function: called eagerly (every round's clients), a client's dataset costs about five
+  eager tensors where the same ops run eagerly made about thirty, and TensorFlow 2.14 under Python 3.11 leaks memory
+  for every eager tensor it makes (`utils.eager_constants`)."""
 
   @tf.function(input_signature=[tf.TensorSpec([], tf.int64)], autograph=False)
   def draw(index):
