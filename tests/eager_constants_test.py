@@ -60,16 +60,17 @@ class ReusedTest(tf.test.TestCase):
 
   def test_a_graph_gets_tensors_of_its_own(self):
     eager = eager_constants.constant(11, tf.int64)
-    graphs = []
+    traced_values = []
 
     @tf.function
     def traced():
       value = eager_constants.constant(11, tf.int64)
-      graphs.append(value.graph)
+      traced_values.append(value)
       return value + 1
 
     self.assertEqual(traced().numpy(), 12)
-    self.assertIsNot(graphs[0], getattr(eager, 'graph', None))
+    self.assertIsNot(traced_values[0], eager)  # The cached eager tensor would be captured, not built in the trace.
+    self.assertTrue(tf.is_symbolic_tensor(traced_values[0]))
     with tf.Graph().as_default() as graph:
       self.assertIs(eager_constants.constant(11, tf.int64).graph, graph)
     self.assertIs(eager_constants.constant(11, tf.int64), eager)
