@@ -1,10 +1,12 @@
 """Tests centralized evaluation against numpy: per-domain and union test sets, and clients' held-out data."""
 
 import collections
+import gc
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+from tensorflow.python.eager import context
 
 from algorithms.core import evaluation
 from algorithms.core import objectives
@@ -182,6 +184,43 @@ class EvaluatorTest(tf.test.TestCase):
     self.assertAllClose(metrics['target_accuracy'],
                         sum(correct(own[f'c{c}'], *tests[c]) for c in range(2)) / 15)
     self.assertAllClose(metrics['target_server_accuracy'], sum(correct(evaluated, *t) for t in tests) / 15)
+
+  def test_repeated_evaluations_trace_nothing_new(self):
+    # Every evaluation of a long run passes the same functions; a closure made anew per call would retrace and
+    # leave its graph in the eager context for good (FedGMM's driver grew by 6 functions an evaluation).
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(12, 3)).astype(np.float32)
+    y = rng.integers(0, 2, 12).astype(np.int32)
+    own = _batches(x[:6], y[:6], 0, 4, 0).concatenate(_batches(x[6:], y[6:], 0, 4, 1))
+    client_data = lambda c: (_batches(x[6 * c:6 * c + 6], y[6 * c:6 * c + 6], 0, 4, c),
+                             _batches(x[6 * c:6 * c + 6], y[6 * c:6 * c + 6], 0, 3, c))
+    held_out = evaluation.HeldOutData(own, own, 2, client_data, ('c0', 'c1'))
+    model = gaussian_mixture.create_model(dim=3, num_branches=2)
+    evaluator = evaluation.Evaluator(model, {'a': _batches(x, y, 0, 5)}, {'unseen': held_out},
+                                     novelty_dataset=_batches(x[:5] + 4.0, y[:5], 0, 5))
+    weights = tff.learning.models.ModelWeights.from_model(model)
+    personalization = evaluation.Personalization(lambda outputs, batch: batch['x'][:, :2], em_steps=2)
+    tuning = evaluation.LocalTuning(objectives.averaged_branches, epochs=1, learning_rate=0.1)
+    per_example = lambda outputs, batch: (batch['x'], batch['y'])
+
+    def objective(outputs, batch, client_log_weights=None):
+      del client_log_weights  # Unused.
+      return objectives.averaged_branches(outputs, batch)
+
+    def evaluate_all():
+      evaluator.evaluate(weights, objective, personalization=personalization)
+      evaluator.evaluate(weights, objectives.averaged_branches, local_tuning=tuning)
+      evaluator.collect_personalization(weights, 'unseen', per_example, (tf.float32, tf.int32))
+      gc.collect()
+      return set(context.context().list_function_names())
+
+    first = evaluate_all()
+    self.assertNotEmpty(first)
+    for _ in range(3):
+      self.assertEqual(evaluate_all(), first)
+    # The check can fail: a new closure per call leaves a new function behind.
+    evaluator.collect_personalization(weights, 'unseen', lambda outputs, batch: (batch['x'],), (tf.float32,))
+    self.assertLess(len(first), len(context.context().list_function_names()))
 
 
 if __name__ == '__main__':

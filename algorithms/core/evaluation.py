@@ -129,6 +129,7 @@ class Evaluator:
     self._evaluate_sums = tf.function(self._sums, autograph=False)
     self._novelty = novelty_dataset
     self._collect_per_example = tf.function(self._collect, autograph=False)
+    self._tuners = {}
     self._untuned = None
 
   def with_model(self, model: tf.keras.Model) -> 'Evaluator':
@@ -165,9 +166,8 @@ class Evaluator:
     `weights`, concatenated, followed by the examples' client indices [N] (for client-specific objective
     arguments, `evaluate(..., client_args=...)`)."""
     tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
-    with_client = lambda outputs, batch: tuple(per_example(outputs, batch)) + (batch['client'],)
-    return self._collect_per_example(self._held_out[name].personalization, with_client, (),
-                                     tuple(dtypes) + (tf.int32,))
+    return self._collect_per_example(self._held_out[name].personalization, per_example, (),
+                                     tuple(dtypes) + (tf.int32,), with_client=True)
 
   def _client_sums(self, data: HeldOutData, weights, objective: Objective, tuning: Optional[LocalTuning],
                    client_weights: Optional[ClientWeights]) -> dict:
@@ -175,11 +175,7 @@ class Evaluator:
     id, else `weights`) after `tuning` (when given)."""
     if data.client_data is None or (client_weights is not None and len(data.client_ids) != data.num_clients):
       raise ValueError('per-client evaluation needs held-out data with client_data and client_ids.')
-    if tuning is not None:
-      optimizer = tff.learning.optimizers.build_sgdm(tuning.learning_rate)
-      tune = tf.function(lambda initial, dataset: client_training.local_training(
-          self._model, optimizer, initial, dataset, tuning.objective, trained_mask=tuning.trained_mask).num_examples,
-          autograph=False)
+    tune = None if tuning is None else self._tuner(tuning)
     total = None
     for client in range(data.num_clients):
       test, personalization = data.client_data(client)
@@ -192,6 +188,17 @@ class Evaluator:
       total = sums if total is None else tf.nest.map_structure(tf.add, total, sums)
     tf.nest.map_structure(lambda variable, value: variable.assign(value), self._weights, weights)
     return total
+
+  def _tuner(self, tuning: LocalTuning) -> Callable:
+    """tune(initial weights, dataset) -> examples seen: `tuning`'s local training of the evaluated model, traced
+    once per `tuning` and kept (a function traced anew at every evaluation would also leave its graph in
+    TensorFlow's eager context for the rest of the run)."""
+    if tuning not in self._tuners:
+      optimizer = tff.learning.optimizers.build_sgdm(tuning.learning_rate)
+      self._tuners[tuning] = tf.function(lambda initial, dataset: client_training.local_training(
+          self._model, optimizer, initial, dataset, tuning.objective, trained_mask=tuning.trained_mask).num_examples,
+          autograph=False)
+    return self._tuners[tuning]
 
   def _fold_batches(self, dataset: tf.data.Dataset, initial_state, batch_step: Callable):
     """`client_training.fold` of batch_step(state, outputs, batch) -> state over `dataset`'s batches, `outputs` the
@@ -215,13 +222,18 @@ class Evaluator:
 
     return client_training.fold(dataset.ragged_batch(self._inference_groups), initial_state, step)
 
-  def _collect(self, dataset: tf.data.Dataset, per_example: Callable, objective_args,
-               dtypes: tuple) -> tuple[tf.Tensor, ...]:
-    """`per_example(outputs, batch, *objective_args)`'s tuple of [B, ...] tensors of `dtypes`, concatenated over
-    `dataset`."""
+  def _collect(self, dataset: tf.data.Dataset, per_example: Callable, objective_args, dtypes: tuple,
+               with_client: bool = False) -> tuple[tf.Tensor, ...]:
+    """`per_example(outputs, batch, *objective_args)`'s [B, ...] tensor, or tuple of them, of `dtypes`, followed
+    by the examples' `batch['client']` [B] when `with_client`, concatenated over `dataset`. Traced once per
+    `per_example` (and `with_client`): callers pass the same function at every evaluation, never a new closure, or
+    every evaluation would trace anew and leave a graph in TensorFlow's eager context for the rest of the run."""
 
     def step(arrays, outputs, batch):
       values = per_example(outputs, batch, *objective_args)
+      values = tuple(values) if isinstance(values, (tuple, list)) else (values,)
+      if with_client:
+        values += (batch['client'],)
       return tuple(array.write(array.size(), value) for array, value in zip(arrays, values))
 
     arrays = tuple(tf.TensorArray(dtype, size=0, dynamic_size=True, infer_shape=False) for dtype in dtypes)
@@ -269,9 +281,8 @@ class Evaluator:
     for name, data in self._held_out.items():
       args = tuple(objective_args) + tuple((client_args or {}).get(name, ()))
       if personalization is not None:
-        with_client = lambda outputs, batch, *a: (personalization.log_terms(outputs, batch, *a), batch['client'])
-        log_terms, clients = self._collect_per_example(data.personalization, with_client, args,
-                                                       (tf.float32, tf.int32))
+        log_terms, clients = self._collect_per_example(data.personalization, personalization.log_terms, args,
+                                                       (tf.float32, tf.int32), with_client=True)
         args += (fit_client_log_weights(log_terms, clients, data.num_clients, personalization.em_steps),)
       if local_tuning is not None or client_weights is not None:
         sums = self._client_sums(data, weights, objective, local_tuning, client_weights)
@@ -279,7 +290,7 @@ class Evaluator:
         sums = self._evaluate_sums(data.test, objective, routing_shape, args)
       metrics.update(_finalize({key: np.asarray(value) for key, value in sums.items()}, prefix=f'{name}_'))
     if self._novelty is not None and self._test_datasets:
-      score = lambda outputs, batch, *a: ((novelty_score or max_softmax_novelty)(outputs, batch, *a),)
+      score = novelty_score or max_softmax_novelty
       args = tuple(objective_args)
       known = [self._collect_per_example(d, score, args, (tf.float32,))[0] for d in self._test_datasets.values()]
       novel = self._collect_per_example(self._novelty, score, args, (tf.float32,))[0]
