@@ -101,17 +101,34 @@ def growth(release):
     datasets = [build(i) for i in range(300)]
     del datasets
     gc.collect()
-    execution_context.release_eager_kernels()
+    execution_context.release_eager_caches()
   started = rss_mb()
   for _ in range(4):
     datasets = [build(i) for i in range(300)]
     del datasets
     gc.collect()
     if release:
-      execution_context.release_eager_kernels()
+      execution_context.release_eager_caches()
   return rss_mb() - started
 
 print(growth(release=True), growth(release=False))
+"""
+
+# A child process that converts three Python numbers to tensors and prints the numbers' summed reference counts
+# before, after, and after `release_eager_caches`: TensorFlow's scalar cache holds a reference to every number it
+# converted (with its tensor, about 780 bytes), so the count shows whether the cache still holds it.
+_SCALAR_CACHE_CHILD = """
+import sys
+import tensorflow as tf
+from utils import execution_context
+
+values = [1234.5 + i for i in range(3)]  # Floats made at run time: no other reference to them.
+count = lambda: sum(sys.getrefcount(value) for value in values)
+before = count()
+tensors = [tf.constant(value) for value in values]
+converted = count()
+execution_context.release_eager_caches()
+print(before, converted, count())
 """
 
 # A child process that sends 100 client datasets of 2,000 x 20 floats (160 KB each) to the TFF worker in each of 8
@@ -259,6 +276,14 @@ class ExecutionContextTest(absltest.TestCase):
     released, kept = (float(value) for value in output.split())
     self.assertGreater(kept, 60.0)  # TensorFlow's cache: about 0.1 MB a dataset without the release (130 MB).
     self.assertLess(released, 10.0)
+
+  def test_released_scalar_cache_lets_go_of_converted_numbers(self):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+    output = subprocess.run([sys.executable, '-c', _SCALAR_CACHE_CHILD], env=env, capture_output=True, text=True,
+                            check=True).stdout
+    before, converted, released = (int(value) for value in output.split())
+    self.assertEqual(converted, before + 3)  # The cache holds each number converted.
+    self.assertEqual(released, before)
 
   def test_worker_memory_stays_flat_over_calls_with_large_client_datasets(self):
     # The worker holds a call's values until they are disposed; batched, 7 calls' datasets stay (46 MB each here).

@@ -42,7 +42,7 @@ total = worker_calls.federated_total(client_total, sequence_type)
 grand_total = 0.0
 for call in range(1, 10):
   grand_total += float(total([client_dataset(array, call) for array in arrays]))
-  execution_context.release_eager_kernels()
+  execution_context.release_eager_caches()
   if call == 1:
     worker = execution_context.worker_pids(os.getpid())[0]
     first = worker_calls.rss_mb(worker)

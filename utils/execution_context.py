@@ -36,11 +36,15 @@ TensorFlow 2.14 keeps a kernel in its eager context's cache for every dataset op
 its own (`Dataset.filter` and `map` trace a new, uniquely named one each time) and never evicts it: 60-250 KB per
 client dataset (native memory), so a run whose clients' datasets carry such functions (label thinning,
 `tasks.task.Task._thinned`) grew with every round: ShiftEx on `windowed` by about 83 MB at each census round (330 of
-its 660 parties thinned). `release_eager_kernels()` clears that cache (TF's own `clear_kernel_cache`); the training
-loop calls it after writing a round's row when no evaluation is in flight (`training_loop._RowRelease`). The cache
-holds nothing but kernels; clearing it also restarts stateful kernels (an op-seeded random op run eagerly in this
+its 660 parties thinned). It also keeps, in a scalar cache, the tensor of every distinct Python number converted
+to one (`tf.constant(7)`, a metric value written to TensorBoard, a client dataset's shuffle seed), so that the same
+number converts faster the next time: about 780 bytes of native memory for each new value (16 bytes for a value
+seen before), never evicted; a long run's driver converts new numbers every round. `release_eager_caches()` clears
+both (TF's own `clear_kernel_cache` and `TFE_ClearScalarCache`); the training loop calls it after writing a round's
+row when no evaluation is in flight (`training_loop._RowRelease`). The caches hold nothing but kernels and
+immutable tensors; clearing the kernels also restarts stateful kernels (an op-seeded random op run eagerly in this
 process would repeat its sequence), and the driver runs none: metrics and checkpoint variables are unchanged
-(compared on short runs of ShiftEx, FedTEM, FedGMM, FedEvp, FedDrift and pFedEM).
+(compared on short runs of ShiftEx, FedTEM, FedGMM, FedEvp, FedDrift and pFedEM, and again with the scalar cache).
 
 TFF's `RemoteExecutor` asks the worker to dispose of the values Python has dropped in batches of 20, and the worker
 keeps a value (a call's argument with its clients' datasets, its result) until then: with a few values dropped per
@@ -74,6 +78,7 @@ import types
 from typing import Callable, Optional
 
 import tensorflow_federated as tff
+from tensorflow.python import pywrap_tfe  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.eager import context as tf_context  # pylint: disable=g-direct-tensorflow-import
 from tensorflow_federated.python.core.backends.test import compiler as test_compiler
 from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
@@ -241,10 +246,12 @@ def compile_for_simulation(computation: tff.Computation):
   return tff.backends.native.desugar_and_transform_to_native(computation)
 
 
-def release_eager_kernels() -> None:
-  """Clears the eager context's kernel cache (module docstring), where TensorFlow keeps one kernel per dataset
-  function built in this process. Call it where no TF op runs on another thread."""
+def release_eager_caches() -> None:
+  """Clears what TensorFlow's eager context keeps for good (module docstring): its kernel cache, one kernel per
+  dataset function built in this process, and its scalar cache, one tensor for every distinct Python number ever
+  converted to one. Call it where no TF op runs on another thread."""
   tf_context.context().clear_kernel_cache()
+  pywrap_tfe.TFE_ClearScalarCache()
 
 
 def install() -> None:

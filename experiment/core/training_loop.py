@@ -339,7 +339,7 @@ class _RowRelease:
       self._checkpoints.save(checkpoint, round_num)
       self.saved_round = round_num
     self._rounds_done += 1
-    execution_context.release_eager_kernels()  # Rows are written with no evaluation in flight: the kernels can go.
+    execution_context.release_eager_caches()  # Rows are written with no evaluation in flight: the caches can go.
     print(_progress_line(round_num, self._config.total_rounds, row,
                          self._rounds_done / (time.monotonic() - self._started)), flush=True)
 
