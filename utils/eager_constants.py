@@ -13,7 +13,8 @@ argument makes no new one. Datasets and tensors are immutable, so a shared one b
 the same examples, as a fresh one.
 
 Outside eager execution (tracing a `tf.function`, a `tf.Graph`), every call builds anew: a graph's tensors belong to
-that graph.
+that graph. (A number converted for the first time also stays in TensorFlow's scalar cache, about 780 bytes, until
+`utils.execution_context.release_eager_caches`, which the training loop calls every round.)
 """
 
 from typing import Callable, Hashable, TypeVar
