@@ -6,10 +6,10 @@ Outputs in `output_dir` (all through `tff.program`):
                  periodic shift, domain shares for mixtures), the client work's measurements (`train_loss`,
                  `train_accuracy`, ...), `round_seconds`, and on evaluation rounds the test metrics (with
                  `test_mixture_accuracy` where the scenario weighs its domains' test sets);
-  tensorboard/   `tff.program.TensorBoardReleaseManager`, the same values under grouped tags (`train/`, `test/`,
-                 `held_out/`, `routing/`, `shift/`, `run/`, `method/`: `metric_names.tensorboard_tag`), and the run's
-                 configuration (config.json) through TensorBoard's HParams plugin, so that runs can be compared
-                 there (`tensorboard --logdir ROOT`);
+  tensorboard/   `run_directory.TensorBoardReleaseManager` (TFF's, writing a row's scalars in one call), the same
+                 values under grouped tags (`train/`, `test/`, `held_out/`, `routing/`, `shift/`, `run/`, `method/`:
+                 `metric_names.tensorboard_tag`), and the run's configuration (config.json) through TensorBoard's
+                 HParams plugin, so that runs can be compared there (`tensorboard --logdir ROOT`);
   checkpoints/   the learning-process state after each checkpointed round (`experiment.core.run_directory.Checkpoints`,
                  written atomically).
 
@@ -110,7 +110,7 @@ class _MetricsRelease:
     self._csv = run_directory.MetricsReleaseManager(os.path.join(output_dir, run_directory.METRICS),
                                                     key_fieldname='round')
     tensorboard_dir = os.path.join(output_dir, 'tensorboard')
-    self._tensorboard = tff.program.TensorBoardReleaseManager(tensorboard_dir)
+    self._tensorboard = run_directory.TensorBoardReleaseManager(tensorboard_dir)
     config = run_directory.read_config(output_dir)
     if fresh and config is not None:
       with tf.summary.create_file_writer(tensorboard_dir).as_default():
