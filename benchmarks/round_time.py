@@ -38,13 +38,11 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms.core import learning_process
-from algorithms.core import objectives
 from algorithms.methods import vanilla
 from benchmarks import task_files
 from benchmarks import timing
 from models import multi_branch
 from tasks import registry
-from tasks import task as task_lib
 from utils import execution_context
 
 _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Timed rounds per implementation (after the warm-up rounds).')
@@ -94,41 +92,6 @@ def _time_tff_fedavg(task, model_fn, rounds, defaults):
   return timing.seconds_per_round(step, xy_rounds)
 
 
-def _time_plain_tf(task, model_fn, rounds, defaults, read_in_round=False):
-  """Eager loop over pre-materialized batches (or, `read_in_round`, over the clients' input pipelines, read in the
-  timed round as the suite's worker reads them); one `tf.function` SGD step per batch; mean of the deltas."""
-  model = model_fn()
-  variables = model.trainable_variables
-  initial = [v.numpy() for v in variables]
-  learning_rate = defaults['client_learning_rate']
-
-  @tf.function
-  def sgd_step(batch):
-    with tf.GradientTape() as tape:
-      loss = objectives.averaged_branches(model(batch['x'], training=True), batch).loss
-    for variable, gradient in zip(variables, tape.gradient(loss, variables)):
-      if isinstance(gradient, tf.IndexedSlices):  # An embedding's rows: a sparse step, as Keras's SGD takes it.
-        variable.scatter_sub(tf.IndexedSlices(learning_rate * gradient.values, gradient.indices))
-      else:
-        variable.assign_sub(learning_rate * gradient)
-
-  batch_rounds = [[task_lib.model_batches(d, task.batch_fn) for d in datasets] for datasets in rounds]
-  if not read_in_round:
-    batch_rounds = [[list(batches) for batches in clients] for clients in batch_rounds]
-
-  def step(clients):
-    deltas = []
-    for batches in clients:
-      for variable, value in zip(variables, initial):
-        variable.assign(value)
-      for batch in batches:
-        sgd_step(batch)
-      deltas.append([value - variable for variable, value in zip(variables, initial)])
-    return [tf.reduce_mean(layer, axis=0) for layer in zip(*deltas)]
-
-  return timing.seconds_per_round(step, batch_rounds)
-
-
 def main(argv):
   del argv  # Unused.
   execution_context.install()
@@ -144,8 +107,10 @@ def main(argv):
       model_fn = lambda task=task: task.model_fn(2)
       ours = _time_ours(task, model_fn, rounds, defaults)
       tff_fedavg = _time_tff_fedavg(task, model_fn, rounds, defaults)
-      plain = _time_plain_tf(task, model_fn, rounds, defaults)
-      reading = _time_plain_tf(task, model_fn, rounds, defaults, read_in_round=True)
+      learning_rate = defaults['client_learning_rate']
+      plain = timing.seconds_per_round(*timing.plain_tf_step(model_fn, task.batch_fn, rounds, learning_rate))
+      reading = timing.seconds_per_round(*timing.plain_tf_step(model_fn, task.batch_fn, rounds, learning_rate,
+                                                               read_in_round=True))
       (resident, resident_out, resident_in), (trip, trip_out, trip_in) = ours['resident'], ours['round_trip']
       print(f'{name:14s} ours {resident:.4f} s | (a) tff fedavg {tff_fedavg:.4f} s, '
             f'ours/(a) {resident / tff_fedavg:.2f} | (b) plain TF {plain:.4f} s, ours/(b) {resident / plain:.2f} '

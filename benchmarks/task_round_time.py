@@ -17,8 +17,17 @@ only after its last round, one evaluated every R/4 rounds (4 evaluations). From 
            `--eval_every` rounds (default 8, run_experiment's `--rounds_per_eval` default; the paper gives no cadence);
   eval %   the evaluations' share of that time; the ratio to Vanilla's round on the same task.
 
+And, per task, the bound of that run on this machine with TensorFlow's kernels (`--bound`): the same work in plain
+TensorFlow in this process, timed in wall and CPU seconds (every thread, all cores summed): a round of the client
+steps (`timing.plain_tf_step`, round_time's (b): batches in memory, no federation) and an evaluation's model work
+(the model alone on every test batch of every domain, at `--eval_batch_size` 64, batches in memory, no metrics).
+No schedule of this work, however it overlaps evaluation with training, takes less than
+max(total_rounds x round wall s, (total_rounds x round CPU s + evaluations x evaluation CPU s) / cores): the rounds
+follow one another, and the cores cannot do more than their seconds.
+
     bazel run //benchmarks:task_round_time -- --tasks=emnist --rounds=10
     bazel run //benchmarks:task_round_time -- --tasks=cifar,stackoverflow --rounds=8 --methods=vanilla
+    bazel run //benchmarks:task_round_time -- --tasks=emnist,cifar --methods= --bound
 """
 
 import math
@@ -33,9 +42,11 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import app
 from absl import flags
 import numpy as np
+import tensorflow as tf
 
 from benchmarks import task_files
 from benchmarks import timing
+from experiment.core import assembly
 from tasks import registry
 from tests import in_process_run
 
@@ -46,6 +57,7 @@ _METHODS = flags.DEFINE_list('methods', ['vanilla', 'fedtem', 'fedtkm'],
                              'Methods to time (any of run_experiment\'s --algorithm values); the first is the base '
                              'of the ratios.')
 _EVAL_EVERY = flags.DEFINE_integer('eval_every', 8, 'Evaluation cadence of the projected run, in rounds.')
+_BOUND = flags.DEFINE_bool('bound', True, 'Also time the run\'s work in plain TensorFlow and print the bound above.')
 _RUN_FLAGS = flags.DEFINE_list('run_flags', [], 'More run_experiment flags for every run, e.g. '
                                '--run_flags=--eval_inference_batch_size=512.')
 
@@ -69,6 +81,31 @@ def _cell(task: str, method: str, cache_dir: str, scratch: str) -> tuple[float, 
   return statistics.median(once[timing.WARMUP_ROUNDS:-1]), (sum(four_times) - sum(once)) / 3
 
 
+def _evaluation_pass(task, batch_size: int) -> tuple[float, float]:
+  """(wall s, CPU s) of the model alone on every test batch of every domain of `task`, materialized beforehand."""
+  model = task.model_fn(assembly.TrainingConfig().num_branches)
+  infer = tf.function(lambda x: model(x, training=False))
+  batches = [batch['x'] for mode in range(len(task.domain_list)) for batch in task.test_dataset(mode, batch_size)]
+  return timing.wall_and_core_seconds_per_round(lambda xs: [infer(x) for x in xs], [batches] * 2, warmup=1)
+
+
+def _bound_line(task_name: str, cache_dir: str, total_rounds: int, evaluations: int) -> str:
+  """The bound of a Table 2 run of `task_name` on this machine (the module docstring)."""
+  defaults = registry.defaults(task_name)
+  task, rounds = timing.run_data(task_name, 'periodic', None, timing.WARMUP_ROUNDS + 5,
+                                 defaults['clients_per_round'], defaults['client_batch_size'], cache_dir)
+  model_fn = lambda: task.model_fn(assembly.TrainingConfig().num_branches)
+  step, batch_rounds = timing.plain_tf_step(model_fn, task.batch_fn, rounds, defaults['client_learning_rate'])
+  round_wall, round_cpu = timing.wall_and_core_seconds_per_round(step, batch_rounds)
+  eval_wall, eval_cpu = _evaluation_pass(task, assembly.EvaluationConfig().eval_batch_size)
+  cores = len(os.sched_getaffinity(0))
+  in_turn = (total_rounds * round_wall + evaluations * eval_wall) / 3600
+  bound = max(total_rounds * round_wall, (total_rounds * round_cpu + evaluations * eval_cpu) / cores) / 3600
+  return (f'{task_name:14s} plain TF: round {round_wall:7.3f} s, {round_cpu:.3f} CPU s | evaluation {eval_wall:7.2f} '
+          f's, {eval_cpu:.2f} CPU s | {total_rounds} rounds, {evaluations} evaluations: {in_turn:6.2f} h in turn, '
+          f'bound on {cores} cores {bound:6.2f} h')
+
+
 def main(argv):
   del argv  # Unused.
   if _ROUNDS.value % 4 or _ROUNDS.value < 8:
@@ -90,6 +127,8 @@ def main(argv):
       print(f'{task:14s} {method:10s} round {round_seconds:7.3f} s ({round_seconds / base:.2f}x) | eval '
             f'{eval_seconds:7.2f} s | {total_rounds} rounds, {evaluations} evaluations: {hours:6.2f} h, eval '
             f'{100 * evaluations * eval_seconds / (3600 * hours):4.1f}%', flush=True)
+    if _BOUND.value:
+      print(_bound_line(task, cache_dir if task != 'synthetic' else None, total_rounds, evaluations), flush=True)
   shutil.rmtree(scratch)
 
 

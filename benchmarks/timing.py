@@ -16,6 +16,7 @@ from tensorflow_federated.python.core.impl.executors import remote_executor_grpc
 
 from algorithms.core import client_state
 from algorithms.core import learning_process
+from algorithms.core import objectives
 from experiment.core import assembly
 from models import emnist_cnn
 from periodic_shift import periodic
@@ -67,12 +68,57 @@ def round_datasets(task, rounds, clients_per_round, batch_size=BATCH_SIZE, max_e
 
 def seconds_per_round(step, rounds):
   """Mean seconds of `step(round)` over `rounds` after the first WARMUP_ROUNDS."""
-  for datasets in rounds[:WARMUP_ROUNDS]:
+  return wall_and_core_seconds_per_round(step, rounds)[0]
+
+
+def wall_and_core_seconds_per_round(step, rounds, warmup: int = WARMUP_ROUNDS) -> tuple[float, float]:
+  """(mean wall seconds, mean CPU seconds of this process's threads, all cores summed) of `step(round)` over
+  `rounds` after the first `warmup`."""
+  for datasets in rounds[:warmup]:
     step(datasets)
-  started = time.perf_counter()
-  for datasets in rounds[WARMUP_ROUNDS:]:
+  started, started_cpu = time.perf_counter(), time.process_time()
+  for datasets in rounds[warmup:]:
     step(datasets)
-  return (time.perf_counter() - started) / (len(rounds) - WARMUP_ROUNDS)
+  timed = len(rounds) - warmup
+  return (time.perf_counter() - started) / timed, (time.process_time() - started_cpu) / timed
+
+
+def plain_tf_step(model_fn, batch_fn, rounds, learning_rate: float,
+                  read_in_round: bool = False) -> tuple[Callable[[list], list], list]:
+  """(step, its rounds): a round of the suite's client steps in plain TensorFlow, with no federation, and the
+  rounds it takes. The step is an eager loop over each client's batches, one `tf.function` SGD step per batch on
+  the suite's objective (`objectives.averaged_branches`) from the same initial weights, then the mean of the
+  clients' deltas. Its rounds are `rounds`' client datasets as lists of batches materialized beforehand, or, with
+  `read_in_round`, as input pipelines read inside the step, as the suite's worker reads them."""
+  model = model_fn()
+  variables = model.trainable_variables
+  initial = [v.numpy() for v in variables]
+
+  @tf.function
+  def sgd_step(batch):
+    with tf.GradientTape() as tape:
+      loss = objectives.averaged_branches(model(batch['x'], training=True), batch).loss
+    for variable, gradient in zip(variables, tape.gradient(loss, variables)):
+      if isinstance(gradient, tf.IndexedSlices):  # An embedding's rows: a sparse step, as Keras's SGD takes it.
+        variable.scatter_sub(tf.IndexedSlices(learning_rate * gradient.values, gradient.indices))
+      else:
+        variable.assign_sub(learning_rate * gradient)
+
+  batch_rounds = [[task_lib.model_batches(d, batch_fn) for d in datasets] for datasets in rounds]
+  if not read_in_round:
+    batch_rounds = [[list(batches) for batches in clients] for clients in batch_rounds]
+
+  def step(clients):
+    deltas = []
+    for batches in clients:
+      for variable, value in zip(variables, initial):
+        variable.assign(value)
+      for batch in batches:
+        sgd_step(batch)
+      deltas.append([value - variable for variable, value in zip(variables, initial)])
+    return [tf.reduce_mean(layer, axis=0) for layer in zip(*deltas)]
+
+  return step, batch_rounds
 
 
 def emnist_shaped_task(seed=0, clients_per_mode=60):
