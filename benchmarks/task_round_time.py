@@ -24,8 +24,9 @@ steps (`timing.plain_tf_step`, round_time's (b): batches in memory, no federatio
 No schedule of this work, however it overlaps evaluation with training, takes less than
 max(total_rounds x round wall s, (total_rounds x round CPU s + evaluations x evaluation CPU s) / cores): the rounds
 follow one another, and the cores cannot do more than their seconds. Both terms depend on TensorFlow's threads
-(`--bound_threads`): its default (one per core) gives the shortest round, one thread the fewest CPU seconds for the
-same work, so a run's least time is at least the larger of the first term at the default and the second at one thread.
+(`--bound_threads`, only without runs): its default (one per core) gives the shortest round, one thread the fewest
+CPU seconds for the same work. So any run takes at least the second term at one thread, and a run on one TFF worker
+(one process training each round) at least the first term at the default too.
 
     bazel run //benchmarks:task_round_time -- --tasks=emnist --rounds=10
     bazel run //benchmarks:task_round_time -- --tasks=cifar,stackoverflow --rounds=8 --methods=vanilla
@@ -62,7 +63,7 @@ _METHODS = flags.DEFINE_list('methods', ['vanilla', 'fedtem', 'fedtkm'],
 _EVAL_EVERY = flags.DEFINE_integer('eval_every', 8, 'Evaluation cadence of the projected run, in rounds.')
 _BOUND = flags.DEFINE_bool('bound', True, 'Also time the run\'s work in plain TensorFlow and print the bound above.')
 _BOUND_THREADS = flags.DEFINE_integer('bound_threads', 0, 'TensorFlow\'s intra- and inter-op threads in this '
-                                     'process, for the bound (0: TensorFlow\'s default); TFF\'s worker keeps its own.')
+                                     'process, for the bound (0: TensorFlow\'s default); only with --methods= (no runs).')
 _RUN_FLAGS = flags.DEFINE_list('run_flags', [], 'More run_experiment flags for every run, e.g. '
                                '--run_flags=--eval_inference_batch_size=512.')
 
@@ -115,12 +116,15 @@ def _bound_line(task_name: str, cache_dir: str, total_rounds: int, evaluations: 
 
 def main(argv):
   del argv  # Unused.
+  if _BOUND_THREADS.value and _METHODS.value:
+    raise app.UsageError('--bound_threads needs --methods= (TFF\'s worker would override the threads).')
   if _ROUNDS.value % 4 or _ROUNDS.value < 8:
     raise app.UsageError('--rounds must be a multiple of 4 and at least 8 (warm-up, timed rounds, 4 evaluations).')
   if _BOUND_THREADS.value:
     tf.config.threading.set_intra_op_parallelism_threads(_BOUND_THREADS.value)
     tf.config.threading.set_inter_op_parallelism_threads(_BOUND_THREADS.value)
-  in_process_run.start_worker()
+  if _METHODS.value:
+    in_process_run.start_worker()  # After it TensorFlow's eager ops here take every core, whatever --bound_threads.
   scratch = tempfile.mkdtemp()
   print(f'{_ROUNDS.value} rounds per run; evaluation every {_EVAL_EVERY.value} rounds in the projection', flush=True)
   for task in _TASKS.value:
