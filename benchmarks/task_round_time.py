@@ -63,7 +63,7 @@ _METHODS = flags.DEFINE_list('methods', ['vanilla', 'fedtem', 'fedtkm'],
 _EVAL_EVERY = flags.DEFINE_integer('eval_every', 8, 'Evaluation cadence of the projected run, in rounds.')
 _BOUND = flags.DEFINE_bool('bound', True, 'Also time the run\'s work in plain TensorFlow and print the bound above.')
 _BOUND_THREADS = flags.DEFINE_integer('bound_threads', 0, 'TensorFlow\'s intra- and inter-op threads in this '
-                                     'process, for the bound (0: TensorFlow\'s default); only with --methods= (no runs).')
+                                     'process, for the bound (0: TensorFlow\'s default); only with --methods=.')
 _RUN_FLAGS = flags.DEFINE_list('run_flags', [], 'More run_experiment flags for every run, e.g. '
                                '--run_flags=--eval_inference_batch_size=512.')
 
