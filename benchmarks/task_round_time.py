@@ -111,7 +111,7 @@ def _bound_line(task_name: str, cache_dir: str, total_rounds: int, evaluations: 
   return (f'{task_name:14s} plain TF: round {round_wall:7.3f} s, {round_cpu:.3f} CPU s | evaluation {eval_wall:7.2f} '
           f's, {eval_cpu:.2f} CPU s | {total_rounds} rounds, {evaluations} evaluations: {in_turn:6.2f} h in turn, '
           f'rounds in a row {rounds_in_a_row:6.2f} h, all CPU s on {cores} cores {all_cores:6.2f} h, '
-          f'bound {max(rounds_in_a_row, all_cores):6.2f} h')
+          f'bound at these threads {max(rounds_in_a_row, all_cores):6.2f} h')
 
 
 def main(argv):
