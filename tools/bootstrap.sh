@@ -16,8 +16,10 @@ if ! command -v bazel >/dev/null 2>&1 || [ ! -f /usr/share/bazel/rules/java/WORK
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bazel-bootstrap bazel-rules-java >/dev/null
 fi
 
-stamp="$(cat requirements.txt requirements.lock requirements-nodeps.txt tools/bootstrap.sh | sha256sum | cut -c1-16)"
-if [ -x .venv/bin/python3 ] && [ "$(cat .venv/.bootstrap_stamp 2>/dev/null)" = "$stamp" ]; then
+stamp="$(cat requirements.txt requirements.lock requirements-nodeps.txt tools/bootstrap.sh utils/loopback_bind.c |
+  sha256sum | cut -c1-16)"
+if [ -x .venv/bin/python3 ] && [ -f .venv/lib/loopback_bind.so ] &&
+  [ "$(cat .venv/.bootstrap_stamp 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
 
@@ -36,5 +38,9 @@ pip_install -r requirements.txt -c requirements.lock
 # TFF pins jax==0.4.14, which has no wheel here: install it without its dependencies (they are pinned above).
 pip_install --no-deps -r requirements-nodeps.txt
 .venv/bin/python3 -c 'import tensorflow_federated as tff; assert tff.__version__ == "0.87.0"' 2>/dev/null
+# TFF's worker binds every interface; this library, preloaded into it, binds loopback instead (utils/loopback.py).
+log "building .venv/lib/loopback_bind.so"
+cc -O2 -Wall -shared -fPIC -o .venv/lib/loopback_bind.so.tmp utils/loopback_bind.c -ldl
+mv .venv/lib/loopback_bind.so.tmp .venv/lib/loopback_bind.so
 echo "$stamp" > .venv/.bootstrap_stamp
 log "done"

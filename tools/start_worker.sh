@@ -2,21 +2,27 @@
 # Starts one TFF worker (TFF 0.87's C++ worker_binary) from the project's environment on this host and prints the
 # address to give run_experiment's --workers. Runs in the foreground until stopped (Ctrl-C or kill).
 #
-#   bash tools/start_worker.sh [--port=P] [--cache_dir=DIR]        (default port 8000)
+#   bash tools/start_worker.sh [--port=P] [--cache_dir=DIR] [--insecure_listen_on_all_interfaces]
 #
-# The worker has no authentication and listens on all interfaces: run it on a private network, or reach it through
-# an SSH tunnel (docs/operations.md, "Several machines"). Tasks that read files (emnist, cifar, stackoverflow, tfds tasks) need
-# them on this host at the same path as on the host that runs run_experiment; with --cache_dir, TFF's databases
-# there are indexed by client first (tasks/tff_files.py: a client's read is then a lookup, not a scan of the file).
+# The worker has no TLS and no authentication: whoever reaches its port can run code as this user. It therefore
+# listens on loopback only (utils/loopback.py), and a run on another host reaches it through an SSH tunnel that the
+# run opens itself: --workers=ssh://USER@THIS_HOST:P (docs/operations.md, "Several machines").
+# --insecure_listen_on_all_interfaces binds every interface instead, for a private network the user trusts; it
+# prints a warning at start. Tasks that read files (emnist, cifar, stackoverflow, tfds tasks) need them on this host
+# at the same path as on the host that runs run_experiment; with --cache_dir, TFF's databases there are indexed by
+# client first (tasks/tff_files.py: a client's read is then a lookup, not a scan of the file).
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."  # The source tree, also from Bazel's runfiles.
 port=8000
 cache_dir=""
+all_interfaces=0
 for arg in "$@"; do
   case "$arg" in
     --port=*) port="${arg#--port=}" ;;
     --cache_dir=*) cache_dir="${arg#--cache_dir=}" ;;
-    *) echo "usage: bash tools/start_worker.sh [--port=P] [--cache_dir=DIR]" >&2; exit 2 ;;
+    --insecure_listen_on_all_interfaces) all_interfaces=1 ;;
+    *) echo "usage: bash tools/start_worker.sh [--port=P] [--cache_dir=DIR] [--insecure_listen_on_all_interfaces]" >&2
+       exit 2 ;;
   esac
 done
 if [[ ! "$port" =~ ^[0-9]+$ ]] || (( port < 1 || port > 65535 )); then
@@ -33,7 +39,20 @@ if [[ -n "$cache_dir" ]]; then
     "$cache_dir" 2>&1 | grep -v -e 'TF-TRT' -e 'oneDNN' -e 'cpu_feature_guard' -e 'rebuild TensorFlow' || true
 fi
 binary="$(PYTHONPATH=. .venv/bin/python -c 'from utils import remote_workers; print(remote_workers.worker_binary_path())' 2>/dev/null | tail -1)"
-echo "TFF worker listening on port $port: run_experiment.py --workers=$(hostname):$port (or localhost:$port through a tunnel)"
 export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"  # As utils/execution_context.py gives the local worker.
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+if (( all_interfaces )); then
+  echo "WARNING: --insecure_listen_on_all_interfaces: this TFF worker listens on every interface of $(hostname) on" \
+    "port $port with no TLS and no authentication; anyone who can reach it can run code as $(id -un)." >&2
+  echo "TFF worker listening on every interface, port $port: run_experiment.py --workers=$(hostname):$port"
+else
+  library="$(PYTHONPATH=. .venv/bin/python -c 'from utils import loopback; print(loopback.library_path())' 2>/dev/null | tail -1)"
+  if [[ ! -f "$library" ]]; then
+    echo "start_worker: $library is missing; run tools/bootstrap.sh." >&2
+    exit 2
+  fi
+  export LD_PRELOAD="$library${LD_PRELOAD:+ $LD_PRELOAD}"
+  echo "TFF worker listening on loopback, port $port: run_experiment.py --workers=ssh://$(id -un)@$(hostname):$port" \
+    "from another host (an SSH tunnel), --workers=localhost:$port from this one"
+fi
 exec "$binary" --port="$port" --max_concurrent_computation_calls=-1

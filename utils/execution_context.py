@@ -20,6 +20,11 @@ instead of 143), and code that the exit unwinds through may raise an exception o
 in CI exited 1). So the handler also records the signal, loops call `exit_if_signalled()` at safe points, and a
 binary's main wrapped in `exits_with_signal_status` ends with 128 + signal whatever its way out was.
 
+Every worker this module starts listens on loopback only (`utils.loopback`: a preloaded library turns the
+worker's wildcard bind into a loopback bind, and the worker's listening sockets are checked before it is used; a
+worker that listens wider is stopped with `loopback.NotLoopbackError`). TFF's worker has no authentication, so a
+port reachable from the network would let anyone there run code as this user.
+
 A process killed with SIGKILL runs no cleanup. For that case `install()` makes TFF start its worker with the
 kernel's parent-death signal (Linux `prctl(PR_SET_PDEATHSIG, SIGKILL)`), so the worker ends with the thread that
 started it: TFF's execution-context thread, which lives as long as the process (tested with kill -9).
@@ -86,6 +91,7 @@ from tensorflow_federated.python.core.impl.executor_stacks import executor_facto
 from tensorflow_federated.python.core.impl.context_stack import set_default_context as tff_default_context
 
 from utils import fast_serialization
+from utils import loopback
 
 _WORKER_NAME = 'worker_binary'
 _installed = False
@@ -192,19 +198,27 @@ def _die_with_parent() -> None:
 
 
 class _WorkerPopen(subprocess.Popen):
-  """`subprocess.Popen` for TFF's worker, with the parent-death signal set and two malloc arenas (a subclass, so
-  TFF's isinstance checks hold)."""
+  """`subprocess.Popen` for TFF's worker, with the parent-death signal set, two malloc arenas and the loopback
+  preload (`utils.loopback`), returning once the worker listens, and only on loopback (a subclass, so TFF's
+  isinstance checks hold)."""
 
   def __init__(self, args, **kwargs):
     kwargs.setdefault('preexec_fn', _die_with_parent)
-    kwargs['env'] = dict(kwargs.get('env') or os.environ)
+    kwargs['env'] = loopback.preload_environment(kwargs.get('env'))
     kwargs['env'].setdefault('MALLOC_ARENA_MAX', '2')
     super().__init__(args, **kwargs)
+    try:
+      loopback.check_worker(self.pid, exited=lambda: self.poll() is not None)
+    except loopback.NotLoopbackError:
+      _stop(self.pid)
+      self.returncode = -signal.SIGTERM
+      raise
 
 
 def start_worker_process(args, **popen_kwargs) -> subprocess.Popen:
-  """A `worker_binary` process with `args` that ends with this process's starting thread and runs with two malloc
-  arenas, as TFF's own worker does here (for the remote workers that tests and benchmarks start on this host)."""
+  """A `worker_binary` process with `args` that ends with this process's starting thread, runs with two malloc
+  arenas and listens on loopback only, as TFF's own worker does here (for the remote workers that tests and
+  benchmarks start on this host)."""
   return _WorkerPopen(args, **popen_kwargs)
 
 

@@ -26,13 +26,16 @@ Choices and guards:
   During a run TFF retries a failed call forever; here each retry first waits for the worker at most
   `timeout_seconds`, then the call fails with `WorkerUnavailableError` (one line naming the worker), so a run keeps
   its last checkpoint and stops instead of hanging.
-- The service has no authentication and listens on all interfaces: run it on a private network or behind an SSH
-  tunnel (docs/operations.md, "Several machines").
+- The service has no TLS and no authentication: workers listen on their host's loopback (`utils.loopback`) and
+  are reached from other hosts through SSH tunnels the run opens (`ssh://` addresses, `utils.ssh_tunnels`); a plain
+  address that is not loopback is used with a warning (docs/operations.md, "Several machines").
 """
 
 import functools
+import ipaddress
 import os
 import subprocess
+import sys
 import time
 from typing import Optional, Sequence
 
@@ -43,6 +46,7 @@ from tensorflow_federated.python.core.impl.types import computation_types
 from tensorflow_federated.python.core.impl.types import placements
 
 from utils import execution_context
+from utils import ssh_tunnels
 
 # TFF's own options for its local worker's channel: messages of any size (a model's weights are sent whole).
 _CHANNEL_OPTIONS = (('grpc.max_message_length', -1), ('grpc.max_receive_message_length', -1),
@@ -66,12 +70,17 @@ class WorkerUnavailableError(RuntimeError):
 
 
 def parse(spec: str) -> list[str]:
-  """`host:port,...` -> addresses; ValueError (one line) for an address without a host or a numeric port."""
+  """`host:port,...` or `ssh://[user@]host:port,...` -> addresses; ValueError (one line) for an address without a
+  host or a numeric port."""
   addresses = [part.strip() for part in spec.split(',') if part.strip()]
   for address in addresses:
+    if ssh_tunnels.is_tunneled(address):
+      ssh_tunnels.parse(address)
+      continue
     host, _, port = address.rpartition(':')
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-      raise ValueError(f'--workers takes host:port addresses separated by commas; got {address!r}.')
+      raise ValueError(f'--workers takes host:port or ssh://[user@]host:port addresses separated by commas; got '
+                       f'{address!r}.')
   if len(set(addresses)) != len(addresses):
     raise ValueError(f'--workers lists an address twice: {spec!r}.')
   return addresses
@@ -79,6 +88,35 @@ def parse(spec: str) -> list[str]:
 
 def _channel(address: str) -> grpc.Channel:
   return grpc.insecure_channel(address, _CHANNEL_OPTIONS)
+
+
+def is_loopback(address: str) -> bool:
+  """Whether `address` (`host:port`) names this host's loopback."""
+  host = address.rpartition(':')[0].strip('[]')
+  if host == 'localhost':
+    return True
+  try:
+    return ipaddress.ip_address(host).is_loopback
+  except ValueError:
+    return False
+
+
+def connect(addresses: Sequence[str], timeout_seconds: float) -> list[str]:
+  """The addresses to dial for `addresses`: an `ssh://` one through the SSH tunnel it opens (`utils.ssh_tunnels`),
+  the others as they are, after a warning on stderr for each that is not loopback (a worker reached that way
+  listens beyond loopback, without TLS or authentication)."""
+  dialed = []
+  for address in addresses:
+    if ssh_tunnels.is_tunneled(address):
+      dialed.append(ssh_tunnels.open_tunnel(address, timeout_seconds))
+      continue
+    if not is_loopback(address):
+      print(f'WARNING: the TFF worker {address} is reached over the network without TLS or authentication, so it '
+            'listens beyond loopback and anyone who reaches it can run code on its host; use '
+            f'--workers=ssh://USER@{address} with a worker on loopback (docs/operations.md, "Several machines").',
+            file=sys.stderr, flush=True)
+    dialed.append(address)
+  return dialed
 
 
 def wait_until_ready(addresses: Sequence[str], timeout_seconds: float) -> None:

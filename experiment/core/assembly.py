@@ -50,6 +50,7 @@ from utils import execution_context
 from utils import remote_workers
 from utils import resident_state
 from utils import settings as settings_lib
+from utils import ssh_tunnels
 
 setting = settings_lib.setting
 NUMERIC_FAULT_STATUS = 3
@@ -167,8 +168,10 @@ class OutputConfig:
 
 @dataclasses.dataclass(frozen=True)
 class WorkersConfig:
-  workers: tuple[str, ...] = setting((), 'TFF workers (host:port, tools/start_worker.sh) that run each round\'s '
-                                     'clients in subrounds; empty: this process\'s own worker.')
+  workers: tuple[str, ...] = setting(
+      (), 'TFF workers (tools/start_worker.sh) that run each round\'s clients in subrounds: ssh://[user@]host:port for '
+      'a worker on another host\'s loopback, reached through an SSH tunnel the run opens, or host:port (a non-loopback '
+      'one is used with a warning: the worker has no TLS or authentication); empty: this process\'s own worker.')
   subrounds: Optional[int] = setting(None, 'With --workers: subrounds per round (default: one per worker; more run in '
                                      'turn).')
   worker_timeout: float = setting(60.0, 'With --workers: seconds to wait for a worker that does not answer, at '
@@ -437,10 +440,11 @@ def _connect_workers(config: ExperimentConfig) -> list[str]:
   workers = remote_workers.parse(','.join(config.workers.workers))
   if workers:
     try:
+      workers = remote_workers.connect(workers, config.workers.worker_timeout)
       remote_workers.wait_until_ready(workers, config.workers.worker_timeout)
       remote_workers.check_paths(workers, [_absolute(config.task.cache_dir), _absolute(config.task.tfds_data_dir)],
                                  config.workers.worker_timeout)
-    except (remote_workers.WorkerUnavailableError, FileNotFoundError) as error:
+    except (remote_workers.WorkerUnavailableError, ssh_tunnels.TunnelError, FileNotFoundError) as error:
       raise ExperimentError(str(error)) from error
   return workers
 
