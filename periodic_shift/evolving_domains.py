@@ -24,7 +24,7 @@ class Settings:
   evolving_base: int = settings.setting(0, 'The base population rotated (0: the day mode, EMNIST digits).')
   dirichlet_alpha: float = settings.setting(
       float('inf'), 'Each client\'s class weights ~ Dir(alpha) thin its sources\' labels (the FedEvolve paper: inf, '
-      '1.0, 0.1); inf = no label skew.')
+      '1.0, 0.1); inf = no label skew.', infinite_ok=True)
   rotation_planes: int = settings.setting(
       1, 'On vector inputs, the orthogonal planes each rotation turns (1: one plane; half the input dimension: every '
       'direction, the synthetic rotated-digits stand-in).')

@@ -64,7 +64,9 @@ class PrivateAggregationTest(absltest.TestCase):
       exact = _exact_epsilon(noise, rounds, 1e-5)
       reported = privacy_accounting.epsilon(noise, rounds, 1e-5)
       self.assertBetween(reported, exact, 1.3 * exact, (noise, rounds))
-    self.assertEqual(privacy_accounting.epsilon(0.0, 10), float('inf'))
+    for bad in (0.0, -1.0, float('nan'), float('inf')):
+      with self.assertRaisesRegex(ValueError, '^the privacy accountant needs a finite noise multiplier > 0'):
+        privacy_accounting.epsilon(bad, 10)
 
   def test_the_docs_privacy_table_states_the_grids_epsilons(self):
     # docs/operations.md's privacy table heads its columns "z = <z> (epsilon <e>)" for the privacy grid's runs: each
@@ -106,7 +108,11 @@ class PrivateAggregationTest(absltest.TestCase):
     accuracy = lambda summary: summary['final_metrics']['test_accuracy']
     self.assertGreater(accuracy(mean), 0.15)
     self.assertAlmostEqual(accuracy(secure), accuracy(mean), delta=0.03)
-    self.assertNotIn('privacy', secure)
+    # The summary says the secure sums were simulated in the clear, and claims no epsilon.
+    self.assertEqual(secure['privacy']['simulated'],
+                     'simulated: the server sees the clipped, quantized sum in the clear')
+    self.assertNotIn('epsilon', secure['privacy'])
+    self.assertNotIn('dp_epsilon', secure['report'])
 
   def test_methods_with_their_own_aggregation_and_bad_settings_are_refused_in_one_line(self):
     for args, message in ((['--algorithm=cfl', '--aggregator=dp'], 'aggregates its updates its own way'),

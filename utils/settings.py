@@ -9,17 +9,39 @@ binary turns into flags: a method's `Config` (`algorithms.core.method`), a scena
 
 `flag_type` reads a field's flag type from its annotation (`Optional[int]` is an int flag, `tuple[str, ...]` a list
 flag), so a setting whose default is None still has a typed flag.
+
+One rule holds for every float setting, whoever declares it: it is a finite number (`check_finite`, which
+`experiment.core.assembly.resolve` applies to every settings object before anything else is checked or built). NaN
+passes every comparison a range check makes (`nan < 0` is false), and inf passes `> 0`, so per-flag range checks alone
+let them through to a failure many rounds later, or to a wrong result. A setting whose meaning includes infinity
+(a Dirichlet concentration of inf: no skew) declares `infinite_ok`; NaN is never a value.
 """
 
 import dataclasses
+import math
 import typing
-from typing import NamedTuple, Optional
+from typing import Mapping, NamedTuple, Optional
 
 
-def setting(default, help_text: str, flag: Optional[str] = None):
+def setting(default, help_text: str, flag: Optional[str] = None, infinite_ok: bool = False):
   """A dataclass field that is a flag, with its help text; `flag` names the flag when the module's naming rule (a
-  method's `<method>_<field>`, a scenario's `<field>`, a task's `<task>_<field>`) does not."""
-  return dataclasses.field(default=default, metadata={'help': help_text, 'flag': flag})
+  method's `<method>_<field>`, a scenario's `<field>`, a task's `<task>_<field>`) does not; `infinite_ok` lets a float
+  setting be +-inf (never NaN)."""
+  return dataclasses.field(default=default, metadata={'help': help_text, 'flag': flag, 'infinite_ok': infinite_ok})
+
+
+def check_finite(settings, flag_names: Optional[Mapping[str, str]] = None) -> None:
+  """Raises ValueError (one line, naming the flag: `flag_names[field]`, else the field's `flag`, else its name) for
+  the first float setting of `settings` that is NaN, or infinite without `infinite_ok`."""
+  for field in declared(type(settings)):
+    value = getattr(settings, field.name)
+    if not isinstance(value, float) or math.isfinite(value):
+      continue
+    if math.isinf(value) and field.metadata.get('infinite_ok'):
+      continue
+    name = (flag_names or {}).get(field.name) or field.metadata.get('flag') or field.name
+    allowed = 'a number (inf allowed)' if field.metadata.get('infinite_ok') else 'a finite number'
+    raise ValueError(f'--{name} must be {allowed}; got {value}.')
 
 
 @dataclasses.dataclass(frozen=True)

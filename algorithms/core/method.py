@@ -13,8 +13,9 @@ An `Algorithm` is what the training loop needs from a method:
 `Hyperparameters` are the settings every method shares (learning rates, branches, the period, ...).
 
 Every method module owns its settings: a `NAME`, a frozen dataclass `Config` (empty for a method without settings of
-its own) with a `validate()` raising a one-line ValueError, and a `build_algorithm(task, element_spec, hparams,
-evaluator, config)`. A field declared with
+its own) with a `validate()` raising a one-line ValueError, a `SENT_IN_THE_CLEAR` (`SentInTheClear`: what its round
+aggregates besides the model update and the training metrics, which `--aggregator=dp|secure` does not protect) and a
+`build_algorithm(task, element_spec, hparams, evaluator, config)`. A field declared with
 `setting(default, help)` is a flag of the binary, named `<method>_<field>` (`flag_name`) or, for the settings of
 the Diurnal-or-Nocturnal paper's methods that users already pass by their first names (`--prior`, `--eta_max`), the
 `flag` the setting gives; methods that declare the same `flag` share it. A field without `setting` is not a flag: when
@@ -57,6 +58,27 @@ class Hyperparameters:
   def server_step(self) -> learning_process.ServerStep:
     return learning_process.ServerStep(self.server_optimizer, self.server_learning_rate, self.server_adam_epsilon,
                                        self.aggregator, self.dp_noise_multiplier, self.clients_per_round)
+
+
+# The training metrics every method's round sums over its clients (`client_training`), reported as TFF's own
+# learning algorithms report theirs: in the clear, whatever aggregates the model update.
+TRAINING_METRICS = ('loss_sum', 'num_correct', 'num_examples', 'num_predictions', 'nonfinite_clients')
+
+
+@dataclasses.dataclass(frozen=True)
+class SentInTheClear:
+  """What a method's round aggregates besides the model update (and its weight) and `TRAINING_METRICS`: the fields
+  of its client messages that `--aggregator=dp|secure` leaves in the clear (`aggregation_only.client_messages`;
+  tests/private_aggregation_contract_test.py checks the declaration against the built round of every method).
+
+  `method_sums`: the method's own statistics, which decide its clustering, routing or prior and which a deployment
+  would send too (FedTEM's and FedTKM's cluster statistics, pFedEM's Gaussian sums, T-shot k-means' centers). A
+  private run of a method that has any needs `--accept_unprotected_sums`, and records them as not covered.
+  `simulation_only`: counts by the examples' true domain (`routing`, ...), which exist for the simulation's metrics
+  and which no deployment could send.
+  """
+  method_sums: tuple[str, ...] = ()
+  simulation_only: tuple[str, ...] = ()
 
 
 class Algorithm(NamedTuple):

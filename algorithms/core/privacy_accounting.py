@@ -16,6 +16,8 @@ The adaptive clip's quantile estimate is itself a noised query; TFF sets the val
 together are one Gaussian mechanism of multiplier z (Andrew et al., 2021, Section 3.2), so z is what is composed.
 """
 
+import math
+
 import dp_accounting
 from dp_accounting.rdp import rdp_privacy_accountant
 
@@ -23,9 +25,18 @@ DEFAULT_DELTA = 1e-5
 
 
 def epsilon(noise_multiplier: float, rounds: int, delta: float = DEFAULT_DELTA) -> float:
-  """epsilon at `delta` of `rounds` Gaussian mechanisms of `noise_multiplier` (inf for a multiplier of 0)."""
-  if noise_multiplier <= 0:
-    return float('inf')
+  """epsilon at `delta` of `rounds` Gaussian mechanisms of `noise_multiplier`.
+
+  Raises ValueError for a multiplier that is not a finite number > 0 (dp-accounting answers 0 for NaN, which would
+  claim perfect privacy; a multiplier of 0 adds no noise, so there is no epsilon to compute: the caller reports
+  inf), for `rounds` < 1 and for `delta` outside (0, 1).
+  """
+  if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
+    raise ValueError(f'the privacy accountant needs a finite noise multiplier > 0; got {noise_multiplier}.')
+  if not (isinstance(rounds, int) and rounds >= 1):
+    raise ValueError(f'the privacy accountant needs rounds >= 1; got {rounds}.')
+  if not 0 < delta < 1:
+    raise ValueError(f'the privacy accountant needs delta in (0, 1); got {delta}.')
   accountant = rdp_privacy_accountant.RdpAccountant()
   accountant.compose(dp_accounting.GaussianDpEvent(noise_multiplier), rounds)
   return float(accountant.get_epsilon(delta))

@@ -61,6 +61,8 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'cfl'
+# Refuses --aggregator=dp|secure: it aggregates its model updates its own way (`method.SentInTheClear`).
+SENT_IN_THE_CLEAR = None
 UNASSIGNED = -1.0
 
 

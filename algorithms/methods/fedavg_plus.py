@@ -26,6 +26,7 @@ from algorithms.methods import vanilla
 from tasks import task as task_lib
 
 NAME = 'fedavg_plus'
+SENT_IN_THE_CLEAR = method.SentInTheClear()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -77,6 +77,8 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'feddrift'
+# Refuses --aggregator=dp|secure: it aggregates its model updates its own way (`method.SentInTheClear`).
+SENT_IN_THE_CLEAR = None
 STATISTICS = ('accuracy', 'loss')
 NEW_MODELS = ('client', 'window')
 ASSIGNMENT_DECAY = 0.9  # Per round, of the domain x model counts of the evaluation (as ShiftEx's).

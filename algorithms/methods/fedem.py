@@ -49,6 +49,7 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'fedem'
+SENT_IN_THE_CLEAR = method.SentInTheClear(simulation_only=('routing',))
 RESPONSIBILITY = 'responsibility'
 
 

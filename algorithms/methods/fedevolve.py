@@ -79,6 +79,7 @@ from models import representation
 from tasks import task as task_lib
 
 NAME = 'fedevolve'
+SENT_IN_THE_CLEAR = method.SentInTheClear()
 AGGREGATIONS = ('examples', 'uniform')
 BATCHINGS = ('stage_pairs', 'packed')
 TOWER_INITS = ('tied', 'independent')

@@ -66,6 +66,7 @@ from models import representation
 from tasks import task as task_lib
 
 NAME = 'fedevp'
+SENT_IN_THE_CLEAR = method.SentInTheClear()
 FIRST_STAGE = ('included', 'skipped')
 PROTOTYPE_GRADIENTS = ('detached', 'through')
 AGGREGATIONS = ('examples', 'uniform')

@@ -79,6 +79,8 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'fedgmm'
+# Refuses --aggregator=dp|secure: it aggregates its model updates its own way (`method.SentInTheClear`).
+SENT_IN_THE_CLEAR = None
 FEATURES = ('raw', 'random_projection')
 COVARIANCE_AGGREGATIONS = ('literal', 'exact')
 LEARNER_WEIGHT = 'learner_weight'

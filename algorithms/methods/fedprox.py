@@ -26,6 +26,7 @@ from algorithms.methods import vanilla
 from tasks import task as task_lib
 
 NAME = 'fedprox'
+SENT_IN_THE_CLEAR = method.SentInTheClear()
 
 
 @dataclasses.dataclass(frozen=True)

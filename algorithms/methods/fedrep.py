@@ -45,6 +45,7 @@ from models import representation
 from tasks import task as task_lib
 
 NAME = 'fedrep'
+SENT_IN_THE_CLEAR = method.SentInTheClear()
 INITIALIZED = 'initialized'
 
 

@@ -92,6 +92,10 @@ from algorithms.core import temporal_prior
 from tasks import task as task_lib
 
 NAME = 'fedtem'
+SENT_IN_THE_CLEAR = method.SentInTheClear(
+    method_sums=('count', 'feature_sum', 'squared_deviation_sum', 'assignment', 'key', 'included', 'mode_one_count',
+                 'pass_count'),
+    simulation_only=('routing',))
 PRIORS = temporal_prior.PRIORS + ('none',)
 BRANCH_SELECTIONS = ('greedy', 'sample')
 CLIENT_ESTIMATES = ('mle', 'bayesian')

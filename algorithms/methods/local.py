@@ -32,6 +32,7 @@ from algorithms.core import objectives
 from tasks import task as task_lib
 
 NAME = 'local'
+SENT_IN_THE_CLEAR = method.SentInTheClear()
 
 
 @dataclasses.dataclass(frozen=True)

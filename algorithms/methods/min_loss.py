@@ -25,6 +25,7 @@ from tasks import task as task_lib
 from utils import settings as settings_lib
 
 NAME = 'min_loss'
+SENT_IN_THE_CLEAR = method.SentInTheClear(simulation_only=('routing',))
 Config = settings_lib.NoSettings
 
 

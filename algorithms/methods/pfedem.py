@@ -116,6 +116,9 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'pfedem'
+SENT_IN_THE_CLEAR = method.SentInTheClear(
+    method_sums=('count', 'weighted_means', 'weighted_variances'),
+    simulation_only=('routing',))
 SUBMODELS = ('networks', 'branches')
 FEATURES = ('shared', 'fixed', 'pretrained', 'raw')
 FROZEN_ENCODERS = ('fixed', 'pretrained')

@@ -28,6 +28,7 @@ from algorithms.core import routing
 from tasks import task as task_lib
 
 NAME = 'scsgd'
+SENT_IN_THE_CLEAR = method.SentInTheClear(simulation_only=('routing',))
 HALVES = ('period', 'mode_centered')
 
 

@@ -112,6 +112,8 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'shiftex'
+# Refuses --aggregator=dp|secure: it aggregates its model updates its own way (`method.SentInTheClear`).
+SENT_IN_THE_CLEAR = None
 DETECTION_COUNTS = ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms', 'detected_covariate',
                     'detected_label', 'false_alarms_covariate', 'false_alarms_label')
 MATCH_DRAWS = 200  # Random subsets of W0's parties behind a calibrated reuse radius (`match_radius`).

@@ -36,6 +36,9 @@ from tasks import task as task_lib
 from utils import settings as settings_lib
 
 NAME = 'tshot_kmeans'
+SENT_IN_THE_CLEAR = method.SentInTheClear(
+    method_sums=('centers', 'sizes', 'included'),
+    simulation_only=('routing',))
 Config = settings_lib.NoSettings
 
 LLOYD_ITERATIONS = 10

@@ -19,6 +19,7 @@ from tasks import task as task_lib
 from utils import settings as settings_lib
 
 NAME = 'vanilla'
+SENT_IN_THE_CLEAR = method.SentInTheClear()
 Config = settings_lib.NoSettings
 
 

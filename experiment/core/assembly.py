@@ -120,6 +120,11 @@ class TrainingConfig:
   dp_noise_multiplier: float = setting(
       0.0, '--aggregator=dp: the Gaussian noise on the sum of clipped updates, in units of the clip norm; '
       'summary.json reports the run\'s epsilon at delta 1e-5.')
+  accept_unprotected_sums: bool = setting(
+      False, 'With --aggregator=dp or secure: run a method whose round also aggregates statistics of its own in the '
+      'clear (FedTEM\'s and FedTKM\'s cluster statistics, pFedEM\'s Gaussian sums, T-shot k-means\' centers: each '
+      'method\'s SENT_IN_THE_CLEAR); the protection then covers the model update only, and summary.json and the '
+      'report name what it does not cover. Without it such a run is refused.')
   server_learning_rate: Optional[float] = setting(
       None, 'Server learning rate. Default: the task\'s with --server_optimizer=adam, 1.0 (parameter averaging) with '
       'sgd.')
@@ -200,7 +205,7 @@ GROUPS = {field.name: field.type for field in dataclasses.fields(ExperimentConfi
 # with other values; config.json leaves them out.
 CADENCE = frozenset({'rounds_per_eval', 'rounds_per_checkpoint', 'root_output_dir', 'experiment_name', 'cache_dir',
                      'workers', 'subrounds', 'worker_timeout', 'eval_inference_batch_size', 'overwrite',
-                     'overlap_evaluation', 'state_on_worker'})
+                     'overlap_evaluation', 'state_on_worker', 'accept_unprotected_sums'})
 # The settings the task's defaults fill in when None (`tasks.registry.defaults`).
 _TASK_DEFAULTED = ('period', 'total_rounds', 'clients_per_round', 'client_batch_size', 'client_learning_rate',
                    'server_learning_rate', 'server_adam_epsilon', 'max_elements_per_client')
@@ -255,6 +260,9 @@ def _check_training(config: ExperimentConfig, training: TrainingConfig) -> None:
   if training.dp_noise_multiplier < 0 or (training.dp_noise_multiplier > 0 and training.aggregator != 'dp'):
     raise ValueError(f'--dp_noise_multiplier must be >= 0 and is the noise of --aggregator=dp; got '
                      f'{training.dp_noise_multiplier:g} with --aggregator={training.aggregator}.')
+  for name in ('label_smooth_w', 'label_smooth_eps'):
+    if not 0 <= getattr(training, name) <= 1:
+      raise ValueError(f'--{name} must be in [0, 1]; got {getattr(training, name):g}.')
   values = dict(settings_of(training), **settings_of(config.evaluation), **settings_of(config.outputs))
   for name in _POSITIVE:
     if values[name] is None or not values[name] > 0:
@@ -263,9 +271,43 @@ def _check_training(config: ExperimentConfig, training: TrainingConfig) -> None:
     raise ValueError(f'--clients_per_round must be >= 1; got {training.clients_per_round}.')
   if training.max_elements_per_client is not None and training.max_elements_per_client < 1:
     raise ValueError(f'--max_elements_per_client must be >= 1 when set; got {training.max_elements_per_client}.')
+  _check_private_aggregation(config.method.algorithm, training)
   if config.evaluation.eval_routing not in certainty.ROUTINGS:
     raise ValueError(f'eval_routing must be one of {", ".join(certainty.ROUTINGS)}; got '
                      f'{config.evaluation.eval_routing!r}.')
+
+
+def _check_private_aggregation(algorithm: str, training: TrainingConfig) -> None:
+  """Refuses (ValueError, one line) `--aggregator=dp|secure` for a method that aggregates its updates its own way, and
+  for one that aggregates statistics of its own in the clear unless `--accept_unprotected_sums`."""
+  if training.aggregator == 'mean':
+    if training.accept_unprotected_sums:
+      raise ValueError('--accept_unprotected_sums goes with --aggregator=dp or secure.')
+    return
+  clear = algorithms.METHODS[algorithm].module.SENT_IN_THE_CLEAR
+  if clear is None:
+    raise ValueError(f'--aggregator={training.aggregator} replaces the mean of one model update; {algorithm} '
+                     'aggregates its updates its own way (per network or component), so it runs with '
+                     '--aggregator=mean only.')
+  if clear.method_sums and not training.accept_unprotected_sums:
+    raise ValueError(f'--aggregator={training.aggregator} protects the model update only; {algorithm} also '
+                     f'aggregates {", ".join(clear.method_sums)} in the clear: pass --accept_unprotected_sums to run '
+                     'it so (summary.json and the report record what is not covered).')
+
+
+def privacy_caveats(algorithm: str, training: TrainingConfig) -> dict:
+  """What `--aggregator=dp|secure` covers in this run and what it does not, for summary.json and the log."""
+  clear = algorithms.METHODS[algorithm].module.SENT_IN_THE_CLEAR
+  caveats = {'covers': 'the model update and its weight',
+             'not_covered': {'training_metrics': list(method.TRAINING_METRICS),
+                             'method_sums': list(clear.method_sums),
+                             'simulation_only': list(clear.simulation_only)}}
+  if training.aggregator == 'secure':
+    caveats['simulated'] = SECURE_SIMULATED
+  return caveats
+
+
+SECURE_SIMULATED = 'simulated: the server sees the clipped, quantized sum in the clear'
 
 
 def mixed_test_shares(evaluation_config: EvaluationConfig) -> list[float]:
@@ -345,17 +387,34 @@ def _record(config: ExperimentConfig, resolved_training: TrainingConfig, task_se
   return record, defaults
 
 
+def _check_finite(config: ExperimentConfig, task_settings, scenario_settings, method_config) -> None:
+  """`utils.settings.check_finite` on every settings object of `config`: each float flag is a finite number."""
+  for name in GROUPS:
+    settings_lib.check_finite(getattr(config, name))
+  settings_lib.check_finite(task_settings, {field.name: flag for flag, owner, _, field in tasks.declared_settings()
+                                            if owner == config.task.task})
+  settings_lib.check_finite(scenario_settings)
+  module = algorithms.METHODS[config.method.algorithm].module
+  settings_lib.check_finite(method_config, {field.name: flag for flag, field in
+                                            method.settings(module.NAME, module.Config).items()})
+
+
 def resolve(config: ExperimentConfig) -> Resolved:
   """Validates `config` and the run directory without building anything; raises ValueError (one line, naming the
   flag) for a bad value and RunDirectoryError for a directory that holds another run."""
   task_name, choice, algorithm = config.task.task, config.scenario, config.method.algorithm
+  tasks.module(task_name)  # An unknown name, in one line.
+  scenarios.module(choice.scenario)
+  algorithms.validate(algorithm)
   task_settings = config.task.settings or tasks.module(task_name).Settings()
+  scenario_settings = choice.settings or scenarios.module(choice.scenario).Settings()
+  _check_finite(config, task_settings, scenario_settings,
+                config.method.config or algorithms.METHODS[algorithm].module.Config())
   tasks.validate(task_name, task_settings)
   tasks.validate_scenario(task_name, choice.scenario)
   algorithms.validate(algorithm, task_name, algorithms.num_branches(algorithm, config.training.num_branches))
   training = _resolve_training(config)
   _check_training(config, training)
-  scenario_settings = choice.settings or scenarios.module(choice.scenario).Settings()
   if getattr(scenario_settings, 'dirichlet_components', '') is None:  # The task's components.
     scenario_settings = dataclasses.replace(
         scenario_settings, dirichlet_components=tasks.defaults(task_name).get('dirichlet_components'))
@@ -399,13 +458,19 @@ def _held_out_data(task, clients, client_batch_size: int, eval_batch_size: int, 
                                 len(clients.test), client_data, tuple(plan.client_id for plan in clients.test))
 
 
-def _privacy_summary(training: TrainingConfig) -> dict:
-  """With --aggregator=dp, the run's (epsilon, delta) (`algorithms.core.privacy_accounting`)."""
-  if training.aggregator != 'dp':
+def _privacy_summary(algorithm: str, training: TrainingConfig) -> dict:
+  """With --aggregator=dp, the run's (epsilon, delta) (`algorithms.core.privacy_accounting`), with --aggregator=dp or
+  secure what the aggregator covers and what it does not (`privacy_caveats`)."""
+  if training.aggregator == 'mean':
     return {}
-  return {'privacy': dict(aggregator='dp', noise_multiplier=training.dp_noise_multiplier,
-                          rounds=training.total_rounds, delta=privacy_accounting.DEFAULT_DELTA,
-                          epsilon=privacy_accounting.epsilon(training.dp_noise_multiplier, training.total_rounds))}
+  privacy = dict(aggregator=training.aggregator, **privacy_caveats(algorithm, training))
+  if training.aggregator == 'dp':
+    noise = training.dp_noise_multiplier
+    epsilon = (float('inf') if noise == 0 else  # Clipping alone: no privacy claimed.
+               privacy_accounting.epsilon(noise, training.total_rounds))
+    privacy.update(noise_multiplier=noise, rounds=training.total_rounds, delta=privacy_accounting.DEFAULT_DELTA,
+                   epsilon=epsilon)
+  return {'privacy': privacy}
 
 
 def _shift_summary(scenario, domains, rows: list[dict]) -> dict:
@@ -481,15 +546,22 @@ def _evaluator(resolved: Resolved, task, scenario) -> evaluation.Evaluator:
                               task.novelty_dataset(batch), mixed, inference_groups(evaluation_config))
 
 
-def _report_model(task, parameters: dict, training: TrainingConfig) -> None:
+def _report_model(task, parameters: dict, algorithm: str, training: TrainingConfig) -> None:
   print(f'Task {task.name}: {task.population_summary()}')
   branch = (f', one branch {parameters["branch"]:,} ({parameters["branch_overhead_percent"]:.1f}% of the '
             'single-branch network)' if 'branch' in parameters else '')
   print(f'Model: {parameters["total"]:,} parameters{branch}')
-  privacy = _privacy_summary(training).get('privacy')
-  if privacy:
+  privacy = _privacy_summary(algorithm, training).get('privacy')
+  if privacy and privacy['aggregator'] == 'dp':
     print(f'Differential privacy: noise multiplier {privacy["noise_multiplier"]:g}, epsilon {privacy["epsilon"]:.3g} '
           f'at delta {privacy["delta"]:g} over {privacy["rounds"]} rounds (every client in every round)')
+  if privacy and privacy['aggregator'] == 'secure':
+    print(f'Secure aggregation {SECURE_SIMULATED} (TFF\'s runtime has no secure-aggregation protocol).')
+  if privacy:
+    clear = privacy['not_covered']
+    print(f'--aggregator={privacy["aggregator"]} covers {privacy["covers"]}, not the training metrics'
+          + (f' nor {", ".join(clear["method_sums"])} (this method\'s own sums, in the clear)'
+             if clear['method_sums'] else ''))
 
 
 @dataclasses.dataclass
@@ -586,7 +658,7 @@ def run(config: ExperimentConfig) -> dict:
   except ValueError as error:
     raise ExperimentError(str(error)) from error
   parameters = multi_branch.parameter_counts(experiment.model_fn())
-  _report_model(experiment.task, parameters, training)
+  _report_model(experiment.task, parameters, config.method.algorithm, training)
   loop_config = training_loop.LoopConfig(
       total_rounds=training.total_rounds, rounds_per_eval=config.evaluation.rounds_per_eval,
       client_spec=experiment.data.client_spec, seed=training.seed, rounds_per_checkpoint=outputs.rounds_per_checkpoint,
@@ -635,7 +707,7 @@ def _summarize(resolved: Resolved, task, scenario, parameters: dict, seconds: fl
       'parameters': parameters,
       'final_metrics': final,
       **_shift_summary(scenario, task.domain_list, rows),
-      **_privacy_summary(training),
+      **_privacy_summary(config.method.algorithm, training),
       'seconds_this_invocation': seconds,
   }
   run_directory.write_json(os.path.join(output_dir, 'summary.json'), summary)

@@ -81,7 +81,7 @@ def run_metrics(run: run_results.RunResult) -> dict[str, float]:
   forgetting = list((run.summary.get('forgetting') or {}).values())
   if forgetting:
     final['forgetting'] = float(np.mean(forgetting))
-  if 'privacy' in run.summary:  # --aggregator=dp: the run's epsilon (`algorithms.core.privacy_accounting`).
+  if 'epsilon' in run.summary.get('privacy', {}):  # --aggregator=dp (`algorithms.core.privacy_accounting`).
     final['dp_epsilon'] = float(run.summary['privacy']['epsilon'])
   if run.rows and 'scheduled_share_0' in run.rows[0]:
     final.update(_mixture_drift_measures(run))

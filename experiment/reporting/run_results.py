@@ -24,6 +24,9 @@ ORACLE_MARK = ' (oracle: test labels)'
 # No-Dist-Shift (`--no_shift`; `nds` and `nds_single` are Vanilla without the shift): a reference, not a competitor.
 NO_SHIFT_METHODS = frozenset({'nds', 'nds_single'})
 NO_SHIFT_MARK = ' (reference: no shift)'
+# A run under --aggregator=dp|secure whose method also aggregated statistics of its own in the clear
+# (`--accept_unprotected_sums`; summary.json's privacy.not_covered.method_sums).
+PARTLY_PRIVATE_MARK = ' (private: model update only)'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +119,15 @@ def method_name(run: RunResult) -> Optional[str]:
     return None
   if uses_test_labels(run):
     name += ORACLE_MARK
+  if is_partly_private(run):
+    name += PARTLY_PRIVATE_MARK
   return name + NO_SHIFT_MARK if is_no_shift(run) else name
+
+
+def is_partly_private(run: RunResult) -> bool:
+  """Whether the run's private aggregation left statistics of its method in the clear (`PARTLY_PRIVATE_MARK`)."""
+  privacy = (run.summary or {}).get('privacy') or {}
+  return bool((privacy.get('not_covered') or {}).get('method_sums'))
 
 
 def setting(run: RunResult, keys: list[str]) -> tuple:
