@@ -109,5 +109,14 @@ def _fail(message: str, status: int = 2) -> None:
   sys.exit(status)
 
 
+def parse_flags(argv: list[str]) -> list[str]:
+  """absl's parsing of `argv` into FLAGS, with an unknown, mistyped or malformed flag ending the binary in one line,
+  exit status 2, as every other bad value does (absl's own parser exits 1 with a usage banner)."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as error:
+    _fail(str(error).splitlines()[0] if str(error) else type(error).__name__)
+
+
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

@@ -8,6 +8,7 @@ Used for MNIST and Fashion-MNIST (seeds 000, 001, 004) and as an alternative sou
 """
 
 import os
+import re
 from typing import Optional
 
 import numpy as np
@@ -30,11 +31,23 @@ def require(name: str, data_dir: Optional[str], task_name: str) -> tfds.core.Dat
   return builder
 
 
+class DamagedFileError(ValueError):
+  """A prepared dataset whose files cannot be read; the message is one line naming the directory."""
+
+
 def load(name: str, data_dir: Optional[str], task_name: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-  """split -> (images [N, H, W, C] uint8, labels [N] int64) of every split of prepared dataset `name`."""
+  """split -> (images [N, H, W, C] uint8, labels [N] int64) of every split of prepared dataset `name`; a missing
+  dataset is FileNotFoundError and files that do not read (a corrupt or truncated record file, a damaged
+  dataset_info.json) DamagedFileError, each one line."""
   builder = require(name, data_dir, task_name)
   arrays = {}
-  for split in builder.info.splits:
-    data = tfds.as_numpy(builder.as_dataset(split=split, batch_size=-1, shuffle_files=False))
-    arrays[split] = (np.asarray(data['image'], np.uint8), np.asarray(data['label'], np.int64))
+  try:
+    for split in builder.info.splits:
+      data = tfds.as_numpy(builder.as_dataset(split=split, batch_size=-1, shuffle_files=False))
+      arrays[split] = (np.asarray(data['image'], np.uint8), np.asarray(data['label'], np.int64))
+  except (tf.errors.OpError, ValueError, KeyError, OSError) as error:
+    reason = getattr(error, 'message', None) or str(error) or type(error).__name__
+    reason = re.sub(r'\{\{[^}]*\}\}\s*', '', reason).splitlines()[0][:200]  # Without TF's function-node prefix.
+    raise DamagedFileError(f'task {task_name} cannot read {name} prepared by tensorflow-datasets in '
+                           f'{builder.data_dir} ({reason}); prepare it again.') from None
   return arrays

@@ -3,7 +3,8 @@
 TFF's loaders (`tff.simulation.datasets.{emnist,cifar100,stackoverflow}.load_data(cache_dir=...)`) download
 `<cache_dir>/<name>.sqlite.lzma` and decompress it to `<cache_dir>/<name>.sqlite` unless that file exists. The suite
 calls them only after `require` found the file, so a run never tries the network; a missing file stops the run with
-one line naming the path and the flag (`--cache_dir`) to fix it.
+one line naming the path and the flag (`--cache_dir`) to fix it, and an empty, truncated, corrupt or differently
+laid out database with one line naming the file and what is wrong (`check_database`, before any data is built).
 
 The SQLite schema (`tff.simulation.datasets.SqlClientData`): table `examples` (split_name, client_id,
 serialized_example_proto = a serialized `tf.train.Example`) and table `client_metadata` (client_id, split_name,
@@ -58,10 +59,43 @@ def require(cache_dir: Optional[str], filename: str, task_name: str) -> str:
   return path
 
 
+class DamagedFileError(ValueError):
+  """A dataset file that cannot be read as what it should be; the message is one line naming the file."""
+
+
+_COLUMNS = ('split_name', 'client_id', 'serialized_example_proto')
+
+
+@contextlib.contextmanager
+def _reading(path: str):
+  """SQLite's and TensorFlow's errors on reading `path` as `DamagedFileError` naming it."""
+  try:
+    yield
+  except (sqlite3.Error, tf.errors.OpError) as error:
+    reason = (getattr(error, 'message', None) or str(error)).splitlines()[0][:200]
+    raise DamagedFileError(f'{path} cannot be read as a TFF SQLite database ({reason}); replace it with an intact '
+                           'copy.') from None
+
+
+def check_database(path: str) -> None:
+  """Raises DamagedFileError (one line naming `path`) unless it is an SQLite database with TFF's table `examples`
+  (`_COLUMNS`) whose first and last rows read: an empty, truncated, corrupt or other file stops a run before any
+  data is built, instead of deep inside a round."""
+  with _reading(path), contextlib.closing(sqlite3.connect(path)) as connection:
+    columns = {row[1] for row in connection.execute("PRAGMA table_info('examples')").fetchall()}
+    if not set(_COLUMNS) <= columns:
+      raise DamagedFileError(f'{path} has no table "examples" with columns {", ".join(_COLUMNS)} (TFF\'s layout); '
+                             'replace it with an intact copy.')
+    for order in ('ASC', 'DESC'):  # The last row sits on the last pages: a truncated file fails here.
+      connection.execute(f'SELECT {", ".join(_COLUMNS)} FROM examples ORDER BY rowid {order} LIMIT 1').fetchall()
+
+
 def require_database(cache_dir: Optional[str], filename: str, task_name: str) -> str:
-  """`require`, for one of TFF's SQLite databases, indexed by client (`index_clients`)."""
+  """`require`, for one of TFF's SQLite databases (`check_database`), indexed by client (`index_clients`)."""
   path = require(cache_dir, filename, task_name)
-  index_clients(path)
+  check_database(path)
+  with _reading(path):
+    index_clients(path)
   return path
 
 
@@ -109,7 +143,7 @@ def _has_examples(database_path: str) -> bool:
 
 def client_counts(database_path: str, split_name: str) -> dict[str, int]:
   """client id -> number of examples in `split_name`, counted in the `examples` table."""
-  with sqlite3.connect(database_path) as connection:
+  with _reading(database_path), contextlib.closing(sqlite3.connect(database_path)) as connection:
     rows = connection.execute('SELECT client_id, COUNT(*) FROM examples WHERE split_name = ? GROUP BY client_id',
                               (split_name,)).fetchall()
   return {client_id: int(count) for client_id, count in rows}
@@ -154,7 +188,8 @@ def mode_counts(database_path: str, split_name: str, mode_fn: ModeFn, num_modes:
       return cached['counts']
   except (OSError, ValueError, KeyError):
     pass
-  counts = _scan(database_path, split_name, mode_fn, num_modes)
+  with _reading(database_path):
+    counts = _scan(database_path, split_name, mode_fn, num_modes)
   try:
     temporary = f'{cache_path}.{os.getpid()}.tmp'
     with open(temporary, 'w') as f:

@@ -437,6 +437,8 @@ def resolve(config: ExperimentConfig) -> Resolved:
   record, defaults = _record(config, training, task_settings, scenario_settings, method_config)
   if not config.outputs.overwrite:
     run_directory.check_compatible(output_dir, record, defaults, scenarios.length_dependence(choice.scenario))
+    if not run_directory.completed_no_round(output_dir):
+      run_directory.check_metrics(output_dir, run_directory.newest_checkpoint_round(output_dir))
   shift_free = choice.no_shift or algorithms.is_shift_free(algorithm)
   return Resolved(config, training, task_settings, scenario_settings, method_config, hparams, shift_free, output_dir,
                   record, defaults)
@@ -691,6 +693,10 @@ def _summarize(resolved: Resolved, task, scenario, parameters: dict, seconds: fl
   """Writes summary.json and prints the final line."""
   config, training, output_dir = resolved.config, resolved.training, resolved.output_dir
   rows = training_loop.read_metrics(output_dir)
+  if [int(row['round']) for row in rows] != list(range(1, training.total_rounds + 1)):
+    raise ExperimentError(f'{os.path.join(output_dir, run_directory.METRICS)} does not hold rounds 1-'
+                          f'{training.total_rounds} after the run, so no summary is written; rerun the command to '
+                          'resume, or --overwrite to start afresh.')
   final = training_loop.final_metrics(rows, window_rounds=training.period)
   every_setting = {name: value for group in [getattr(config, name) for name in GROUPS] + [resolved.scenario_settings]
                    for name, value in settings_of(group).items() if name != 'overwrite'}

@@ -13,14 +13,22 @@ Rules that keep results from being lost or mixed:
 - A larger `--total_rounds` extends a run whose rounds do not depend on its length (`check_compatible`,
   `prepare`): the same experiment with more rounds, its lengths kept in `config.json`; a smaller one is refused.
 - `prepare(..., overwrite=True)` deletes the run's outputs (only the files and directories named above, plus
-  `tensorboard/` and `summary.json`) and starts afresh.
+  `tensorboard/` and `summary.json`) and starts afresh. An attempt that completed no round (no checkpoint, no row,
+  no summary: a run stopped by a fault in its first round) holds no result, so it never blocks a run: `prepare`
+  replaces it, saying so when its configuration differed.
+- Resuming needs metrics.csv's rows up to the round it continues after (`check_metrics`, before anything is built
+  and again after the checkpoint is restored): a missing, empty, truncated or unparsable file, or rows out of order,
+  stop the run in one line naming the file and how to recover, and the file is left as it is. No rows are ever
+  recomputed behind the user's back, and no summary is computed over partial rows.
 - `Checkpoints.save` writes each checkpoint under `checkpoints/.staging/` and renames it into place, so a process
   killed while saving leaves the earlier checkpoints whole and no partial one. `Checkpoints.load_latest` restores
   the newest checkpoint that loads: one that does not (a damaged file) is moved to `checkpoints/unloadable/` and
   reported, and the run resumes from an earlier one. When none loads it raises `RunDirectoryError`, never a fresh
   start, since that would overwrite the rows of the run that wrote them.
 - `truncate_metrics` keeps the header and the complete rows up to the restored round, dropping a row cut short by
-  a kill, before the resumed run appends to the file (`MetricsReleaseManager`).
+  a kill, before the resumed run appends to the file (`MetricsReleaseManager`). It and `write_json` (config.json,
+  summary.json) write a temporary file in the same directory, flush it to disk and rename it into place; rows are
+  appended one write each, and a row a kill cut short is dropped on resume.
 """
 
 import asyncio
@@ -115,6 +123,8 @@ def check_compatible(output_dir: str, config: Mapping[str, object], defaults: Ma
                               f'{length_dependence}; --overwrite replaces it, or choose another --experiment_name.')
     config = dict(config, **{TOTAL_ROUNDS: before})
   changed = differences(recorded, config, defaults)
+  if changed and completed_no_round(output_dir):
+    return  # An attempt that never completed a round holds no result: `prepare` replaces it.
   if changed:
     raise RunDirectoryError(f'{output_dir} holds a run with another configuration ({"; ".join(changed)}); rerun '
                             'with the same flags to resume it, --overwrite to replace it, or choose another '
@@ -122,11 +132,9 @@ def check_compatible(output_dir: str, config: Mapping[str, object], defaults: Ma
 
 
 def write_json(path: str, value: Mapping[str, object]) -> None:
-  """Writes `value` to `path` atomically (a temporary file renamed into place)."""
-  temporary = path + '.tmp'
-  with open(temporary, 'w') as f:
-    json.dump(value, f, indent=2, sort_keys=True)
-  os.replace(temporary, path)
+  """Writes `value` to `path` atomically (a temporary file in the same directory, flushed to disk, renamed into
+  place), so a reader sees the old file or the new one, never part of one."""
+  _write_atomically(path, lambda f: json.dump(value, f, indent=2, sort_keys=True))
 
 
 def prepare(output_dir: str, config: Mapping[str, object], overwrite: bool,
@@ -143,6 +151,11 @@ def prepare(output_dir: str, config: Mapping[str, object], overwrite: bool,
   Raises RunDirectoryError, with the operating system's reason, when the directory cannot be created or written.
   """
   try:
+    if not overwrite and os.path.isdir(output_dir) and read_config(output_dir) is not None and completed_no_round(
+        output_dir):
+      if _normalized(dict(config)) != read_config(output_dir):
+        print(f'Replacing the attempt in {output_dir}, which had another configuration and completed no round.')
+      overwrite = True
     if overwrite and os.path.isdir(output_dir):
       for name in _OUTPUTS:
         path = os.path.join(output_dir, name)
@@ -170,24 +183,125 @@ def prepare(output_dir: str, config: Mapping[str, object], overwrite: bool,
     raise RunDirectoryError(f'cannot write the run directory {output_dir}: {error.strerror or error}.') from error
 
 
-def truncate_metrics(output_dir: str, last_round: int) -> None:
-  """Keeps the header and the complete rows with `round` <= `last_round` of metrics.csv (atomically)."""
+class MetricsFile(NamedTuple):
+  """metrics.csv as parsed by `read_metrics_file`: its columns and its complete rows (cells as written)."""
+  fieldnames: list[str]
+  rows: list[list[str]]
+
+  @property
+  def rounds(self) -> list[int]:
+    return [int(float(row[0])) for row in self.rows]
+
+
+def _recover(path: str) -> str:
+  return (f'move {path} aside and rerun with --overwrite to start afresh, or restore the file, or choose another '
+          '--experiment_name')
+
+
+def read_metrics_file(output_dir: str) -> Optional[MetricsFile]:
+  """metrics.csv's columns and complete rows (None when there is no file; an empty file has none), dropping only a
+  last line without its newline (a row cut short by a kill). Raises RunDirectoryError (one line naming the file)
+  when the header does not start with `round`, a row has another number of cells or a cell that is not a number,
+  or the rounds are not 1, 2, 3, ... in order: such a file cannot be resumed, and is not touched."""
   path = os.path.join(output_dir, METRICS)
   if not os.path.exists(path):
-    return
+    return None
   with open(path, newline='') as f:
     text = f.read()
-  if not text.endswith('\n'):
-    text = text[:text.rfind('\n') + 1]  # A row cut short by a kill.
-  reader = csv.DictReader(io.StringIO(text, newline=''))
-  fieldnames = reader.fieldnames or ['round']
-  rows = [row for row in reader if row.get('round') and int(row['round']) <= last_round]
+  if not text:
+    return MetricsFile([], [])
+  text = text[:text.rfind('\n') + 1]  # Without a last line that a kill cut short.
+  try:
+    lines = list(csv.reader(io.StringIO(text, newline='')))
+  except csv.Error as error:
+    raise RunDirectoryError(f'{path} cannot be parsed as CSV ({error}); {_recover(path)}.') from None
+  if not lines:
+    return MetricsFile([], [])
+  fieldnames, rows = lines[0], lines[1:]
+  if fieldnames[:1] != ['round']:
+    raise RunDirectoryError(f'{path} does not start with a "round" column (its header: '
+                            f'{",".join(fieldnames)[:80]!r}); {_recover(path)}.')
+  for line_number, row in enumerate(rows, start=2):
+    if len(row) != len(fieldnames):
+      raise RunDirectoryError(f'{path} line {line_number} has {len(row)} cells for {len(fieldnames)} columns; '
+                              f'{_recover(path)}.')
+    for cell in row:
+      try:
+        float(cell or 0)
+      except ValueError:
+        raise RunDirectoryError(f'{path} line {line_number} holds {cell[:40]!r}, not a number; '
+                                f'{_recover(path)}.') from None
+  parsed = MetricsFile(fieldnames, rows)
+  if parsed.rounds != list(range(1, len(rows) + 1)):
+    raise RunDirectoryError(f'{path} holds {_span(parsed.rounds)}, not 1, 2, 3, ... in order; '
+                            f'{_recover(path)}.')
+  return parsed
+
+
+def _span(rounds: list[int]) -> str:
+  return 'no rows' if not rounds else f'rounds {rounds[0]}-{rounds[-1]} ({len(rounds)} rows)'
+
+
+def check_metrics(output_dir: str, last_round: int) -> None:
+  """Raises RunDirectoryError (one line naming the file and how to recover) unless metrics.csv parses
+  (`read_metrics_file`) and holds the rows of rounds 1..`last_round`, the round a resumed run continues after: rows
+  the checkpoint holds no state for cannot be recomputed, and a summary over the rest would be a wrong result."""
+  parsed = read_metrics_file(output_dir)
+  if last_round == 0:
+    return
+  path = os.path.join(output_dir, METRICS)
+  if parsed is None or len(parsed.rows) < last_round:
+    held = 'is missing' if parsed is None else f'holds {_span(parsed.rounds)}'
+    raise RunDirectoryError(f'{path} {held}, but the run resumes after round {last_round} (its newest checkpoint): '
+                            f'the rows up to it cannot be recomputed from the checkpoint; {_recover(path)}.')
+
+
+def newest_checkpoint_round(output_dir: str) -> int:
+  """The round of the newest checkpoint in `output_dir` by its directory name (0 if none), read without TFF."""
+  root = os.path.join(output_dir, CHECKPOINTS)
+  names = os.listdir(root) if os.path.isdir(root) else []
+  return max((int(name[len(_PREFIX):]) for name in names
+              if name.startswith(_PREFIX) and name[len(_PREFIX):].isdigit()), default=0)
+
+
+def _write_atomically(path: str, write: Callable) -> None:
+  """`write(file)` into a temporary file beside `path`, flushed to disk, then renamed over `path`."""
   temporary = path + '.tmp'
   with open(temporary, 'w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=fieldnames)
-    writer.writeheader()
-    writer.writerows(rows)
+    write(f)
+    f.flush()
+    os.fsync(f.fileno())
   os.replace(temporary, path)
+
+
+def truncate_metrics(output_dir: str, last_round: int) -> None:
+  """Keeps the header and the complete rows with `round` <= `last_round` of metrics.csv (atomically); raises
+  RunDirectoryError, leaving the file as it is, when `check_metrics` refuses it."""
+  check_metrics(output_dir, last_round)
+  parsed = read_metrics_file(output_dir)
+  if parsed is None:
+    return
+  if not parsed.fieldnames:  # An empty file (nothing in it to keep): the release manager writes a new one.
+    os.remove(os.path.join(output_dir, METRICS))
+    return
+
+  def write(f):
+    writer = csv.writer(f, lineterminator='\r\n')  # As TFF's DictWriter writes them.
+    writer.writerow(parsed.fieldnames)
+    writer.writerows(parsed.rows[:last_round])
+
+  _write_atomically(os.path.join(output_dir, METRICS), write)
+
+
+def completed_no_round(output_dir: str) -> bool:
+  """Whether `output_dir` holds an attempt that never completed a round: no checkpoint, no summary.json and no row in
+  metrics.csv (a run stopped by a fault in its first round, or before it)."""
+  try:
+    parsed = read_metrics_file(output_dir)
+  except RunDirectoryError:
+    return False
+  return (newest_checkpoint_round(output_dir) == 0 and not os.path.exists(os.path.join(output_dir, 'summary.json'))
+          and (parsed is None or not parsed.rows))
 
 
 class MetricsReleaseManager(tff.program.CSVFileReleaseManager):
