@@ -17,6 +17,9 @@ from absl import app
 from absl import flags
 
 from experiment.reporting import report_writer
+# TFF, which the report's metric names import, makes a worker manager at import whose deletion at interpreter exit
+# prints a traceback; this module's exit handler disarms it first.
+from utils import execution_context  # pylint: disable=unused-import
 
 _ROOT = flags.DEFINE_string('root', None, 'Directory whose sub-directories are runs (a matrix root).')
 _OUTPUT = flags.DEFINE_string('output', None, 'Report directory. Default: <root>/report.')

@@ -29,6 +29,7 @@ test labels: `run_results.is_reference_name`) are marked as such and never marke
 import csv
 import html
 import io
+import json
 import re
 from typing import Optional
 
@@ -385,5 +386,5 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
         scale = 100.0 if percent and metric_labels.is_share(name) else 1.0
         digits = 2 if scale != 1.0 else 4 if '_std' in name else 3  # Standard deviations are small.
         cells[name] = Cell([m[name] for m in metrics if name in m], scale, digits)
-    rows.append((values, len(group), cells))
+    rows.append((values, len({json.dumps(run.config.get('seed')) for run in group}), cells))
   return Table(keys, rows, chosen, percent)

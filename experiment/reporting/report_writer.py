@@ -104,10 +104,13 @@ def write(root: str, output: str, only: Optional[str] = None, columns: Optional[
           percent: bool = False) -> list[str]:
   """Writes the report of the runs under `root` (only the run named `only`, when given) into `output`; returns the
   files written. `columns` and `percent` shape the main table (`report_tables.build`)."""
-  runs = [run for run in run_results.load(root) if only is None or run.name == only]
+  runs, skipped = run_results.load_all(root)
+  runs = [run for run in runs if only is None or run.name == only]
+  skipped = [item for item in skipped if only is None or item.name == only]
   if not runs:
     what = f'no run {os.path.join(root, only)}' if only else f'no runs under {root}'
-    raise ReportError(f'{what} (a run directory has config.json and metrics.csv).')
+    why = ''.join(f'; skipped {item.name}: {item.reason}' for item in skipped[:3])
+    raise ReportError(f'{what} (a run directory has config.json and metrics.csv){why}.')
   if columns:
     _check_columns(runs, columns)
   os.makedirs(output, exist_ok=True)
@@ -116,9 +119,11 @@ def write(root: str, output: str, only: Optional[str] = None, columns: Optional[
       os.remove(path)
   files, sections = [], []
   finished = sum(run.finished for run in runs)
-  sections.append(f'<p>{len(runs)} runs under <code>{html.escape(root)}</code>, {finished} finished; tables use '
-                  'finished runs (mean &plusmn; standard error over seeds, best of each comparison in bold, '
-                  'references marked and never bold), plots every run.</p>')
+  sections.append(f'<p>{len(runs)} runs under <code>{html.escape(root)}</code>, {finished} finished'
+                  f'{f", {len(skipped)} skipped" if skipped else ""}; tables use finished runs (mean &plusmn; '
+                  'standard error over distinct seeds, best of each comparison in bold, references marked and never '
+                  'bold), plots every run.</p>')
+  sections.append(_left_out(runs, skipped))
 
   for name, heading in (('tables', 'Metrics'), ('per_domain', 'Per-domain accuracy'),
                         ('per_window', 'Per window: accuracy drop, rounds to recovery, max accuracy')):
@@ -157,6 +162,20 @@ def write(root: str, output: str, only: Optional[str] = None, columns: Optional[
   with open(os.path.join(output, 'index.html'), 'w') as f:
     f.write(page)
   return files + ['index.html']
+
+
+def _left_out(runs: list[run_results.RunResult], skipped: list[run_results.Skipped]) -> str:
+  """The page's lists of runs not in the tables: unfinished ones (in plots only) and skipped directories, with why."""
+  parts = []
+  unfinished = [run for run in runs if not run.finished]
+  if unfinished:
+    parts.append(f'<h2>Unfinished ({len(unfinished)}): in plots, not in tables</h2><ul>' + ''.join(
+        f'<li>{html.escape(run.name)}: {html.escape(run_results.progress(run))}</li>' for run in unfinished) +
+                 '</ul>')
+  if skipped:
+    parts.append(f'<h2>Skipped ({len(skipped)})</h2><ul>' + ''.join(
+        f'<li>{html.escape(item.name)}: {html.escape(item.reason)}</li>' for item in skipped) + '</ul>')
+  return '\n'.join(parts)
 
 
 def _flag_table(values: dict) -> str:
@@ -222,6 +241,9 @@ def write_and_print(program: str, root: str, output: str, only: Optional[str] = 
   if show_table and 'tables.md' in files:
     with open(os.path.join(output, 'tables.md')) as f:
       print(f.read().rstrip('\n') + '\n')
+  _, skipped = run_results.load_all(root)
+  for item in skipped if only is None else [item for item in skipped if item.name == only]:
+    print(f'{program}: skipped {item.name}: {item.reason}', file=sys.stderr)
   print(f'{program}: {len(files)} files in {output}; open {os.path.join(output, "index.html")}')
   return True
 

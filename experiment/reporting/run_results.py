@@ -1,5 +1,7 @@
 """A directory of runs as the report reads it: each run's settings, its metrics rows and its summary, from the
 files alone (`config.json`, `metrics.csv`, `summary.json`; `experiment.core.run_directory`), without TensorFlow.
+A directory whose files are missing or do not parse is skipped with its reason (`load_all`), never counted; a run
+without summary.json is unfinished (`progress`): in plots, not in tables.
 
 Runs are compared within *settings*: the configuration flags that differ between the runs of the root, without
 the seed. Settings that differ only in the algorithm form one *comparison* (the methods of one table block or one
@@ -8,7 +10,7 @@ plot).
 
 import csv
 import dataclasses
-import glob
+import io
 import json
 import os
 from typing import Optional
@@ -47,27 +49,117 @@ class RunResult:
     return [row for row in self.rows if any(k.endswith('accuracy') and not k.startswith('train_') for k in row)]
 
 
+class Unreadable(ValueError):
+  """A run directory the report cannot use; the message says why, in one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+  """A directory under the root left out of the report, and why."""
+  name: str
+  reason: str
+
+
+_RUN_FILES = ('config.json', 'metrics.csv', 'summary.json', 'checkpoints')
+
+
+def _read_json(path: str) -> dict:
+  try:
+    with open(path) as f:
+      value = json.load(f)
+  except (OSError, ValueError) as error:
+    raise Unreadable(f'{os.path.basename(path)} does not parse ({str(error).splitlines()[0][:120]})') from None
+  if not isinstance(value, dict):
+    raise Unreadable(f'{os.path.basename(path)} is not a JSON object')
+  return value
+
+
 def _read_rows(path: str) -> list[dict]:
-  with open(path) as f:
-    return [{key: float(value) for key, value in row.items() if value not in ('', None)} for row in csv.DictReader(f)]
+  """metrics.csv's complete rows as floats (empty cells left out; a last line without its newline, a row being
+  written, dropped); Unreadable unless the header starts with `round`, every cell is a number and the rounds are
+  1, 2, 3, ... in order."""
+  with open(path, newline='') as f:
+    text = f.read()
+  text = text[:text.rfind('\n') + 1]
+  reader = csv.reader(io.StringIO(text, newline=''))
+  try:
+    lines = list(reader)
+  except csv.Error as error:
+    raise Unreadable(f'metrics.csv does not parse ({error})') from None
+  if not lines or len(lines) == 1:
+    raise Unreadable('metrics.csv holds no rows')
+  header, rows = lines[0], []
+  if header[:1] != ['round']:
+    raise Unreadable(f'metrics.csv does not start with a "round" column ({",".join(header)[:60]!r})')
+  for line_number, cells in enumerate(lines[1:], start=2):
+    try:
+      if len(cells) != len(header):
+        raise ValueError(f'{len(cells)} cells for {len(header)} columns')
+      rows.append({key: float(value) for key, value in zip(header, cells) if value != ''})
+    except ValueError as error:
+      raise Unreadable(f'metrics.csv line {line_number} does not parse ({str(error)[:80]})') from None
+  if [row['round'] for row in rows] != list(range(1, len(rows) + 1)):
+    raise Unreadable('metrics.csv rounds are not 1, 2, 3, ... in order')
+  return rows
 
 
-def load(root: str) -> list[RunResult]:
-  """Every run directory under `root` with a configuration and metrics, by name."""
-  runs = []
-  for config_path in sorted(glob.glob(os.path.join(root, '*', 'config.json'))):
-    run_dir = os.path.dirname(config_path)
-    metrics_path = os.path.join(run_dir, 'metrics.csv')
-    if not os.path.exists(metrics_path):
+def _read_run(run_dir: str) -> RunResult:
+  """The run in `run_dir`; Unreadable when a file is missing or does not parse, or a summary claims rounds that
+  metrics.csv does not hold."""
+  if not os.path.exists(os.path.join(run_dir, 'config.json')):
+    raise Unreadable('holds run outputs but no config.json')
+  config = _read_json(os.path.join(run_dir, 'config.json'))
+  if not os.path.exists(os.path.join(run_dir, 'metrics.csv')):
+    raise Unreadable('no metrics.csv (no round completed)')
+  rows = _read_rows(os.path.join(run_dir, 'metrics.csv'))
+  summary = None
+  if os.path.exists(os.path.join(run_dir, 'summary.json')):
+    summary = _read_json(os.path.join(run_dir, 'summary.json'))
+    total = config.get('total_rounds')
+    if total is not None and len(rows) != total:
+      raise Unreadable(f'summary.json, but metrics.csv holds {len(rows)} of its {total} rounds')
+  return RunResult(os.path.basename(run_dir), config, rows, summary)
+
+
+def load_all(root: str) -> tuple[list['RunResult'], list[Skipped]]:
+  """(every usable run under `root`, by name; the directories skipped, each with its reason). A directory holding
+  none of a run's files (the report's own, say) is neither. Of several runs with the same settings and seed (config.json
+  without the flags that only place a run, `NOT_SETTINGS`), the first by name is kept and the others are skipped as duplicates, so a seed is
+  never counted twice."""
+  runs, skipped = [], []
+  for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+    run_dir = os.path.join(root, name)
+    if not os.path.isdir(run_dir) or not any(os.path.exists(os.path.join(run_dir, f)) for f in _RUN_FILES):
       continue
-    with open(config_path) as f:
-      config = json.load(f)
-    summary = None
-    if os.path.exists(os.path.join(run_dir, 'summary.json')):
-      with open(os.path.join(run_dir, 'summary.json')) as f:
-        summary = json.load(f)
-    runs.append(RunResult(os.path.basename(run_dir), config, _read_rows(metrics_path), summary))
-  return runs
+    try:
+      run = _read_run(run_dir)
+    except (Unreadable, OSError) as error:
+      skipped.append(Skipped(name, str(error)))
+      continue
+    runs.append(run)
+  kept = {}
+  for run in sorted(runs, key=lambda run: not run.finished):  # A finished run before an unfinished copy of it.
+    key = json.dumps({k: v for k, v in run.config.items() if k == 'seed' or k not in NOT_SETTINGS}, sort_keys=True)
+    if key in kept:
+      skipped.append(Skipped(run.name, f'duplicate of {kept[key].name} (the same settings and seed; '
+                                       f'{progress(run)})'))
+    else:
+      kept[key] = run
+  runs = sorted(kept.values(), key=lambda run: run.name)
+  return runs, sorted(skipped, key=lambda item: item.name)
+
+
+def load(root: str) -> list['RunResult']:
+  """The usable runs under `root` (`load_all`)."""
+  return load_all(root)[0]
+
+
+def progress(run: 'RunResult') -> str:
+  """'finished', or 'unfinished: N of T rounds' for a run without summary.json (going on, stopped or failed)."""
+  if run.finished:
+    return 'finished'
+  total = run.config.get('total_rounds')
+  return f'unfinished: {len(run.rows)} of {total} rounds' if total else f'unfinished: {len(run.rows)} rounds'
 
 
 # Flags kept when another flag that varies with them could name the setting instead (a grid sweeps `task` and sets
