@@ -1,0 +1,275 @@
+"""The edges a user hits, each injected as found and held to what the suite promises: one line and exit status 2,
+nothing claimed that did not happen, nothing deleted that could not be parsed, a report that says what it skipped.
+
+Numbered as the findings they come from: (1) the open port is network_exposure_test's; (2) non-finite flags and
+the accountant; (3) a method that aggregates statistics of its own under --aggregator=dp (every method:
+private_aggregation_contract_test); (4) a resume whose metrics.csv is missing, empty or truncated; (5) a rerun
+over an unparsable metrics.csv; (6) a run that failed in its first round and the corrected rerun; (7) damaged SQLite
+files, garbage in metrics.csv and unknown flags; (8) a report over malformed, duplicate and unfinished runs; (9) the
+secure aggregator's simulation said in the log and summary.json.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+
+from algorithms.core import privacy_accounting
+from benchmarks import task_files
+from experiment.reporting import report_writer
+from experiment.reporting import run_results
+from tests import in_process_run
+
+_BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
+_SMALL = ['--task=synthetic', '--clients_per_round=4', '--period=4', '--total_rounds=8', '--rounds_per_eval=2',
+          '--rounds_per_checkpoint=2', '--eval_batch_size=500', '--experiment_name=e']
+
+
+def _error_line(test, status: int, stderr: str) -> str:
+  """The one `run_experiment: error:` line of a run that must end with status 2 (an earlier run's Python warning
+  may precede it in this process)."""
+  test.assertEqual(status, 2, stderr[-2000:])
+  errors = [line for line in stderr.strip().splitlines() if line.startswith('run_experiment: error: ')]
+  test.assertLen(errors, 1, stderr[-2000:])
+  test.assertEqual(errors[0], stderr.strip().splitlines()[-1])
+  return errors[0]
+
+
+def _digest(directory: str) -> dict[str, str]:
+  """Relative path -> sha256 of every file under `directory`."""
+  digests = {}
+  for parent, _, names in os.walk(directory):
+    for name in names:
+      path = os.path.join(parent, name)
+      with open(path, 'rb') as f:
+        digests[os.path.relpath(path, directory)] = hashlib.sha256(f.read()).hexdigest()
+  return digests
+
+
+class FaultInjectionTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    in_process_run.start_worker()
+    cls._finished = os.path.join(tempfile.mkdtemp(), 'finished')
+    status, stderr = in_process_run.run([*_SMALL, f'--root_output_dir={cls._finished}'])
+    assert status == 0, stderr[-2000:]
+
+  def _copy_of_finished_run(self, at_round: int = 8) -> tuple[str, str]:
+    """(root, run directory) of a copy of the finished 8-round run as a kill after `at_round` leaves it."""
+    root = self.create_tempdir().full_path
+    run_dir = os.path.join(root, 'e')
+    shutil.copytree(os.path.join(self._finished, 'e'), run_dir)
+    if at_round < 8:
+      os.remove(os.path.join(run_dir, 'summary.json'))
+      for name in os.listdir(os.path.join(run_dir, 'checkpoints')):
+        if name.startswith('program_state_') and int(name.rpartition('_')[2]) > at_round - at_round % 2:
+          shutil.rmtree(os.path.join(run_dir, 'checkpoints', name))
+    return root, run_dir
+
+  def _resume(self, root: str) -> tuple[int, str]:
+    return in_process_run.run([*_SMALL, f'--root_output_dir={root}'])
+
+  # (2) Non-finite flags: one line, exit 2, before anything is built; the accountant never reports a NaN's epsilon.
+  def test_2_non_finite_float_flags_are_refused_in_one_line(self):
+    for args, flag in ((['--aggregator=dp', '--dp_noise_multiplier=nan'], 'dp_noise_multiplier'),
+                       (['--dp_noise_multiplier=nan'], 'dp_noise_multiplier'),
+                       (['--client_learning_rate=inf'], 'client_learning_rate'),
+                       (['--server_learning_rate=inf'], 'server_learning_rate'),
+                       (['--algorithm=fedtkm', '--eta_max=nan'], 'eta_max'),
+                       (['--scenario=evolving_domains', '--dirichlet_alpha=nan'], 'dirichlet_alpha'),
+                       (['--worker_timeout=inf'], 'worker_timeout')):
+      root = self.create_tempdir().full_path
+      line = _error_line(self, *in_process_run.run([*_SMALL, *args, f'--root_output_dir={root}']))
+      self.assertRegex(line, rf'--{flag} must be (a finite number|a number \(inf allowed\)); got (nan|inf)\.$')
+      self.assertEqual(os.listdir(root), [])  # Nothing was written.
+    for noise in (float('nan'), float('inf'), 0.0, -1.0):
+      with self.assertRaisesRegex(ValueError, 'finite noise multiplier > 0'):
+        privacy_accounting.epsilon(noise, 8)
+
+  # (3) pFedEM's Gaussian sums under --aggregator=dp: refused, or run with the acknowledgement and recorded.
+  def test_3_pfedem_under_dp_needs_the_acknowledgement_and_records_what_is_not_covered(self):
+    root = self.create_tempdir().full_path
+    args = ['--task=synthetic', '--algorithm=pfedem', '--clients_per_round=4', '--total_rounds=2',
+            '--rounds_per_eval=2', '--eval_batch_size=500', '--aggregator=dp', '--dp_noise_multiplier=1.0',
+            '--experiment_name=p', f'--root_output_dir={root}']
+    line = _error_line(self, *in_process_run.run(args))
+    self.assertIn('pfedem also aggregates count, weighted_means, weighted_variances in the clear', line)
+    status, stdout, stderr = in_process_run.run_with_stdout([*args, '--accept_unprotected_sums'])
+    self.assertEqual(status, 0, stderr[-2000:])
+    self.assertIn('--aggregator=dp covers the model update and its weight, not the training metrics nor count, '
+                  'weighted_means, weighted_variances', stdout)
+    with open(os.path.join(root, 'p', 'summary.json')) as f:
+      privacy = json.load(f)['privacy']
+    self.assertEqual(privacy['not_covered']['method_sums'], ['count', 'weighted_means', 'weighted_variances'])
+    self.assertAlmostEqual(privacy['epsilon'], privacy_accounting.epsilon(1.0, 2))
+    (run,) = run_results.load(root)
+    self.assertEqual(run_results.method_name(run), 'pfedem' + run_results.PARTLY_PRIVATE_MARK)
+
+  # (4) A resume without the rows it continues after: refused, naming the file, the directory untouched.
+  def test_4_a_resume_without_its_metrics_rows_is_refused_and_touches_nothing(self):
+    for damage in ('delete', 'empty', 'three rows'):
+      root, run_dir = self._copy_of_finished_run(at_round=7)
+      path = os.path.join(run_dir, 'metrics.csv')
+      if damage == 'delete':
+        os.remove(path)
+      else:
+        with open(path) as f:
+          lines = f.readlines()
+        with open(path, 'w') as f:
+          f.writelines(lines[:4] if damage == 'three rows' else [])
+      before = _digest(run_dir)
+      line = _error_line(self, *self._resume(root))
+      self.assertIn(f'{path} ', line)
+      self.assertIn('resumes after round 6', line)
+      self.assertIn('--overwrite', line)
+      self.assertEqual(_digest(run_dir), before, damage)
+
+  def test_4_a_killed_run_resumes_to_the_uninterrupted_summary(self):
+    root, run_dir = self._copy_of_finished_run(at_round=7)
+    with open(os.path.join(run_dir, 'metrics.csv')) as f:  # Row 8 was never written; row 7 is cut short.
+      lines = f.readlines()[:8]
+    with open(os.path.join(run_dir, 'metrics.csv'), 'w') as f:
+      f.writelines(lines[:-1] + [lines[-1][:10]])
+    status, stderr = self._resume(root)
+    self.assertEqual(status, 0, stderr[-2000:])
+    summaries = []
+    for directory in (run_dir, os.path.join(self._finished, 'e')):
+      with open(os.path.join(directory, 'summary.json')) as f:
+        summaries.append(json.load(f)['final_metrics'])
+    self.assertEqual(summaries[0]['test_accuracy_last_period_mean'], summaries[1]['test_accuracy_last_period_mean'])
+
+  # (5) and (7) A rerun over a metrics.csv it cannot parse refuses and leaves the directory byte-identical.
+  def test_5_a_rerun_over_an_unparsable_metrics_file_refuses_and_deletes_nothing(self):
+    damages = {'header': lambda text: 'R' + text[1:],  # round -> Round
+               'garbage row': lambda text: text.replace('\n3,', '\nthree,', 1),
+               'short row': lambda text: text.replace('\n', '\n5\n', 2).replace('\n5\n', '\n', 1)}
+    for name, damage in damages.items():
+      for at_round in (8, 7):
+        root, run_dir = self._copy_of_finished_run(at_round)
+        path = os.path.join(run_dir, 'metrics.csv')
+        with open(path, newline='') as f:
+          text = f.read()
+        with open(path, 'w', newline='') as f:
+          f.write(damage(text))
+        before = _digest(run_dir)
+        line = _error_line(self, *self._resume(root))
+        self.assertIn(path, line, name)
+        self.assertEqual(_digest(run_dir), before, (name, at_round))
+
+  # (6) A run stopped by a fault in its first round does not block the corrected run.
+  def test_6_an_attempt_without_a_round_does_not_block_the_next_run(self):
+    root = self.create_tempdir().full_path
+    status, stderr = in_process_run.run([*_SMALL, '--client_learning_rate=1e30', f'--root_output_dir={root}'])
+    self.assertEqual(status, 3, stderr[-2000:])
+    self.assertIn('no round had completed', stderr)
+    status, stdout, stderr = in_process_run.run_with_stdout([*_SMALL, f'--root_output_dir={root}'])
+    self.assertEqual(status, 0, stderr[-2000:])
+    self.assertIn('which had another configuration and completed no round', stdout)
+    with open(os.path.join(root, 'e', 'config.json')) as f:
+      self.assertNotEqual(json.load(f)['client_learning_rate'], 1e30)
+
+  # (7) Damaged dataset files and unknown flags: one line, exit 2.
+  def test_7_damaged_sqlite_files_are_named_in_one_line(self):
+    cache = self.create_tempdir().full_path
+    task_files.write('emnist', cache, np.random.default_rng(0))
+    path = os.path.join(cache, 'emnist_all.sqlite')
+    with open(path, 'rb') as f:
+      intact = f.read()
+    schema = os.path.join(cache, 'other.sqlite')
+    with sqlite3.connect(schema) as connection:
+      connection.execute('CREATE TABLE examples (a INTEGER)')
+    with open(schema, 'rb') as f:
+      wrong_schema = f.read()
+    for name, content, reason in (('empty', b'', 'has no table "examples"'),
+                                  ('truncated', intact[:len(intact) // 2], 'database disk image is malformed'),
+                                  ('corrupt', b'garbage' * 4 + intact[28:], 'file is not a database'),
+                                  ('wrong schema', wrong_schema, 'has no table "examples"')):
+      with open(path, 'wb') as f:
+        f.write(content)
+      line = _error_line(self, *in_process_run.run(
+          ['--task=emnist', f'--cache_dir={cache}', '--total_rounds=1', '--clients_per_round=2',
+           f'--root_output_dir={self.create_tempdir().full_path}']))
+      self.assertIn(path, line, name)
+      self.assertIn(reason, line, name)
+
+  def test_7_unknown_and_mistyped_flags_exit_2_in_one_line(self):
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+    for args, message in ((['--no_such_flag=1'], "Unknown command line flag 'no_such_flag'"),
+                          (['--total_rounds=abc'], 'flag --total_rounds=abc: invalid literal'),
+                          (['--client_learning_rate=fast'], 'flag --client_learning_rate=fast')):
+      result = subprocess.run([sys.executable, _BINARY, *args], env=environment, capture_output=True, text=True,
+                              timeout=300)
+      self.assertEqual(result.returncode, 2, result.stderr[-2000:])
+      self.assertEqual(result.stderr.strip().splitlines(), [f'run_experiment: error: {result.stderr.strip()[23:]}'])
+      self.assertIn(message, result.stderr)
+
+  # (8) The report survives malformed directories, names them, counts a seed once and lists unfinished runs.
+  def test_8_the_report_lists_what_it_skipped_and_counts_seeds_once(self):
+    root = self.create_tempdir().full_path
+    source = os.path.join(self._finished, 'e')
+    damages = {'bad_config': ('config.json', '{bad'), 'cut_summary': ('summary.json', None),
+               'no_config': ('config.json', ''), 'empty_metrics': ('metrics.csv', ''),
+               'garbage_metrics': ('metrics.csv', 'round,x\nnot,a number\n'), 'copy': None, 'good': None}
+    for name, damage in damages.items():
+      shutil.copytree(source, os.path.join(root, name))
+      if damage is None:
+        continue
+      path = os.path.join(root, name, damage[0])
+      if name == 'no_config':
+        os.remove(path)
+        continue
+      with open(path) as f:
+        text = f.read()
+      with open(path, 'w') as f:
+        f.write(text[:len(text) // 2] if damage[1] is None else damage[1])
+    unfinished = os.path.join(root, 'seed_1')
+    shutil.copytree(source, unfinished)
+    with open(os.path.join(unfinished, 'config.json')) as f:
+      config = json.load(f)
+    with open(os.path.join(unfinished, 'config.json'), 'w') as f:
+      json.dump(dict(config, seed=1), f)
+    os.remove(os.path.join(unfinished, 'summary.json'))
+    runs, skipped = run_results.load_all(root)
+    self.assertEqual([run.name for run in runs], ['copy', 'seed_1'])
+    reasons = {item.name: item.reason for item in skipped}
+    self.assertEqual(sorted(reasons), ['bad_config', 'cut_summary', 'empty_metrics', 'garbage_metrics', 'good',
+                                       'no_config'])
+    self.assertIn('duplicate of copy', reasons['good'])
+    self.assertIn('config.json does not parse', reasons['bad_config'])
+    self.assertIn('summary.json does not parse', reasons['cut_summary'])
+    self.assertIn('no config.json', reasons['no_config'])
+    self.assertIn('metrics.csv holds no rows', reasons['empty_metrics'])
+    self.assertIn('metrics.csv', reasons['garbage_metrics'])
+    output = os.path.join(root, 'report')
+    report_writer.write(root, output)
+    with open(os.path.join(output, 'tables.md')) as f:
+      table = f.read()
+    self.assertRegex(table, r'\| vanilla \| 1 \|')  # One seed: the copy is not counted twice, seed_1 unfinished.
+    with open(os.path.join(output, 'index.html')) as f:
+      page = f.read()
+    self.assertIn('Skipped (6)', page)
+    self.assertIn('seed_1: unfinished: 8 of 8 rounds', page)
+
+  # (9) The secure aggregator's sums are simulated in the clear: the log and summary.json say so.
+  def test_9_secure_runs_say_their_sums_are_simulated(self):
+    root = self.create_tempdir().full_path
+    status, stdout, stderr = in_process_run.run_with_stdout([*_SMALL, '--aggregator=secure', '--total_rounds=2',
+                                                             f'--root_output_dir={root}'])
+    self.assertEqual(status, 0, stderr[-2000:])
+    simulated = 'simulated: the server sees the clipped, quantized sum in the clear'
+    self.assertIn(simulated, stdout)
+    with open(os.path.join(root, 'e', 'summary.json')) as f:
+      self.assertEqual(json.load(f)['privacy']['simulated'], simulated)
+
+
+if __name__ == '__main__':
+  absltest.main()
