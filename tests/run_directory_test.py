@@ -37,9 +37,14 @@ class ConfigurationTest(absltest.TestCase):
         run_directory.validate_name(name)
     run_directory.validate_name('synthetic_vanilla_p1_s0')
 
+  def _complete_a_round(self):
+    with open(os.path.join(self.dir, run_directory.METRICS), 'w') as f:
+      f.write('round,loss\r\n1,0.5\r\n')
+
   def test_same_configuration_resumes_and_another_is_refused_naming_the_flags(self):
     run_directory.check_compatible(self.dir, _CONFIG, _DEFAULTS)  # Nothing there yet.
     run_directory.prepare(self.dir, _CONFIG, overwrite=False)
+    self._complete_a_round()
     run_directory.check_compatible(self.dir, dict(_CONFIG), _DEFAULTS)
     changed = dict(_CONFIG, algorithm='fedtem', client_learning_rate=0.5)
     with self.assertRaises(run_directory.RunDirectoryError) as raised:
@@ -52,9 +57,24 @@ class ConfigurationTest(absltest.TestCase):
 
   def test_flag_missing_from_an_older_record_matches_only_at_its_default(self):
     run_directory.prepare(self.dir, _CONFIG, overwrite=False)
+    self._complete_a_round()
     run_directory.check_compatible(self.dir, dict(_CONFIG, scenario='periodic'), _DEFAULTS)
     with self.assertRaisesRegex(run_directory.RunDirectoryError, "scenario: not recorded, so the default 'periodic' -> 'windowed'"):
       run_directory.check_compatible(self.dir, dict(_CONFIG, scenario='windowed'), _DEFAULTS)
+
+  def test_an_attempt_that_completed_no_round_is_replaced(self):
+    run_directory.prepare(self.dir, _CONFIG, overwrite=False)
+    with open(os.path.join(self.dir, run_directory.METRICS), 'w') as f:
+      f.write('round\r\n')  # The header a release manager writes before the first row.
+    changed = dict(_CONFIG, client_learning_rate=0.5)
+    run_directory.check_compatible(self.dir, changed, _DEFAULTS)
+    run_directory.prepare(self.dir, changed, overwrite=False)
+    self.assertCountEqual(os.listdir(self.dir), ['config.json'])
+    with open(os.path.join(self.dir, run_directory.CONFIG)) as f:
+      self.assertEqual(json.load(f), changed)
+    self._complete_a_round()  # With a round done, the same change is refused.
+    with self.assertRaisesRegex(run_directory.RunDirectoryError, 'client_learning_rate: 0.5 -> 0.05'):
+      run_directory.check_compatible(self.dir, _CONFIG, _DEFAULTS)
 
   def test_outputs_without_a_record_are_refused(self):
     os.makedirs(self.dir)
@@ -96,12 +116,31 @@ class MetricsTest(absltest.TestCase):
     with open(path) as f:
       self.assertEqual(f.read().splitlines(), ['round,loss,test_accuracy', '1,0.5,', '2,0.4,0.7'])
 
+  def test_a_file_that_cannot_be_resumed_is_refused_and_left_as_it_is(self):
+    output_dir = self.create_tempdir().full_path
+    path = os.path.join(output_dir, run_directory.METRICS)
+    with self.assertRaisesRegex(run_directory.RunDirectoryError, r'metrics.csv is missing, but the run resumes '
+                                r'after round 2'):
+      run_directory.truncate_metrics(output_dir, last_round=2)
+    run_directory.truncate_metrics(output_dir, last_round=0)  # Nothing to keep: a fresh start.
+    for text, reason in (('Round,loss\n1,0.5\n', 'has no "round" column'),
+                         ('round,loss\n1,0.5\n2,x\n', "line 3 holds 'x', not a number"),
+                         ('round,loss\n1,0.5\n2\n', 'line 3 has 1 cells for 2 columns'),
+                         ('round,loss\n1,0.5\n3,0.4\n', r'holds rounds 1-3 \(2 rows\), not 1, 2, 3'),
+                         ('round,loss\n1,0.5\n', r'holds rounds 1-1 \(1 rows\), but the run resumes after round 2')):
+      with open(path, 'w') as f:
+        f.write(text)
+      with self.assertRaisesRegex(run_directory.RunDirectoryError, reason):
+        run_directory.truncate_metrics(output_dir, last_round=2)
+      with open(path) as f:
+        self.assertEqual(f.read(), text)
+
   def test_truncation_of_a_row_cut_inside_its_round_number(self):
     output_dir = self.create_tempdir().full_path
     path = os.path.join(output_dir, run_directory.METRICS)
     with open(path, 'w') as f:
-      f.write('round,loss\n1,0.5\n2,0.4\n1')  # Row 17 cut after its first digit would read as round 1.
-    run_directory.truncate_metrics(output_dir, last_round=16)
+      f.write('round,loss\n1,0.5\n2,0.4\n1')  # Row 3 cut after its first digit would read as round 1.
+    run_directory.truncate_metrics(output_dir, last_round=2)
     with open(path) as f:
       self.assertEqual(f.read().splitlines(), ['round,loss', '1,0.5', '2,0.4'])
 

@@ -190,7 +190,10 @@ class MetricsFile(NamedTuple):
 
   @property
   def rounds(self) -> list[int]:
-    return [int(float(row[0])) for row in self.rows]
+    if not self.rows:
+      return []
+    column = self.fieldnames.index('round')
+    return [int(float(row[column])) if row[column] else 0 for row in self.rows]
 
 
 def _recover(path: str) -> str:
@@ -201,7 +204,7 @@ def _recover(path: str) -> str:
 def read_metrics_file(output_dir: str) -> Optional[MetricsFile]:
   """metrics.csv's columns and complete rows (None when there is no file; an empty file has none), dropping only a
   last line without its newline (a row cut short by a kill). Raises RunDirectoryError (one line naming the file)
-  when the header does not start with `round`, a row has another number of cells or a cell that is not a number,
+  when the header has no `round` column, a row has another number of cells or a cell that is not a number,
   or the rounds are not 1, 2, 3, ... in order: such a file cannot be resumed, and is not touched."""
   path = os.path.join(output_dir, METRICS)
   if not os.path.exists(path):
@@ -218,9 +221,9 @@ def read_metrics_file(output_dir: str) -> Optional[MetricsFile]:
   if not lines:
     return MetricsFile([], [])
   fieldnames, rows = lines[0], lines[1:]
-  if fieldnames[:1] != ['round']:
-    raise RunDirectoryError(f'{path} does not start with a "round" column (its header: '
-                            f'{",".join(fieldnames)[:80]!r}); {_recover(path)}.')
+  if 'round' not in fieldnames:
+    raise RunDirectoryError(f'{path} has no "round" column (its header: {",".join(fieldnames)[:80]!r}); '
+                            f'{_recover(path)}.')
   for line_number, row in enumerate(rows, start=2):
     if len(row) != len(fieldnames):
       raise RunDirectoryError(f'{path} line {line_number} has {len(row)} cells for {len(fieldnames)} columns; '

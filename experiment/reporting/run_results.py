@@ -76,8 +76,8 @@ def _read_json(path: str) -> dict:
 
 def _read_rows(path: str) -> list[dict]:
   """metrics.csv's complete rows as floats (empty cells left out; a last line without its newline, a row being
-  written, dropped); Unreadable unless the header starts with `round`, every cell is a number and the rounds are
-  1, 2, 3, ... in order."""
+  written, dropped); Unreadable unless the header has a `round` column, every cell is a number and the rounds are
+  whole numbers from 1 up, in increasing order (a finished run must also hold every round: `_read_run`)."""
   with open(path, newline='') as f:
     text = f.read()
   text = text[:text.rfind('\n') + 1]
@@ -89,8 +89,8 @@ def _read_rows(path: str) -> list[dict]:
   if not lines or len(lines) == 1:
     raise Unreadable('metrics.csv holds no rows')
   header, rows = lines[0], []
-  if header[:1] != ['round']:
-    raise Unreadable(f'metrics.csv does not start with a "round" column ({",".join(header)[:60]!r})')
+  if 'round' not in header:
+    raise Unreadable(f'metrics.csv has no "round" column ({",".join(header)[:60]!r})')
   for line_number, cells in enumerate(lines[1:], start=2):
     try:
       if len(cells) != len(header):
@@ -98,8 +98,9 @@ def _read_rows(path: str) -> list[dict]:
       rows.append({key: float(value) for key, value in zip(header, cells) if value != ''})
     except ValueError as error:
       raise Unreadable(f'metrics.csv line {line_number} does not parse ({str(error)[:80]})') from None
-  if [row['round'] for row in rows] != list(range(1, len(rows) + 1)):
-    raise Unreadable('metrics.csv rounds are not 1, 2, 3, ... in order')
+  rounds = [row.get('round') for row in rows]
+  if any(r is None or r < 1 or not r.is_integer() for r in rounds) or any(a >= b for a, b in zip(rounds, rounds[1:])):
+    raise Unreadable('metrics.csv rounds are not whole numbers from 1 up, in increasing order')
   return rows
 
 
