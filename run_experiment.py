@@ -20,6 +20,11 @@ import sys
 # the progress lines; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
+from utils import stderr_filter
+
+with stderr_filter.dropping(stderr_filter.IMPORT_NOISE):
+  import tensorflow  # pylint: disable=unused-import,g-bad-import-order
+
 from absl import app
 from absl import flags
 

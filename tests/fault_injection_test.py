@@ -202,10 +202,14 @@ class FaultInjectionTest(absltest.TestCase):
       self.assertIn(reason, line, name)
 
   def test_7_unknown_and_mistyped_flags_exit_2_in_one_line(self):
-    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+    # The binary as users run it, with its own TF_CPP_MIN_LOG_LEVEL: stderr is the one line, nothing else.
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    environment.pop('TF_CPP_MIN_LOG_LEVEL', None)
     for args, message in ((['--no_such_flag=1'], "Unknown command line flag 'no_such_flag'"),
                           (['--total_rounds=abc'], 'flag --total_rounds=abc: invalid literal'),
-                          (['--client_learning_rate=fast'], 'flag --client_learning_rate=fast')):
+                          (['--client_learning_rate=fast'], 'flag --client_learning_rate=fast'),
+                          (['--client_learning_rate=inf'], '--client_learning_rate must be a finite number'),
+                          (['--aggregator=dp', '--dp_noise_multiplier=nan'], '--dp_noise_multiplier must be a finite')):
       result = subprocess.run([sys.executable, _BINARY, *args], env=environment, capture_output=True, text=True,
                               timeout=300)
       self.assertEqual(result.returncode, 2, result.stderr[-2000:])
