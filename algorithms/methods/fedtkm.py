@@ -107,7 +107,8 @@ from tasks import task as task_lib
 
 NAME = 'fedtkm'
 SENT_IN_THE_CLEAR = method.SentInTheClear(
-    method_sums=('assignment', 'weighted_count', 'weighted_feature_sum', 'participants', 'mode_one_count', 'pass_count'),
+    method_sums=('assignment', 'weighted_count', 'weighted_feature_sum', 'participants', 'mode_one_count',
+                 'pass_count'),
     simulation_only=('routing', 'mode_log_ratio', 'mode_clients'))
 PRIORS = temporal_prior.PRIORS + ('none',)
 CLIENT_RULES = ('mean_distance', 'majority_vote')

@@ -124,9 +124,9 @@ def _read_run(run_dir: str) -> RunResult:
 
 def load_all(root: str) -> tuple[list['RunResult'], list[Skipped]]:
   """(every usable run under `root`, by name; the directories skipped, each with its reason). A directory holding
-  none of a run's files (the report's own, say) is neither. Of several runs with the same settings and seed (config.json
-  without the flags that only place a run, `NOT_SETTINGS`), the first by name is kept and the others are skipped as duplicates, so a seed is
-  never counted twice."""
+  none of a run's files (the report's own, say) is neither. Of several runs with the same settings and seed
+  (config.json without the flags that only place a run, `NOT_SETTINGS`), a finished one is kept (the first by name)
+  and the others are skipped as duplicates, so a seed is never counted twice."""
   runs, skipped = [], []
   for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
     run_dir = os.path.join(root, name)
