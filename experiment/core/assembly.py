@@ -281,8 +281,6 @@ def _check_private_aggregation(algorithm: str, training: TrainingConfig) -> None
   """Refuses (ValueError, one line) `--aggregator=dp|secure` for a method that aggregates its updates its own way, and
   for one that aggregates statistics of its own in the clear unless `--accept_unprotected_sums`."""
   if training.aggregator == 'mean':
-    if training.accept_unprotected_sums:
-      raise ValueError('--accept_unprotected_sums goes with --aggregator=dp or secure.')
     return
   clear = algorithms.METHODS[algorithm].module.SENT_IN_THE_CLEAR
   if clear is None:
