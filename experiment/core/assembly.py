@@ -293,7 +293,10 @@ def _check_private_aggregation(algorithm: str, training: TrainingConfig) -> None
                      'it so (summary.json and the report record what is not covered).')
 
 
-def privacy_caveats(algorithm: str, training: TrainingConfig) -> dict:
+SECURE_SIMULATED = 'simulated: the server sees the clipped, quantized sum in the clear'
+
+
+def _privacy_caveats(algorithm: str, training: TrainingConfig) -> dict:
   """What `--aggregator=dp|secure` covers in this run and what it does not, for summary.json and the log."""
   clear = algorithms.METHODS[algorithm].module.SENT_IN_THE_CLEAR
   caveats = {'covers': 'the model update and its weight',
@@ -303,9 +306,6 @@ def privacy_caveats(algorithm: str, training: TrainingConfig) -> dict:
   if training.aggregator == 'secure':
     caveats['simulated'] = SECURE_SIMULATED
   return caveats
-
-
-SECURE_SIMULATED = 'simulated: the server sees the clipped, quantized sum in the clear'
 
 
 def mixed_test_shares(evaluation_config: EvaluationConfig) -> list[float]:
@@ -460,10 +460,10 @@ def _held_out_data(task, clients, client_batch_size: int, eval_batch_size: int, 
 
 def _privacy_summary(algorithm: str, training: TrainingConfig) -> dict:
   """With --aggregator=dp, the run's (epsilon, delta) (`algorithms.core.privacy_accounting`), with --aggregator=dp or
-  secure what the aggregator covers and what it does not (`privacy_caveats`)."""
+  secure what the aggregator covers and what it does not (`_privacy_caveats`)."""
   if training.aggregator == 'mean':
     return {}
-  privacy = dict(aggregator=training.aggregator, **privacy_caveats(algorithm, training))
+  privacy = dict(aggregator=training.aggregator, **_privacy_caveats(algorithm, training))
   if training.aggregator == 'dp':
     noise = training.dp_noise_multiplier
     epsilon = (float('inf') if noise == 0 else  # Clipping alone: no privacy claimed.
