@@ -127,6 +127,8 @@ class MetricsTest(absltest.TestCase):
                          ('round,loss\n1,0.5\n2,x\n', "line 3 holds 'x', not a number"),
                          ('round,loss\n1,0.5\n2\n', 'line 3 has 1 cells for 2 columns'),
                          ('round,loss\n1,0.5\n3,0.4\n', r'holds rounds 1-3 \(2 rows\), not 1, 2, 3'),
+                         ('round,loss\n1,0.5\ninf,0.4\n', "line 3 has round 'inf', not a whole number >= 1"),
+                         ('round,loss\n1,0.5\n,0.4\n', "line 3 has round '', not a whole number >= 1"),
                          ('round,loss\n1,0.5\n', r'holds rounds 1-1 \(1 rows\), but the run resumes after round 2')):
       with open(path, 'w') as f:
         f.write(text)

@@ -35,6 +35,7 @@ import asyncio
 import csv
 import io
 import json
+import math
 import os
 import shutil
 from typing import Callable, Mapping, NamedTuple, Optional
@@ -193,7 +194,7 @@ class MetricsFile(NamedTuple):
     if not self.rows:
       return []
     column = self.fieldnames.index('round')
-    return [int(float(row[column])) if row[column] else 0 for row in self.rows]
+    return [int(float(row[column])) for row in self.rows]  # Whole numbers: `read_metrics_file` checked them.
 
 
 def _recover(path: str) -> str:
@@ -234,6 +235,12 @@ def read_metrics_file(output_dir: str) -> Optional[MetricsFile]:
       except ValueError:
         raise RunDirectoryError(f'{path} line {line_number} holds {cell[:40]!r}, not a number; '
                                 f'{_recover(path)}.') from None
+  column = fieldnames.index('round')
+  for line_number, row in enumerate(rows, start=2):
+    value = float(row[column] or 'nan')
+    if not (math.isfinite(value) and value.is_integer() and value >= 1):
+      raise RunDirectoryError(f'{path} line {line_number} has round {row[column]!r}, not a whole number >= 1; '
+                              f'{_recover(path)}.')
   parsed = MetricsFile(fieldnames, rows)
   if parsed.rounds != list(range(1, len(rows) + 1)):
     raise RunDirectoryError(f'{path} holds {_span(parsed.rounds)}, not 1, 2, 3, ... in order; '
