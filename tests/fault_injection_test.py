@@ -9,7 +9,6 @@ files, garbage in metrics.csv and unknown flags; (8) a report over malformed, du
 secure aggregator's simulation said in the log and summary.json.
 """
 
-import hashlib
 import json
 import os
 import shutil
@@ -42,15 +41,15 @@ def _error_line(test, status: int, stderr: str) -> str:
   return errors[0]
 
 
-def _file_hashes(directory: str) -> dict[str, str]:
-  """Relative path -> sha256 of every file under `directory`."""
-  hashes = {}
+def _file_bytes(directory: str) -> dict[str, bytes]:
+  """Relative path -> the bytes of every file under `directory`."""
+  contents = {}
   for parent, _, names in os.walk(directory):
     for name in names:
       path = os.path.join(parent, name)
       with open(path, 'rb') as f:
-        hashes[os.path.relpath(path, directory)] = hashlib.sha256(f.read()).hexdigest()
-  return hashes
+        contents[os.path.relpath(path, directory)] = f.read()
+  return contents
 
 
 class FaultInjectionTest(absltest.TestCase):
@@ -126,12 +125,12 @@ class FaultInjectionTest(absltest.TestCase):
           lines = f.readlines()
         with open(path, 'w') as f:
           f.writelines(lines[:4] if damage == 'three rows' else [])
-      before = _file_hashes(run_dir)
+      before = _file_bytes(run_dir)
       line = _error_line(self, *self._resume(root))
       self.assertIn(f'{path} ', line)
       self.assertIn('resumes after round 6', line)
       self.assertIn('--overwrite', line)
-      self.assertEqual(_file_hashes(run_dir), before, damage)
+      self.assertEqual(_file_bytes(run_dir), before, damage)
 
   def test_4_a_killed_run_resumes_to_the_uninterrupted_summary(self):
     root, run_dir = self._copy_of_finished_run(at_round=7)
@@ -160,10 +159,10 @@ class FaultInjectionTest(absltest.TestCase):
           text = f.read()
         with open(path, 'w', newline='') as f:
           f.write(damage(text))
-        before = _file_hashes(run_dir)
+        before = _file_bytes(run_dir)
         line = _error_line(self, *self._resume(root))
         self.assertIn(path, line, name)
-        self.assertEqual(_file_hashes(run_dir), before, (name, at_round))
+        self.assertEqual(_file_bytes(run_dir), before, (name, at_round))
 
   # (6) A run stopped by a fault in its first round does not block the corrected run.
   def test_6_an_attempt_without_a_round_does_not_block_the_next_run(self):

@@ -65,7 +65,8 @@ How the suite realizes it (documented choices; the paper gives no values):
   W0's parties (its census's profiles) drawn at random and the mean of all of them, so a cluster reuses an expert
   when its centroid is as close to the memory as a cluster of the expert's own distribution would be; a reuse
   beyond it happens only when the pool is full and is counted apart (`reused_forced`). `--shiftex_epsilon` > 0
-  fixes it instead (the first version's 0.5 measured match MMDs of 0.95-1.19: every reuse was forced).
+  fixes it instead (a fixed radius has no scale of its own: the match MMDs depend on the embedding, so a value that
+  suits one task forces every reuse on another).
 - k = 1 unless some k >= 2 has a Davies-Bouldin index below `--shiftex_split_index` (`algorithms.core.kmeans`).
 - Consolidation is checked in the last round of each window after W0, greedily over disjoint pairs.
 - FLIPS' label clusters come from W0's census (every party's label histogram); before them the balance is 1.
