@@ -83,7 +83,6 @@ def experiment_config(flag_values: flags.FlagValues = flags.FLAGS) -> assembly.E
     config = module.Config(**{field.name: values[flag]
                               for flag, field in method.settings(module.NAME, module.Config).items()})
     groups['method'] = dataclasses.replace(groups['method'], config=config)
-  groups['training'] = dataclasses.replace(groups['training'], window_rounds=flag_values['window_rounds'].value)
   return assembly.ExperimentConfig(**groups)
 
 

@@ -108,6 +108,11 @@ def validate(name: str, task_name: str = None, num_branches: int = 2) -> None:
     raise ValueError(f'{name} chooses between branches and needs --num_branches >= 2; got {num_branches}.')
 
 
+def defaults(name: str) -> dict:
+  """The training settings method `name`'s paper uses (its module's `DEFAULTS`), flag name -> value."""
+  return dict(METHODS[name].module.DEFAULTS)
+
+
 def is_shift_free(name: str) -> bool:
   """Whether method `name` is an alias of training without the shift (`nds`, `nds_single`: `--no_shift`)."""
   return METHODS[name].no_shift

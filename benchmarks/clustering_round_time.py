@@ -33,7 +33,7 @@ from utils import execution_context
 _ROUNDS = flags.DEFINE_integer('rounds', 20, 'Timed rounds (after 3 warm-up rounds).')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
 _CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
-_SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
+_SERVER_STEP = learning_process.ServerStep.named('adam', _SERVER_LR, _EPSILON)
 
 
 def _process_seconds(process, model_fn, rounds):

@@ -33,7 +33,7 @@ _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Timed rounds (after the warm-up ro
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
 _BATCH_SIZE = flags.DEFINE_integer('batch_size', 128, 'Client batch size (docs/results/fedevolve.md\'s runs use 128).')
 _CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
-_SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
+_SERVER_STEP = learning_process.ServerStep.named('adam', _SERVER_LR, _EPSILON)
 
 
 def _evolving(task, num_domains, rotation_step, num_clients):
@@ -45,7 +45,7 @@ def _evolving(task, num_domains, rotation_step, num_clients):
 
 def _measure(task, rounds):
   element_spec = rounds[0][0].element_spec
-  hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_LR, _EPSILON, num_branches=1)
+  hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_STEP, num_branches=1)
   seconds = collections.OrderedDict()
   model_fn, process = vanilla.build_single_network_process(task, element_spec, _CLIENT_LR, _SERVER_STEP)
   seconds['fedavg'] = timing.process_seconds_per_round(model_fn, process, rounds)

@@ -34,7 +34,7 @@ from utils import execution_context
 _ROUNDS = flags.DEFINE_integer('rounds', 20, 'Timed rounds (after 3 warm-up rounds).')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
 _CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
-_SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
+_SERVER_STEP = learning_process.ServerStep.named('adam', _SERVER_LR, _EPSILON)
 
 
 def _seconds(algorithm_or_process, model_fn, rounds, initial_client_state=None):
@@ -46,7 +46,7 @@ def _seconds(algorithm_or_process, model_fn, rounds, initial_client_state=None):
 
 def _measure(task, rounds):
   element_spec = rounds[0][0].element_spec
-  hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_LR, _EPSILON, num_branches=2)
+  hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_STEP, num_branches=2)
   evaluator = evaluation.Evaluator(task.model_fn(2), {})
   branches_fn = lambda: task.model_fn(2)
   networks_fn = lambda: multi_branch.build_multi_network_model(lambda: task.model_fn(1), 2)

@@ -54,8 +54,8 @@ def _time_ours(task, model_fn, rounds, defaults) -> dict:
   going there and back (`round_trip`)."""
   process = vanilla.build_process(model_fn, task.batch_fn, rounds[0][0].element_spec,
                                   defaults['client_learning_rate'],
-                                  learning_process.ServerStep('adam', defaults['server_learning_rate'],
-                                                              defaults['server_adam_epsilon']))
+                                  learning_process.ServerStep.named('adam', defaults['server_learning_rate'],
+                                                                    defaults['server_adam_epsilon']))
   result = {}
   for name, on_worker in (('resident', True), ('round_trip', False)):
     step = timing.process_step(model_fn, process, on_worker)

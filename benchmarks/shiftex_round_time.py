@@ -36,7 +36,7 @@ from utils import execution_context
 _ROUNDS = flags.DEFINE_integer('rounds', 12, 'Timed rounds (after the warm-up rounds).')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
 _CLIENT_LR, _SERVER_LR, _EPSILON = 0.05, 0.01, 1e-4
-_SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
+_SERVER_STEP = learning_process.ServerStep.named('adam', _SERVER_LR, _EPSILON)
 _WINDOW_ROUNDS = 4
 
 
@@ -52,7 +52,7 @@ def _round_seconds(task, rounds) -> dict:
   seconds = collections.OrderedDict()
   model_fn, process = vanilla.build_single_network_process(task, element_spec, _CLIENT_LR, _SERVER_STEP)
   seconds['fedavg'] = timing.process_seconds_per_round(model_fn, process, rounds)
-  hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_LR, _EPSILON, num_branches=4)
+  hparams = method.Hyperparameters(_CLIENT_LR, _SERVER_STEP, num_branches=4)
   config = shiftex.Config(window_rounds=_WINDOW_ROUNDS, num_branches=4, clients_per_round=_CLIENTS_PER_ROUND.value)
   model_fn, process, initial_state = shiftex.build_process(task, element_spec, hparams, config)
   seconds['shiftex'] = timing.process_seconds_per_round(model_fn, process,

@@ -12,6 +12,8 @@ from utils import settings
 
 NAME = 'concept_drift'
 LENGTH_DEPENDENCE = 'its change points are fractions of --total_rounds'
+HEADLINE_METRIC = 'test_accuracy_last_period_mean'
+SHARED_SETTINGS = ()
 DRIFT_TYPES = ('sudden', 'incremental', 'recurring')
 
 
@@ -36,6 +38,11 @@ class Settings:
     if self.drift_length < 1 or self.concept_period < 1:
       raise ValueError(f'drift_length and concept_period must be >= 1; got {self.drift_length}, '
                        f'{self.concept_period}.')
+
+
+def run_name(config: Settings, schedule: scenario.Schedule) -> str:
+  del config, schedule  # Unused.
+  return NAME
 
 
 def build(config: Settings, population: scenario.Population, schedule: scenario.Schedule,
@@ -136,3 +143,17 @@ class ConceptDriftScenario(scenario.Scenario):
         size = self._sizes[part.domain // concepts][part.source_id]
         counts[part.domain % concepts] += size if part.num_examples is None else part.num_examples
     return {f'concept_share_{j}': float(n) for j, n in enumerate(counts / max(counts.sum(), 1.0))}
+
+
+def _check_smoke_run(rows: scenario.Rows, summary, shift_free: bool) -> list[str]:
+  """Every client changes concept at round 2 (of 2), recurring every round; one evaluation, so no concept has come
+  back yet to be forgotten."""
+  return (scenario.equality_problems('concept_share_0 at round 1', rows[0]['concept_share_0'], 1.0)
+          + scenario.equality_problems('concept_share_1 at round 2', rows[1]['concept_share_1'],
+                                       0.0 if shift_free else 1.0)
+          + scenario.share_problems(rows[1], ('test_night_c1_accuracy',))
+          + scenario.equality_problems('forgetting', summary.get('forgetting'), {}))
+
+
+SMOKE_RUN = scenario.SmokeRun({'drift_type': 'recurring', 'drift_start': 1.0, 'drift_end': 1.0, 'concept_period': 1},
+                              _check_smoke_run)

@@ -41,6 +41,9 @@ from utils import settings
 
 NAME = 'dirichlet_mixture'
 LENGTH_DEPENDENCE = None
+# The FedGMM paper's measure: every training client's model on its own test split.
+HEADLINE_METRIC = 'personalized_accuracy'
+SHARED_SETTINGS = ()
 COMPONENTS = ('transformed', 'bases')
 SPLITS = ('train', 'validation', 'test')
 SPLIT_FRACTIONS = (0.6, 0.2, 0.2)  # The FedGMM paper, Section 4.1.
@@ -71,6 +74,11 @@ class Settings:
     if not self.component_alpha > 0 or not 0 <= self.unseen_fraction < 1:
       raise ValueError(f'component_alpha must be > 0 and unseen_fraction in [0, 1); got {self.component_alpha:g}, '
                        f'{self.unseen_fraction:g}.')
+
+
+def run_name(config: Settings, schedule: scenario.Schedule) -> str:
+  del config, schedule  # Unused.
+  return NAME
 
 
 def build(config: Settings, population: scenario.Population, schedule: scenario.Schedule,
@@ -194,3 +202,18 @@ class DirichletMixtureScenario(scenario.Scenario):
       for part in client.parts:
         counts[part.domain] += part.num_examples
     return {f'domain_share_{m}': float(n) for m, n in enumerate(counts / max(counts.sum(), 1.0))}
+
+
+def _check_smoke_run(rows: scenario.Rows, summary, shift_free: bool) -> list[str]:
+  """Two components (a base and its transformed copy) sharing every round's examples; accuracy on the clients' own
+  and the unseen clients' data, and on the components' test sets where a method has a global model."""
+  del summary, shift_free  # Unused.
+  last = rows[-1]
+  shares = last['domain_share_0'] + last['domain_share_1']
+  problems = [] if abs(shares - 1.0) < 1e-6 else [f'the components\' shares sum to {shares}']
+  tests = [key for key in last if key.startswith('test_') and key.endswith('_accuracy')]
+  return problems + scenario.share_problems(last, ('personalized_accuracy', 'unseen_accuracy', *tests))
+
+
+# 12 clients, 3 of them unseen.
+SMOKE_RUN = scenario.SmokeRun({'num_clients': 12, 'unseen_fraction': 0.25}, _check_smoke_run)

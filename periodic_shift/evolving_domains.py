@@ -11,6 +11,9 @@ from utils import settings
 
 NAME = 'evolving_domains'
 LENGTH_DEPENDENCE = None
+# The FedEvolve paper's measure: the global model on the unseen target domain.
+HEADLINE_METRIC = 'target_server_accuracy'
+SHARED_SETTINGS = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +42,11 @@ class Settings:
       raise ValueError(f'dirichlet_alpha must be > 0 (inf: no label skew); got {self.dirichlet_alpha:g}.')
     if self.rotation_planes < 1:
       raise ValueError(f'rotation_planes must be >= 1; got {self.rotation_planes}.')
+
+
+def run_name(config: Settings, schedule: scenario.Schedule) -> str:
+  del config, schedule  # Unused.
+  return NAME
 
 
 def build(config: Settings, population: scenario.Population, schedule: scenario.Schedule,
@@ -158,3 +166,23 @@ class EvolvingDomainsScenario(scenario.Scenario):
   def test_weights(self, round_num: int) -> np.ndarray:
     del round_num  # Unused.
     return np.eye(self._num_domains)[-1]
+
+
+def _check_smoke_run(rows: scenario.Rows, summary, shift_free: bool) -> list[str]:
+  """4 domains: 3 sources and the target, rotated by 3 x 15 degrees (not rotated without the shift); every client's
+  own target data, and where a method has a global model the centralized target test set, whose accuracy is
+  test_mixture_accuracy."""
+  del summary  # Unused.
+  last = rows[-1]
+  problems = scenario.equality_problems('source_domains', last['source_domains'], 3.0)
+  problems += scenario.share_problems(last, ('target_accuracy',))
+  problems += scenario.share_problems(last, ('target_server_accuracy',), optional=True)
+  if 'test_mixture_accuracy' in last:
+    suffix = f'_rot{0 if shift_free else 45}_accuracy'
+    target = [key for key in last if key.startswith('test_') and key.endswith(suffix)]
+    problems += scenario.equality_problems('test_mixture_accuracy', last['test_mixture_accuracy'],
+                                           last[target[0]] if len(target) == 1 else f'one of {target}')
+  return problems
+
+
+SMOKE_RUN = scenario.SmokeRun({'num_domains': 4, 'num_clients': 6}, _check_smoke_run)

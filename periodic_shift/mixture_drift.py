@@ -12,6 +12,9 @@ from utils import settings
 
 NAME = 'mixture_drift'
 LENGTH_DEPENDENCE = 'its cycles are laid over --total_rounds (--num_cycles)'
+# The pFedEM paper's measure: accuracy on test batches mixed as the round's data.
+HEADLINE_METRIC = 'test_mixture_accuracy'
+SHARED_SETTINGS = ()
 MIXTURE_SCHEDULES = ('linear', 'cosine', 'none')
 MIXTURE_TESTS = ('current', 'balanced')
 
@@ -36,6 +39,11 @@ class Settings:
     if not self.num_cycles > 0 or not schedule.total_rounds / self.num_cycles >= 2:
       raise ValueError(f'num_cycles must be > 0 with cycles of at least 2 rounds; got {self.num_cycles:g} over '
                        f'{schedule.total_rounds} rounds.')
+
+
+def run_name(config: Settings, schedule: scenario.Schedule) -> str:
+  del config, schedule  # Unused.
+  return NAME
 
 
 def build(config: Settings, population: scenario.Population, schedule: scenario.Schedule,
@@ -138,3 +146,14 @@ class MixtureDriftScenario(scenario.Scenario):
     if self._test == 'current':
       return self.shares(round_num)
     return np.full(self._num_domains, 1.0 / self._num_domains)
+
+
+def _check_smoke_run(rows: scenario.Rows, summary, shift_free: bool) -> list[str]:
+  """One mixture cycle over 4 rounds: a(2) = 1 (a(t) = 1/2 in every round without the shift)."""
+  del summary  # Unused.
+  return (scenario.equality_problems('scheduled_share_0 at round 2', rows[1]['scheduled_share_0'],
+                                     0.5 if shift_free else 1.0)
+          + scenario.share_problems(rows[1], ('test_mixture_accuracy',)))
+
+
+SMOKE_RUN = scenario.SmokeRun({'num_clients': 20, 'num_cycles': 0.5}, _check_smoke_run)

@@ -11,6 +11,9 @@ from utils import settings
 
 NAME = 'periodic'
 LENGTH_DEPENDENCE = None
+# Test accuracy oscillates within a period under the shift: the paper compares its mean over the last period.
+HEADLINE_METRIC = 'test_accuracy_last_period_mean'
+SHARED_SETTINGS = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,6 +24,11 @@ class Settings:
 
   def validate(self, schedule: scenario.Schedule) -> None:
     day_probability.validate(self.shift_fn, schedule.period, self.shift_p)
+
+
+def run_name(config: Settings, schedule: scenario.Schedule) -> str:
+  """`<shift_fn>_p<shift_p>_T<period>`: the form of q(t) names a periodic run."""
+  return f'{config.shift_fn}_p{config.shift_p:g}_T{schedule.period}'
 
 
 def build(config: Settings, population: scenario.Population, schedule: scenario.Schedule,
@@ -60,3 +68,18 @@ class PeriodicScenario(scenario.Scenario):
     modes = np.array([client.parts[0].domain for client in plan.clients])
     return {'q': float(self._sampler.mode_probabilities(round_num)[client_sampler.DAY]),
             'day_fraction': float(np.mean(modes == client_sampler.DAY))}
+
+
+def _check_smoke_run(rows: scenario.Rows, summary, shift_free: bool) -> list[str]:
+  """Two rounds of one period: q(1) = 0 (every sampled client a night client), q(2) = 1; without the shift, both
+  rounds sample the population's day share."""
+  del summary  # Unused.
+  q = [row['q'] for row in rows]
+  if shift_free:
+    problems = [] if q[0] == q[1] and 0 < q[0] < 1 else [f'q is {q}, not the population\'s day share in both rounds']
+  else:
+    problems = scenario.equality_problems('q', q, [0.0, 1.0])
+  return problems + scenario.share_problems(rows[-1], ('day_fraction',))
+
+
+SMOKE_RUN = scenario.SmokeRun({}, _check_smoke_run)

@@ -17,14 +17,23 @@ A scenario is a module, listed in `periodic_shift.scenarios`, that owns
                      the same names, and its `validate(schedule)`, raising a one-line ValueError naming the flag for
                      a value no population can make valid;
   LENGTH_DEPENDENCE: why its round t depends on `--total_rounds` (so a finished run cannot be extended), or None;
+  HEADLINE_METRIC:   the final metric its paper compares methods by (summary.json's `headline_metric`, the report's
+                     first column);
+  SHARED_SETTINGS:   the names of its settings that are also the methods' shared hyperparameters
+                     (`algorithms.core.method.Hyperparameters`: the windowed scenario's `window_rounds` is ShiftEx's
+                     and FedDrift's window), usually ();
+  SMOKE_RUN:         a `SmokeRun`: the settings of a small two-round run that shows the shift, and what such a run
+                     must report (the method x scenario matrix test runs every method so);
+  run_name(settings, schedule): the scenario's part of a run directory's default name;
   build(settings, population, schedule, shift_free): its `Scenario` over the task's `Population`, raising a
                      one-line ValueError when the population cannot provide what the settings ask; `shift_free`
                      (No-Dist-Shift, `--no_shift`) removes the shift.
+The rest of the suite reads these declarations and names no scenario.
 """
 
 import abc
 import dataclasses
-from typing import Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -165,3 +174,37 @@ def union_population(base_client_ids: Sequence[Sequence[str]], clients_per_round
     raise ValueError(f'--clients_per_round must be between 1 and the population ({len(clients)}); got '
                      f'{clients_per_round}.')
   return clients
+
+
+# A run's metrics.csv rows (round by round, float values) and summary.json, as a smoke check reads them.
+Rows = Sequence[Mapping[str, float]]
+
+
+@dataclasses.dataclass(frozen=True)
+class SmokeRun:
+  """A two-round run of a scenario that shows its shift: on the synthetic task, 3 clients a round, period 2, evaluated
+  at round 2, with `settings` (setting name -> value) on top of the scenario's defaults.
+
+  `check(rows, summary, shift_free)` is what every method's run so must report whatever the method (a column a
+  method may leave out is checked only when present): the problems found, one phrase each, empty when none.
+  """
+  settings: Mapping[str, object]
+  check: Callable[[Rows, Mapping, bool], list[str]]
+
+
+def share_problems(row: Mapping[str, float], columns: Sequence[str], optional: bool = False) -> list[str]:
+  """The problems of `columns` of `row` that should hold shares in [0, 1]: each missing one (unless `optional`) and
+  each outside [0, 1]."""
+  problems = []
+  for column in columns:
+    if column not in row:
+      if not optional:
+        problems.append(f'no {column}')
+    elif not 0.0 <= row[column] <= 1.0:
+      problems.append(f'{column} {row[column]} is not in [0, 1]')
+  return problems
+
+
+def equality_problems(name: str, actual, expected) -> list[str]:
+  """[] when `actual == expected`, else the one problem naming both."""
+  return [] if actual == expected else [f'{name} is {actual!r}, expected {expected!r}']

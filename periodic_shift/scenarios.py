@@ -30,6 +30,7 @@ from periodic_shift import scenario
 from periodic_shift import windowed
 from utils import settings as settings_lib
 
+# The first is `--scenario`'s default.
 MODULES = (periodic, mixture_drift, evolving_domains, concept_drift, windowed, dirichlet_mixture)
 SCENARIOS = tuple(module.NAME for module in MODULES)
 _BY_NAME = {module.NAME: module for module in MODULES}
@@ -82,6 +83,16 @@ def validate(name: str, config, schedule: scenario.Schedule) -> None:
   """Raises ValueError (one line, naming the flag) for settings that no population can make valid."""
   module(name)
   config.validate(schedule)
+
+
+def shared_settings(name: str, config) -> dict:
+  """The settings of scenario `name` (Settings `config`) that are also the methods' shared hyperparameters."""
+  return {setting: getattr(config, setting) for setting in module(name).SHARED_SETTINGS}
+
+
+def run_name(name: str, config, schedule: scenario.Schedule) -> str:
+  """The scenario's part of a run directory's default name."""
+  return module(name).run_name(config, schedule)
 
 
 def length_dependence(name: str):

@@ -12,6 +12,10 @@ from utils import settings
 
 NAME = 'windowed'
 LENGTH_DEPENDENCE = 'its windows\' regimes are drawn for ceil(--total_rounds / --window_rounds) windows at once'
+# The ShiftEx paper's measure: accuracy on test data mixed as the window's.
+HEADLINE_METRIC = 'test_mixture_accuracy'
+# The window is also the window of the methods that act per window (ShiftEx, FedDrift).
+SHARED_SETTINGS = ('window_rounds',)
 WINDOWINGS = ('tumbling', 'sliding')
 CENSUS_SCOPES = ('population', 'cohort')
 
@@ -61,6 +65,11 @@ class Settings:
     if self.label_skew_alpha < 0 or not 0 < self.switch_fraction <= 1:
       raise ValueError(f'label_skew_alpha must be >= 0 and switch_fraction in (0, 1]; got '
                        f'{self.label_skew_alpha:g}, {self.switch_fraction:g}.')
+
+
+def run_name(config: Settings, schedule: scenario.Schedule) -> str:
+  del config, schedule  # Unused.
+  return NAME
 
 
 def build(config: Settings, population: scenario.Population, schedule: scenario.Schedule,
@@ -241,3 +250,21 @@ class WindowedScenario(scenario.Scenario):
         total += n
         newest += n if part.domain % self._num_regimes == window and window > 0 else 0
     return {'window': float(window), 'new_regime_share': newest / max(total, 1.0)}
+
+
+def _check_smoke_run(rows: scenario.Rows, summary, shift_free: bool) -> list[str]:
+  """Windows of one round: round 2 is window 1, where a share of the clients hold the new regime (none without the
+  shift). Evaluated at round 2 only, so window 2 (round 2, as the summary counts from 1) has its max there."""
+  windows = summary.get('window_metrics') or []
+  problems = scenario.equality_problems('window', [row['window'] for row in rows], [0.0, 0.0 if shift_free else 1.0])
+  problems += scenario.share_problems(rows[1], ('new_regime_share',))
+  problems += scenario.equality_problems('summary windows', [w['window'] for w in windows], [1] if shift_free else [2])
+  if windows:
+    problems += scenario.equality_problems('max_accuracy', windows[0]['max_accuracy'],
+                                           rows[1].get('test_mixture_accuracy'))
+  return problems
+
+
+# 40 parties of the synthetic task's 660: every party reports to ShiftEx in its census rounds.
+SMOKE_RUN = scenario.SmokeRun({'window_rounds': 1, 'windowing': 'sliding', 'window_overlap': 0, 'num_clients': 40},
+                              _check_smoke_run)

@@ -1,13 +1,16 @@
 """Tests the assembler: a run built from an `ExperimentConfig` without flags equals the binary's run of the same
 settings, records only the settings of the plug-ins it uses, and refuses bad values with one line before building."""
 
+import dataclasses
 import json
 import os
+from unittest import mock
 
 from absl.testing import absltest
 from tensorboard.plugins.hparams import plugin_data_pb2
 import tensorflow as tf
 
+from algorithms import registry as algorithms
 from algorithms.methods import fedprox
 from experiment.core import assembly
 from periodic_shift import dirichlet_mixture
@@ -99,6 +102,30 @@ class AssemblyTest(absltest.TestCase):
         self.assertEqual(raised.exception.status, 2)
         self.assertNotIn('\n', str(raised.exception))
     self.assertEmpty(os.listdir(root))  # Nothing written.
+
+  def test_a_flag_beats_the_methods_default_which_beats_the_optimizers_and_the_tasks(self):
+    root = self.create_tempdir().full_path
+    resolved = lambda **training: assembly.resolve(_config(root, training=dataclasses.replace(
+        _config(root).training, **training))).training
+    chosen = lambda training: (training.server_optimizer, training.server_learning_rate, training.server_momentum,
+                               training.client_learning_rate, training.client_batch_size)
+    task = (0.01, 0.05, 20)  # The synthetic task's server and client learning rates and batch size.
+    self.assertEqual(chosen(resolved()), ('adam', task[0], None, task[1], task[2]))
+    paper = {'server_optimizer': 'sgdm', 'server_momentum': 0.5, 'client_learning_rate': 0.2}
+    with mock.patch.object(fedprox, 'DEFAULTS', paper):
+      # The method's optimizer brings its learning rate 1 (parameter averaging) unless the method gives one.
+      self.assertEqual(chosen(resolved()), ('sgdm', 1.0, 0.5, 0.2, task[2]))
+      self.assertEqual(chosen(resolved(client_learning_rate=0.3, server_momentum=0.7)), ('sgdm', 1.0, 0.7, 0.3, task[2]))
+      # Another optimizer by flag: the method's server-step defaults go with its own optimizer.
+      self.assertEqual(chosen(resolved(server_optimizer='adam')), ('adam', task[0], None, 0.2, task[2]))
+      with mock.patch.object(fedprox, 'DEFAULTS', dict(paper, server_learning_rate=0.5)):
+        self.assertEqual(chosen(resolved()), ('sgdm', 0.5, 0.5, 0.2, task[2]))
+
+  def test_every_methods_defaults_are_training_settings(self):
+    training_settings = set(assembly.settings_of(assembly.TrainingConfig()))
+    for name in algorithms.ALGORITHMS:
+      with self.subTest(method=name):
+        self.assertContainsSubset(algorithms.defaults(name), training_settings)
 
   def test_a_built_experiment_trains_a_round_on_its_scenarios_clients(self):
     experiment = assembly.build(assembly.resolve(_config(self.create_tempdir().full_path)))

@@ -3,7 +3,7 @@ nothing claimed that did not happen, nothing deleted that could not be parsed, a
 
 Numbered as the findings they come from: (1) the open port is network_exposure_test's; (2) non-finite flags and
 the accountant; (3) a method that aggregates statistics of its own under --aggregator=dp (every method:
-private_aggregation_contract_test); (4) a resume whose metrics.csv is missing, empty or truncated; (5) a rerun
+server_step_contract_test); (4) a resume whose metrics.csv is missing, empty or truncated; (5) a rerun
 over an unparsable metrics.csv; (6) a run that failed in its first round and the corrected rerun; (7) damaged SQLite
 files, garbage in metrics.csv and unknown flags; (8) a report over malformed, duplicate and unfinished runs; (9) the
 secure aggregator's simulation said in the log and summary.json.

@@ -13,7 +13,7 @@ from models import multi_branch
 from tasks import task as task_lib
 from utils import execution_context
 
-_SERVER_STEP = learning_process.ServerStep('adam', 0.1, 1e-3)
+_SERVER_STEP = learning_process.ServerStep.named('adam', 0.1, 1e-3)
 
 
 def _model_fn():

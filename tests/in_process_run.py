@@ -15,6 +15,9 @@ import gc
 import io
 import os
 import subprocess
+import tempfile
+from typing import Optional
+from unittest import mock
 import warnings
 
 from absl import flags
@@ -23,6 +26,10 @@ import portpicker
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from algorithms.core import method
+from experiment.core import assembly
+from experiment.core import training_loop
+from periodic_shift import scenarios
 import run_experiment
 from utils import execution_context
 from utils import remote_workers
@@ -56,6 +63,58 @@ def run_with_stdout(args) -> tuple[int, str, str]:
     except SystemExit as exit_:
       status = exit_.code
   return status, stdout.getvalue(), stderr.getvalue()
+
+
+def smoke_args(scenario: str, seed: int = 0) -> list[str]:
+  """The flags of a two-round run of `scenario` on the synthetic task with its `SMOKE_RUN` settings
+  (`periodic_shift.scenario.SmokeRun`)."""
+  settings = scenarios.module(scenario).SMOKE_RUN.settings
+  return ['--task=synthetic', f'--scenario={scenario}', '--clients_per_round=3', '--total_rounds=2', '--period=2',
+          '--rounds_per_eval=2', '--rounds_per_checkpoint=2', '--eval_batch_size=500', f'--seed={seed}',
+          *[f'--{name}={value}' for name, value in settings.items()]]
+
+
+class _Built(Exception):
+  pass
+
+
+def build_only(args) -> tuple[int, str, Optional[method.Algorithm]]:
+  """run_experiment's main with `args`, stopped once the method is built, before its first round: (exit status,
+  stderr, the built `Algorithm`; None when the run ended before)."""
+  built = {}
+
+  def capture(algorithm, *unused_args, **unused_kwargs):
+    built['algorithm'] = algorithm
+    raise _Built()
+
+  with mock.patch.object(training_loop, 'run', capture):
+    try:
+      status, stderr = run(args)
+    except _Built:
+      return 0, '', built['algorithm']
+  return status, stderr, None
+
+
+def build_on_first_scenario(algorithm: str, *extra: str) -> tuple[str, method.Algorithm]:
+  """(scenario, the built `Algorithm`): `algorithm` built on the first scenario of the registry it does not refuse,
+  with that scenario's smoke settings and `extra` flags; AssertionError when every scenario refuses it or it fails
+  otherwise."""
+  for scenario in scenarios.SCENARIOS:
+    status, stderr, built = build_only([*smoke_args(scenario), f'--algorithm={algorithm}', '--clients_per_round=4',
+                                        f'--root_output_dir={tempfile.mkdtemp()}', *extra])
+    if built is not None:
+      return scenario, built
+    if status != 2 or f'error: {algorithm} ' not in stderr:
+      raise AssertionError(f'{algorithm} on {scenario} was not built: {status} {stderr[-2000:]}')
+  raise AssertionError(f'every scenario refuses {algorithm}')
+
+
+def built_scenario(args):
+  """The scenario a run of `args` trains under, built as the run builds it (without a run directory)."""
+  flag_values = flags.FlagValues()
+  run_experiment.define_flags(flag_values)
+  flag_values(['run_experiment', *args, '--experiment_name=unused'])
+  return assembly.build_data(assembly.resolve(run_experiment.experiment_config(flag_values))).scenario
 
 
 def metrics_rows(output_dir: str) -> list[dict]:

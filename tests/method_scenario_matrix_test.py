@@ -1,19 +1,23 @@
-"""Every method on every scenario: each run ends with its scenario's metrics, and the report of the scenario's runs
-holds what a recomputation from their metrics.csv gives (means, and standard errors where a method has two seeds).
+"""Every method on every scenario: each run reports what its scenario declares it must (`SMOKE_RUN.check`), and the
+report of a group's runs holds what a recomputation from their metrics.csv gives (means, and standard errors where a
+method has two seeds).
 
 This is the suite's small version of the method x scenario matrix (docs/running.md, "Running a grid"): two-round runs on
-the synthetic task, one test (and one shard) per scenario. The runs call run_experiment's `main` in this process
-(`tests.in_process_run`).
+the synthetic task with each scenario's `SMOKE_RUN.settings`, run by run_experiment's `main` in this process
+(`tests.in_process_run`). The pairs are dealt to `_GROUPS` test cases per scenario by a hash of the pair, so a new
+method or scenario is picked up from the registries and the cases stay even over the Bazel shards. A method may refuse
+a scenario (exit 2, one line naming the method and the scenario it needs).
 
-Several TFF workers: in its home scenario (`_ON_TWO_WORKERS`) every method runs a second time on two local
-`worker_binary` processes, and its rounds must equal the local run's (FedTEM's as its split round). The shift-free
-references (nds, nds_single) run vanilla's computations and are not run twice.
+Several TFF workers: every method but the shift-free references (which run vanilla's computations) runs a second time
+on two local `worker_binary` processes, in its home scenario (the registry's, rotated by the method's position, the
+next that it does not refuse), and its rounds must equal the local run's (FedTEM's as its split round).
 """
 
 import csv
 import itertools
 import json
 import os
+import zlib
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -29,41 +33,20 @@ from tests import in_process_run
 
 _ALGORITHMS = algorithms.ALGORITHMS  # Every method of the registry: a new one runs here on every scenario.
 _SEEDS = (0, 1)
-_SEEDED_TWICE = 1  # Methods per scenario run with both seeds (in turn: six methods, one per scenario, have two).
-# Settings that make each scenario's two rounds small and show its shift; a scenario not listed runs with its defaults.
-_SCENARIO_FLAGS = {
-    # Two rounds of one period: q(1) = 0 (every sampled client a night client), q(2) = 1.
-    'periodic': [],
-    # One mixture cycle over 4 rounds: a(1) = 1/2, a(2) = 1.
-    'mixture_drift': ['--num_clients=20', '--num_cycles=0.5'],
-    'evolving_domains': ['--num_domains=4', '--num_clients=6'],
-    # Every client changes concept at round 2 (of 2), recurring every round.
-    'concept_drift': ['--drift_type=recurring', '--drift_start=1', '--drift_end=1', '--concept_period=1'],
-    # Windows of one round: round 2 is window 1, where half of the clients hold the new regime.
-    # 40 parties of the synthetic task's 660 (every party reports to ShiftEx in its census rounds).
-    'windowed': ['--window_rounds=1', '--windowing=sliding', '--window_overlap=0', '--num_clients=40'],
-    # 12 day clients, 3 of them unseen.
-    'dirichlet_mixture': ['--num_clients=12', '--unseen_fraction=0.25'],
-}
+_SEEDED_TWICE = 1  # Methods per scenario run with both seeds (in turn: one method of each scenario has two).
+_GROUPS = 4  # Test cases per scenario, each with the pairs whose hash falls in it.
 _SINGLE_BRANCH_PARAMETERS = 64 * 64 + 64 + 64 * 32 + 32 + 32 * 20 + 20
 
 
-def _refusal(scenario: str, algorithm: str):
-  """The one-line error of a method the scenario cannot serve, or None."""
-  if algorithm == 'local' and scenario not in ('dirichlet_mixture', 'evolving_domains'):  # Clients' test data.
-    return ('run_experiment: error: local evaluates every client on its own test data and needs a scenario with '
-            'per-client test data (--scenario=dirichlet_mixture or evolving_domains).')
-  if algorithm == 'fedevolve' and scenario != 'evolving_domains':  # Only there are domains time stages.
-    return ('run_experiment: error: fedevolve learns from the order of a client\'s domains and needs a scenario '
-            'whose domains are time stages, at least 3 (--scenario=evolving_domains --num_domains>=3); this one has '
-            '1.')
-  return None
+def _group(scenario: str, algorithm: str) -> int:
+  return zlib.crc32(f'{scenario}/{algorithm}'.encode()) % _GROUPS
 
 
-# The scenario in which each method also runs on two workers: periodic, or time-stage domains for the methods that
-# periodic refuses (`_refusal`).
-_ON_TWO_WORKERS = {algorithm: 'periodic' if _refusal('periodic', algorithm) is None else 'evolving_domains'
-                   for algorithm in _ALGORITHMS if not algorithm.startswith('nds')}
+def _home_order(algorithm: str) -> list[str]:
+  """The scenarios in which `algorithm` may have its run on two workers, first choice first: the registry's order,
+  rotated by the method's position (the first of these it does not refuse is its home)."""
+  start = _ALGORITHMS.index(algorithm) % len(scenarios.SCENARIOS)
+  return list(scenarios.SCENARIOS[start:] + scenarios.SCENARIOS[:start])
 
 
 def _final_metrics(rows: list[dict], period: int) -> dict[str, float]:
@@ -119,24 +102,26 @@ def _run_matching(rows: list[dict], prefix: str):
   return matching, total(matching) / total(counts)
 
 
-def _windowed_measures(rows: list[dict]) -> dict[str, float]:
-  """The detector's rates (ShiftEx: its census checks' totals) and the ARI of the training parties' models against
-  the true regimes in window 2 (round 2; 2 regimes, domain d is regime d mod 2), by scikit-learn from the counts."""
+def _detection_measures(rows: list[dict], regimes) -> dict[str, float]:
+  """The detector's rates (ShiftEx: its census checks' totals) and, for a scenario whose domains have regimes
+  (`Scenario.domain_regimes`), the ARI of the training parties' models against the true regimes in round 2, by
+  scikit-learn from the counts."""
   measures = {}
   total = lambda key: sum(row.get(key, 0.0) for row in rows)
-  if total('true_shifts') + total('stable_checks'):
-    if total('true_shifts'):
-      measures['detection_rate'] = total('detected_shifts') / total('true_shifts')
-    if total('stable_checks'):
-      measures['false_alarm_rate'] = total('false_alarms') / total('stable_checks')
-  regimes, branches = [], []
+  if total('true_shifts'):
+    measures['detection_rate'] = total('detected_shifts') / total('true_shifts')
+  if total('stable_checks'):
+    measures['false_alarm_rate'] = total('false_alarms') / total('stable_checks')
+  if regimes is None:
+    return measures
+  true, found = [], []
   for key, count in rows[1].items():
     if key.startswith('train_routing_count_'):
       domain, branch = (int(i) for i in key.split('_')[-2:])
-      regimes += [domain % 2] * int(count)
-      branches += [branch] * int(count)
-  if regimes:
-    measures['regime_ari'] = metrics.adjusted_rand_score(regimes, branches)
+      true += [regimes[domain]] * int(count)
+      found += [branch] * int(count)
+  if true:
+    measures['regime_ari'] = metrics.adjusted_rand_score(true, found)
   return measures
 
 
@@ -157,85 +142,83 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     in_process_run.start_worker()
+    cls._workers = None
 
-  @parameterized.parameters(*scenarios.SCENARIOS)
-  def test_every_method_and_the_report(self, scenario):
+  @classmethod
+  def tearDownClass(cls):
+    if cls._workers is not None:
+      in_process_run.stop_workers(cls._workers[0])
+    super().tearDownClass()
+
+  def _two_workers(self) -> list[str]:
+    if self._workers is None:
+      type(self)._workers = in_process_run.start_local_workers(2)
+    return self._workers[1]
+
+  @parameterized.parameters(*itertools.product(scenarios.SCENARIOS, range(_GROUPS)))
+  def test_every_method_and_the_report(self, scenario, group):
     root = self.create_tempdir().full_path
-    addresses = None
-    if scenario in _ON_TWO_WORKERS.values():
-      workers, addresses = in_process_run.start_local_workers(2)
-      self.addCleanup(in_process_run.stop_workers, workers)
-    for algorithm in _ALGORITHMS:
+    ran = []
+    for algorithm in (a for a in _ALGORITHMS if _group(scenario, a) == group):
       for seed in _seeds(scenario, algorithm):
         with self.subTest(algorithm=algorithm, seed=seed):
-          args = ['--task=synthetic', f'--scenario={scenario}', f'--algorithm={algorithm}', '--clients_per_round=3',
-                  '--total_rounds=2', '--period=2', '--rounds_per_eval=2', '--rounds_per_checkpoint=2',
-                  '--eval_batch_size=500', f'--seed={seed}',
-                  *_SCENARIO_FLAGS.get(scenario, [])]
-          status, stderr = in_process_run.run([*args, f'--root_output_dir={root}',
-                                               f'--experiment_name={algorithm}_s{seed}'])
-          refusal = _refusal(scenario, algorithm)
-          if refusal:
-            self.assertEqual((status, stderr.strip().splitlines()[-1]), (2, refusal))
-            continue
-          self.assertEqual(status, 0, stderr[-3000:])
           run_dir = os.path.join(root, f'{algorithm}_s{seed}')
-          self._check_scenario_metrics(scenario, algorithm, run_dir)
-          if _ON_TWO_WORKERS.get(algorithm) == scenario and seed == _SEEDS[0]:
-            remote_root = self.create_tempdir().full_path  # Not in `root`: the report reads every run there.
-            status, stderr = in_process_run.run([*args, f'--root_output_dir={remote_root}',
-                                                 '--experiment_name=two_workers', f'--workers={",".join(addresses)}'])
+          status, stderr = in_process_run.run([*in_process_run.smoke_args(scenario, seed), f'--algorithm={algorithm}',
+                                               f'--root_output_dir={root}', f'--experiment_name={algorithm}_s{seed}'])
+          if status == 2:
+            self._check_refusal(algorithm, stderr)
+          else:
             self.assertEqual(status, 0, stderr[-3000:])
-            in_process_run.assert_same_rounds(self, in_process_run.metrics_rows(run_dir),
-                                              in_process_run.metrics_rows(os.path.join(remote_root, 'two_workers')),
-                                              f'{algorithm} on two workers')
-    self._check_report(root, scenario)
+            self._check_scenario_metrics(scenario, algorithm, run_dir)
+            ran.append(algorithm)
+      if not algorithm.startswith('nds') and _home_order(algorithm)[0] == scenario:
+        self._check_on_two_workers(algorithm, root if algorithm in ran else None)
+    if ran:
+      self._check_report(root, scenario)
+
+  def _check_refusal(self, algorithm: str, stderr: str):
+    lines = stderr.strip().splitlines()
+    self.assertRegex(lines[-1], rf'^run_experiment: error: {algorithm} .* needs .*--scenario=')
+    self.assertEqual([line for line in lines if 'error: ' in line], lines[-1:])
+
+  def _check_on_two_workers(self, algorithm: str, root):
+    """`algorithm`'s run on two workers in its home scenario equals its local run (made here for a home that is not
+    the scenario of this case, when the method refused that one)."""
+    for scenario in _home_order(algorithm):
+      local_root = root if root is not None and scenario == _home_order(algorithm)[0] else None
+      if local_root is None:
+        local_root = self.create_tempdir().full_path
+        status, stderr = in_process_run.run([*in_process_run.smoke_args(scenario, _SEEDS[0]),
+                                             f'--algorithm={algorithm}',
+                                             f'--root_output_dir={local_root}',
+                                             f'--experiment_name={algorithm}_s{_SEEDS[0]}'])
+        if status == 2:
+          continue
+        self.assertEqual(status, 0, stderr[-3000:])
+      remote_root = self.create_tempdir().full_path  # Not in `root`: the report reads every run there.
+      status, stderr = in_process_run.run([*in_process_run.smoke_args(scenario, _SEEDS[0]), f'--algorithm={algorithm}',
+                                           f'--root_output_dir={remote_root}', '--experiment_name=two_workers',
+                                           f'--workers={",".join(self._two_workers())}'])
+      self.assertEqual(status, 0, stderr[-3000:])
+      in_process_run.assert_same_rounds(
+          self, in_process_run.metrics_rows(os.path.join(local_root, f'{algorithm}_s{_SEEDS[0]}')),
+          in_process_run.metrics_rows(os.path.join(remote_root, 'two_workers')), f'{algorithm} on two workers')
+      return
+    self.fail(f'{algorithm} refuses every scenario')
 
   def _check_scenario_metrics(self, scenario: str, algorithm: str, run_dir: str):
-    rows = in_process_run.metrics_rows(run_dir)
+    rows = [{k: float(v) for k, v in row.items() if v} for row in in_process_run.metrics_rows(run_dir)]
     self.assertLen(rows, 2)
     with open(os.path.join(run_dir, 'summary.json')) as f:
       summary = json.load(f)
-    shift_free = algorithm.startswith('nds')
+    self.assertEqual(summary['headline_metric'], scenarios.module(scenario).HEADLINE_METRIC)
     if algorithm.endswith('_single'):
       self.assertEqual(summary['parameters']['total'], _SINGLE_BRANCH_PARAMETERS)
-    if scenario == 'periodic':
-      # Without the shift every round samples the population's day share, 300 of 660 clients.
-      self.assertEqual([float(row['q']) for row in rows], [300 / 660] * 2 if shift_free else [0.0, 1.0])
-      if algorithm in ('scsgd', 'tshot_kmeans', 'min_loss', 'fedem', 'fedtem', 'fedtkm'):  # Routing to branches.
-        for column in ('train_routing_accuracy', 'routing_accuracy'):
-          self.assertBetween(float(rows[1][column]), 0.0, 1.0)
-    elif scenario == 'mixture_drift':
-      self.assertEqual(float(rows[1]['scheduled_share_0']), 0.5 if shift_free else 1.0)
-      self.assertBetween(float(rows[1]['test_mixture_accuracy']), 0.0, 1.0)
-    elif scenario == 'evolving_domains':
-      self.assertEqual(float(rows[1]['source_domains']), 3.0)
-      # Each client's own target data, and for methods with a global model the centralized target test set: the
-      # target, rotated by 3 x 15 degrees, is the last domain, and test_mixture_accuracy is its accuracy.
-      self.assertBetween(float(rows[1]['target_accuracy']), 0.0, 1.0)
-      if algorithm in ('fedevolve', 'fedevp', 'fedavg_plus', 'fedrep'):  # Personalized, and the global model's view.
-        self.assertBetween(float(rows[1]['target_server_accuracy']), 0.0, 1.0)
-      if algorithm != 'local':
-        target = 'test_day_rot0_accuracy' if shift_free else 'test_day_rot45_accuracy'
-        self.assertEqual(rows[1]['test_mixture_accuracy'], rows[1][target])
-    elif scenario == 'windowed':
-      self.assertEqual([float(row['window']) for row in rows], [0.0, 0.0 if shift_free else 1.0])
-      self.assertBetween(float(rows[1]['new_regime_share']), 0.0, 1.0)
-      # Evaluated at round 2 only: window 2 (round 2) has its max there and no pre-shift evaluation in window 1.
-      windows = summary['window_metrics']
-      self.assertEqual([w['window'] for w in windows], [2] if not shift_free else [1])
-      self.assertEqual(windows[0]['max_accuracy'], float(rows[1]['test_mixture_accuracy']))
-    elif scenario == 'dirichlet_mixture':
-      # Two components (the day base and its transformed copy); accuracy on the clients' own and unseen data.
-      self.assertAlmostEqual(float(rows[1]['domain_share_0']) + float(rows[1]['domain_share_1']), 1.0)
-      columns = ('personalized_accuracy', 'unseen_accuracy') + (('test_day_T_accuracy',) if algorithm != 'local' else ())
-      for column in columns:
-        self.assertBetween(float(rows[1][column]), 0.0, 1.0)
-    else:
-      self.assertEqual(float(rows[0]['concept_share_0']), 1.0)  # Before every change point.
-      self.assertEqual(float(rows[1]['concept_share_1']), 0.0 if shift_free else 1.0)
-      self.assertBetween(float(rows[1]['test_night_c1_accuracy']), 0.0, 1.0)
-      self.assertEqual(summary['forgetting'], {})  # One evaluation: no concept has come back yet.
+    if any(key.startswith('train_routing_count_') for key in rows[1]):  # A method that routes clients to branches.
+      for column in ('train_routing_accuracy', 'routing_accuracy'):
+        self.assertBetween(rows[1][column], 0.0, 1.0)
+    shift_free = algorithms.is_shift_free(algorithm)
+    self.assertEqual(scenarios.module(scenario).SMOKE_RUN.check(rows, summary, shift_free), [])
 
   def _check_report(self, root: str, scenario: str):
     """tables.csv, per_domain.csv and per_window.csv against a recomputation from each run's metrics.csv: per method
@@ -243,6 +226,7 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
     marked."""
     output = os.path.join(root, 'report')
     files = report_writer.write(root, output)
+    regimes = in_process_run.built_scenario(in_process_run.smoke_args(scenario, _SEEDS[0])).domain_regimes()
     expected = {}  # algorithm -> column -> [value per seed]
     for algorithm in _ALGORITHMS:
       for seed in _seeds(scenario, algorithm):
@@ -258,8 +242,7 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
           if values:
             final[f'window_{field}'] = np.mean(values)
           final.update({f'window_{w["window"]}_{field}': w[field] for w in windows if w[field] is not None})
-        if scenario == 'windowed':
-          final.update(_windowed_measures(rows))
+        final.update(_detection_measures(rows, regimes))
         # No-Dist-Shift is a reference: the report names it so and never marks it best.
         name = algorithm + (run_results.NO_SHIFT_MARK if algorithm in run_results.NO_SHIFT_METHODS else '')
         for column, value in final.items():

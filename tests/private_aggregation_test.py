@@ -99,8 +99,7 @@ class PrivateAggregationTest(absltest.TestCase):
   def test_secure_runs_sum_securely_and_learn_as_the_mean_does(self):
     # The aggregator's round holds TFF's secure sum; the run (whose context replaces it by its plain body) ends where
     # the mean's does, up to the coordinate bounds and quantization of the secure sum.
-    step = learning_process.ServerStep('sgd', 1.0, 1e-4, aggregator='secure')
-    aggregator = step.update_aggregator().create(tff.types.TensorType(np.float32, [3]),
+    aggregator = learning_process.build_model_aggregator('secure').create(tff.types.TensorType(np.float32, [3]),
                                                  tff.types.TensorType(np.float32))
     proto = tff.framework.ConcreteComputation.get_proto(aggregator.next).SerializeToString()
     self.assertIn(b'federated_secure_sum_bitwidth', proto)

@@ -173,17 +173,17 @@ class ReportTest(absltest.TestCase):
   def test_the_page_splits_the_metrics_by_comparison_with_only_their_columns(self):
     cells = lambda **means: {name: report_tables.Cell([mean]) for name, mean in means.items()}
     table = report_tables.Table(['algorithm', 'scenario'], [
-        (('a', 'windowed'), 1, cells(test_accuracy=0.5, window_drop=0.1)),
-        (('b', 'windowed'), 1, cells(test_accuracy=0.6, window_drop=0.3)),
+        (('a', 'windows'), 1, cells(test_accuracy=0.5, window_drop=0.1)),
+        (('b', 'windows'), 1, cells(test_accuracy=0.6, window_drop=0.3)),
         (('a', 'mixture'), 1, cells(test_accuracy=0.7, share_correlation=0.9)),
         (('b', 'mixture'), 1, cells(test_accuracy=0.4))],
         [('test_accuracy', False), ('window_drop', True), ('share_correlation', False)])
     parts = report_tables.comparison_tables(table)
-    self.assertEqual([title for title, _ in parts], ['scenario=windowed', 'scenario=mixture'])
-    windowed, mixture = (part for _, part in parts)
-    self.assertEqual([name for name, _ in windowed.columns], ['test_accuracy', 'window_drop'])
+    self.assertEqual([title for title, _ in parts], ['scenario=windows', 'scenario=mixture'])
+    windows, mixture = (part for _, part in parts)
+    self.assertEqual([name for name, _ in windows.columns], ['test_accuracy', 'window_drop'])
     self.assertEqual([name for name, _ in mixture.columns], ['test_accuracy', 'share_correlation'])
-    self.assertEqual(windowed.best, {(1, 'test_accuracy'), (0, 'window_drop')})  # A lower drop is better.
+    self.assertEqual(windows.best, {(1, 'test_accuracy'), (0, 'window_drop')})  # A lower drop is better.
     self.assertEqual(mixture.best, {(0, 'test_accuracy')})  # One method has a correlation: nothing to compare.
 
   def test_one_run_also_while_it_runs(self):
@@ -250,19 +250,25 @@ class ReportTest(absltest.TestCase):
     self.assertAlmostEqual(float(row['test_night_accuracy_last_period_mean_se']), 0.1)
     with open(os.path.join(output, 'index.html')) as f:
       self.assertIn('<h2>Per-domain accuracy, mean over the last period</h2>', f.read())
-    # A scenario whose main metric is read at the last evaluation gets its per-domain table there too.
+    # A scenario whose headline metric is read at the last evaluation gets its per-domain table there too.
     runs = run_results.load(root)
-    runs = [dataclasses.replace(run, config=dict(run.config, scenario='dirichlet_mixture')) for run in runs]
+    runs = [dataclasses.replace(run, summary=dict(run.summary, headline_metric='personalized_accuracy'))
+            for run in runs]
     table = report_tables.build(runs, per_domain=True)
     self.assertEqual([name for name, _ in table.columns], ['test_day_accuracy', 'test_night_accuracy'])
 
-  def test_the_scenarios_main_metric_comes_first(self):
+  def test_the_scenarios_headline_metric_comes_first(self):
     final = {'test_accuracy': 0.5, 'test_accuracy_last_period_mean': 0.4, 'test_mixture_accuracy': 0.6,
              'personalized_accuracy': 0.7}
-    for scenario, first in (('windowed', 'test_mixture_accuracy'), ('periodic', 'test_accuracy_last_period_mean'),
-                            ('dirichlet_mixture', 'personalized_accuracy')):
-      runs = [run_results.RunResult('r', {'algorithm': 'fedavg', 'scenario': scenario}, [], {'final_metrics': final})]
-      self.assertEqual(report_tables.build(runs).columns[0][0], first, scenario)
+    for first in ('test_mixture_accuracy', 'test_accuracy_last_period_mean', 'personalized_accuracy'):
+      runs = [run_results.RunResult('r', {'algorithm': 'fedavg'}, [],
+                                    {'final_metrics': final, 'headline_metric': first})]
+      self.assertEqual(report_tables.build(runs).columns[0][0], first)
+    # Runs of two headlines: none comes first, the default order stands.
+    runs = [run_results.RunResult(f'r{i}', {'algorithm': 'fedavg', 'seed': i}, [],
+                                  {'final_metrics': final, 'headline_metric': first})
+            for i, first in enumerate(('test_mixture_accuracy', 'personalized_accuracy'))]
+    self.assertEqual(report_tables.build(runs).columns[0][0], report_tables.MAIN_COLUMNS[0][0])
 
   def test_numeric_settings_are_ordered_by_value(self):
     runs = [run_results.RunResult(f'r{step}', {'algorithm': 'fedavg', 'rotation_step': step}, [],

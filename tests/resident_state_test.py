@@ -77,7 +77,7 @@ class ResidentRoundsTest(tf.test.TestCase):
 
     data = [[client(10 * r + i, 5 + i) for i in range(3 + r % 2)] for r in range(4)]
     process = vanilla.build_process(model_fn, lambda batch: batch, data[0][0].element_spec, 0.1,
-                                    learning_process.ServerStep('adam', 0.05, 1e-3))
+                                    learning_process.ServerStep.named('adam', 0.05, 1e-3))
     state = process.set_model_weights(process.initialize(), learning_process.initial_weights(model_fn, 0))
     rounds = resident_state.ResidentRounds(process.next, state, resend_every=2)  # Sent whole again in round 3.
     for datasets in data:

@@ -17,7 +17,7 @@ from experiment.core import run_directory
 from utils import execution_context
 
 _CONFIG = {'algorithm': 'vanilla', 'client_learning_rate': 0.05, 'seed': 0}
-_DEFAULTS = {'algorithm': 'vanilla', 'client_learning_rate': None, 'seed': 0, 'scenario': 'periodic'}
+_DEFAULTS = {'algorithm': 'vanilla', 'client_learning_rate': None, 'seed': 0, 'scenario': 'first'}
 
 
 def _open_event_loops() -> set[int]:
@@ -58,9 +58,10 @@ class ConfigurationTest(absltest.TestCase):
   def test_flag_missing_from_an_older_record_matches_only_at_its_default(self):
     run_directory.prepare(self.dir, _CONFIG, overwrite=False)
     self._complete_a_round()
-    run_directory.check_compatible(self.dir, dict(_CONFIG, scenario='periodic'), _DEFAULTS)
-    with self.assertRaisesRegex(run_directory.RunDirectoryError, "scenario: not recorded, so the default 'periodic' -> 'windowed'"):
-      run_directory.check_compatible(self.dir, dict(_CONFIG, scenario='windowed'), _DEFAULTS)
+    run_directory.check_compatible(self.dir, dict(_CONFIG, scenario='first'), _DEFAULTS)
+    with self.assertRaisesRegex(run_directory.RunDirectoryError,
+                                "scenario: not recorded, so the default 'first' -> 'second'"):
+      run_directory.check_compatible(self.dir, dict(_CONFIG, scenario='second'), _DEFAULTS)
 
   def test_an_attempt_that_completed_no_round_is_replaced(self):
     run_directory.prepare(self.dir, _CONFIG, overwrite=False)

@@ -58,6 +58,22 @@ class ScenarioContractTest(absltest.TestCase):
         built = _build(config, ids, sizes, clients_per_round=4, seed=0, num_classes=10, total_rounds=8, period=4)
         self.assertIsInstance(built, scenario.Scenario)
         self.assertNotEmpty(built.round_plan(1).clients)
+        self.assertRegex(module.HEADLINE_METRIC, r'^[a-z_]+$')
+        self.assertRegex(scenarios.run_name(module.NAME, config, scenario.Schedule(4, 0)), r'^[A-Za-z0-9_.+-]+$')
+        self.assertContainsSubset(module.SHARED_SETTINGS, [field.name for field in declared])
+        self.assertContainsSubset(module.SMOKE_RUN.settings, [field.name for field in declared])
+        settings_lib.check_finite(scenarios.settings_from(module.NAME, module.SMOKE_RUN.settings))
+
+  def test_smoke_checks_find_what_a_run_misses(self):
+    # A run that reports nothing of what its scenario declares fails every scenario's smoke check.
+    rows = [{'round': 1.0}, {'round': 2.0}]
+    for module in scenarios.MODULES:
+      with self.subTest(scenario=module.NAME):
+        try:
+          problems = module.SMOKE_RUN.check(rows, {}, False)
+        except KeyError as missing:  # A column the check reads, missing.
+          problems = [f'no {missing}']
+        self.assertNotEmpty(problems)
 
   def test_settings_from_values_keeps_defaults_for_missing_and_none(self):
     config = scenarios.settings_from('windowed', {'window_rounds': 5, 'num_clients': None, 'corruptions': ['noise'],

@@ -13,7 +13,7 @@ from tasks import task as task_lib
 from utils import execution_context
 
 _CLIENT_LR, _SERVER_LR, _EPSILON = 0.1, 0.05, 1e-3
-_SERVER_STEP = learning_process.ServerStep('adam', _SERVER_LR, _EPSILON)
+_SERVER_STEP = learning_process.ServerStep.named('adam', _SERVER_LR, _EPSILON)
 
 
 def _model_fn():

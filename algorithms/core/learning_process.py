@@ -1,4 +1,4 @@
-"""Composes a method's client work with TFF's broadcast, aggregator and FedAdam finalizer.
+"""Composes a method's client work with TFF's broadcast, the model aggregator and the server optimizer given to it.
 
 Every method in the suite is a `tff.learning.templates.LearningProcess` made of four typed pieces
 (`tff.learning.templates.compose_learning_process`):
@@ -6,12 +6,14 @@ Every method in the suite is a `tff.learning.templates.LearningProcess` made of 
   broadcast    `tff.learning.templates.build_broadcast_process` of the model weights;
   client work  the method's own `ClientWorkProcess`: its server state holds whatever the method adds to the model
                (clustering model, temporal-prior state), which it broadcasts, updates and reports itself;
-  aggregator   `tff.aggregators.MeanFactory`, the example-weighted mean of the clients' model updates;
-  finalizer    `tff.learning.templates.build_apply_optimizer_finalizer` with the server step (`ServerStep`):
-               `tff.learning.optimizers.build_adam` (FedAdam, Reddi et al., 2021; the suite's default, the server
-               optimizer of "Diurnal or Nocturnal?", Zhu et al., 2022) or `build_sgdm` without momentum, whose
-               learning rate 1 applies the averaged update as it is: FedAvg's parameter averaging, the server step
-               of pFedEM (Eq. 5), FedGMM and FedEvolve.
+  aggregator   the model aggregator given to the method (`ServerStep.model_aggregator`, a `tff.aggregators`
+               factory: the example-weighted mean, TFF's DP-FedAvg or secure aggregator), or the method's own;
+  finalizer    `tff.learning.templates.build_apply_optimizer_finalizer` with the server optimizer given to the
+               method (`ServerStep.optimizer`, a `tff.learning.optimizers.Optimizer`: FedAdam by default, SGD with or
+               without momentum, Adagrad, Yogi; `build_server_optimizer`).
+
+As TFF's own builders take `server_optimizer_fn` and `model_aggregator`, a method never chooses these itself: the
+assembler builds them from `--server_optimizer` and `--aggregator` and every method composes them.
 
 A method whose round has an aggregation that depends on another (FedTEM: its threshold comes from the collected
 ranking keys and decides a second sum) also offers the same round as two computations (`compose_split_round`), so
@@ -163,77 +165,108 @@ def stateless_client_work(client_update: tff.Computation,
   return tff.learning.templates.ClientWorkProcess(initialize, next_fn)
 
 
-SERVER_OPTIMIZERS = ('adam', 'sgd')
+SERVER_OPTIMIZERS = ('adam', 'sgd', 'sgdm', 'adagrad', 'yogi')
 AGGREGATORS = ('mean', 'dp', 'secure')
+
+
+@functools.lru_cache(maxsize=None)
+def build_server_optimizer(name: str, learning_rate: float, epsilon: float = 1e-3,
+                           momentum: float = 0.9) -> tff.learning.optimizers.Optimizer:
+  """The server optimizer `name` applied to the aggregated update Delta, built by TFF's optimizer builders:
+
+    adam     FedAdam (Reddi et al., "Adaptive Federated Optimization", 2021; the server optimizer of "Diurnal or
+             Nocturnal?", Zhu et al., 2022) with `epsilon`;
+    sgd      w <- w - learning_rate * Delta; with learning rate 1, w becomes the clients' mean of their trained
+             weights: FedAvg's parameter averaging, the server step of pFedEM (Eq. 5), FedGMM and FedEvolve;
+    sgdm     the same with server momentum `momentum` (FedAvgM, Hsu et al., "Measuring the Effects of Non-Identical
+             Data Distribution for Federated Visual Classification", 2019);
+    adagrad  FedAdagrad and yogi FedYogi (Reddi et al., 2021), with `epsilon` as their adaptivity.
+
+  One object per value in a process (cached), so that every finalizer built on it is built once
+  (`_optimizer_finalizer`)."""
+  if name == 'adam':
+    return tff.learning.optimizers.build_adam(learning_rate=learning_rate, epsilon=epsilon)
+  if name == 'sgd':
+    return tff.learning.optimizers.build_sgdm(learning_rate=learning_rate)
+  if name == 'sgdm':
+    return tff.learning.optimizers.build_sgdm(learning_rate=learning_rate, momentum=momentum)
+  if name == 'adagrad':
+    return tff.learning.optimizers.build_adagrad(learning_rate=learning_rate, epsilon=epsilon)
+  if name == 'yogi':
+    return tff.learning.optimizers.build_yogi(learning_rate=learning_rate, epsilon=epsilon)
+  raise ValueError(f'--server_optimizer must be one of {", ".join(SERVER_OPTIMIZERS)}; got {name!r}.')
+
+
+# The example-weighted mean of the clients' model updates: the model aggregator of a run without --aggregator.
+MEAN_AGGREGATOR = tff.aggregators.MeanFactory()
+
+
+@functools.lru_cache(maxsize=None)
+def build_model_aggregator(name: str, dp_noise_multiplier: float = 0.0,
+                           clients_per_round: int = 1) -> tff.aggregators.WeightedAggregationFactory:
+  """The aggregator `name` of the clients' model updates:
+
+    mean    the example-weighted mean (`MEAN_AGGREGATOR`, `tff.aggregators.MeanFactory`);
+    dp      TFF's DP-FedAvg aggregator, `tff.aggregators.DifferentiallyPrivateFactory.gaussian_adaptive`: each update
+            clipped to an adaptively estimated norm C, Gaussian noise on the sum so that value and clip-count queries
+            together have the effective noise multiplier `dp_noise_multiplier`, an unweighted mean over the expected
+            `clients_per_round` (McMahan et al., "Learning Differentially Private Recurrent Language Models", 2018;
+            Andrew et al., "Differentially Private Learning with Adaptive Clipping", 2021);
+    secure  TFF's secure aggregator, `tff.learning.secure_aggregator` without its optional zeroing and norm clipping:
+            the example-weighted mean whose sums are secure sums (Bonawitz et al., "Practical Secure Aggregation for
+            Privacy-Preserving Machine Learning", 2017); each coordinate of an update is clipped to a bound estimated
+            from the clients' values, 2 x their 95th percentile, and quantized to the sum's bit width
+            (`utils.execution_context` simulates the sums).
+  """
+  if name == 'mean':
+    return MEAN_AGGREGATOR
+  if name == 'dp':
+    # The clipped-count query's noise must exceed z / 2 for the value noise to reach an effective z; TFF's default
+    # 0.05 m (m clients per round) is below that for small rounds.
+    return factory_utils.as_weighted_aggregator(tff.aggregators.DifferentiallyPrivateFactory.gaussian_adaptive(
+        dp_noise_multiplier, clients_per_round,
+        clipped_count_stddev=max(0.05 * clients_per_round, dp_noise_multiplier)))
+  if name == 'secure':
+    return tff.learning.secure_aggregator(zeroing=False, clipping=False, weighted=True)
+  raise ValueError(f'--aggregator must be one of {", ".join(AGGREGATORS)}; got {name!r}.')
 
 
 @dataclasses.dataclass(frozen=True)
 class ServerStep:
-  """How the server turns the clients' updates (initial - trained weights) into the next model: their aggregate
-  Delta, then `adam`: FedAdam's step with `learning_rate` and `adam_epsilon`; `sgd`: w <- w - learning_rate * Delta
-  (learning rate 1: w becomes the clients' mean of their trained weights, parameter averaging).
+  """What the server does with the clients' model updates, given to a method as TFF's own builders take
+  `server_optimizer_fn` and `model_aggregator`: `model_aggregator` combines the updates (initial - trained weights)
+  into Delta, and `optimizer` applies Delta to the global model (`build_server_optimizer`,
+  `build_model_aggregator`)."""
+  optimizer: tff.learning.optimizers.Optimizer
+  model_aggregator: tff.aggregators.WeightedAggregationFactory = MEAN_AGGREGATOR
 
-  `aggregator`: `mean` (the example-weighted mean, `tff.aggregators.MeanFactory`) or `dp` (TFF's DP-FedAvg
-  aggregator, `tff.aggregators.DifferentiallyPrivateFactory.gaussian_adaptive`: each update clipped to an
-  adaptively estimated norm C, Gaussian noise on the sum so that value and clip-count queries together have the
-  effective noise multiplier `dp_noise_multiplier`, an unweighted mean over the expected `clients_per_round`;
-  McMahan et al., "Learning Differentially Private Recurrent Language Models", 2018, and Andrew et al.,
-  "Differentially Private Learning with Adaptive Clipping", 2021) or `secure` (TFF's secure aggregator,
-  `tff.learning.secure_aggregator` without its optional zeroing and norm clipping: the example-weighted mean whose
-  sums are secure sums, Bonawitz et al., "Practical Secure Aggregation for Privacy-Preserving Machine Learning",
-  2017; each coordinate of an update is clipped to a bound estimated from the clients' values, 2 x their 95th
-  percentile, and quantized to the sum's bit width; `utils.execution_context` simulates the sums)."""
-  optimizer: str
-  learning_rate: float
-  adam_epsilon: float
-  aggregator: str = 'mean'
-  dp_noise_multiplier: float = 0.0
-  clients_per_round: int = 1
-
-  def update_aggregator(self) -> tff.aggregators.WeightedAggregationFactory:
-    if self.aggregator == 'mean':
-      return tff.aggregators.MeanFactory()
-    if self.aggregator == 'dp':
-      # The clipped-count query's noise must exceed z / 2 for the value noise to reach an effective z; TFF's default
-      # 0.05 m (m clients per round) is below that for small rounds.
-      return factory_utils.as_weighted_aggregator(tff.aggregators.DifferentiallyPrivateFactory.gaussian_adaptive(
-          self.dp_noise_multiplier, self.clients_per_round,
-          clipped_count_stddev=max(0.05 * self.clients_per_round, self.dp_noise_multiplier)))
-    if self.aggregator == 'secure':
-      return tff.learning.secure_aggregator(zeroing=False, clipping=False, weighted=True)
-    raise ValueError(f'aggregator must be one of {", ".join(AGGREGATORS)}; got {self.aggregator!r}.')
-
-  def build(self) -> tff.learning.optimizers.Optimizer:
-    if self.optimizer == 'adam':
-      return tff.learning.optimizers.build_adam(learning_rate=self.learning_rate, epsilon=self.adam_epsilon)
-    if self.optimizer == 'sgd':
-      return tff.learning.optimizers.build_sgdm(learning_rate=self.learning_rate)
-    raise ValueError(f'server_optimizer must be one of {", ".join(SERVER_OPTIMIZERS)}; got {self.optimizer!r}.')
+  @classmethod
+  def named(cls, optimizer: str, learning_rate: float, epsilon: float = 1e-3, momentum: float = 0.9,
+            aggregator: str = 'mean', dp_noise_multiplier: float = 0.0, clients_per_round: int = 1) -> 'ServerStep':
+    """The server step of the flags' names and values (`build_server_optimizer`, `build_model_aggregator`)."""
+    return cls(build_server_optimizer(optimizer, learning_rate, epsilon, momentum),
+               build_model_aggregator(aggregator, dp_noise_multiplier, clients_per_round))
 
 
 def build_server_finalizer(server_step: ServerStep,
                            weights_type: tff.types.StructWithPythonType) -> tff.learning.templates.FinalizerProcess:
   """TFF's finalizer applying `server_step`'s optimizer to the global model of `weights_type`."""
-  return _optimizer_finalizer(server_step.optimizer, server_step.learning_rate, server_step.adam_epsilon,
-                              weights_type)
+  return _optimizer_finalizer(server_step.optimizer, weights_type)
 
 
 @functools.lru_cache(maxsize=None)
-def _optimizer_finalizer(optimizer: str, learning_rate: float, adam_epsilon: float,
+def _optimizer_finalizer(optimizer: tff.learning.optimizers.Optimizer,
                          weights_type: tff.types.StructWithPythonType) -> tff.learning.templates.FinalizerProcess:
-  """Built once per optimizer and weights type in a process: a finalizer is a pure function of both, and tracing
-  it took 1.0 of the 7.6 s of a two-round synthetic run, which tests and benchmarks make by the hundred in one
-  process."""
-  step = ServerStep(optimizer=optimizer, learning_rate=learning_rate, adam_epsilon=adam_epsilon)
-  return tff.learning.templates.build_apply_optimizer_finalizer(step.build(), weights_type)
+  """Built once per optimizer object (`build_server_optimizer` gives one per value) and weights type in a process: a
+  finalizer is a pure function of both, and tests and benchmarks build hundreds of processes in one process."""
+  return tff.learning.templates.build_apply_optimizer_finalizer(optimizer, weights_type)
 
 
 def compose(model_fn: ModelFn, client_work: tff.learning.templates.ClientWorkProcess, server_step: ServerStep,
             aggregator_factory: Optional[tff.aggregators.WeightedAggregationFactory] = None,
             ) -> tff.learning.templates.LearningProcess:
-  """broadcast + `client_work` + weighted mean (`aggregator_factory`, default the example-weighted
-  `tff.aggregators.MeanFactory`) + the server step (`ServerStep`: FedAdam or parameter averaging), as one learning
-  process.
+  """broadcast + `client_work` + `server_step`'s model aggregator (or the method's own `aggregator_factory`, refused
+  with any aggregator but the mean) + `server_step`'s optimizer, as one learning process.
 
   The initial weights of the returned process come from `model_fn`'s initializers in TF graph mode; callers that
   need a seeded initialization replace them with `process.set_model_weights(state, initial_weights(...))`.
@@ -253,11 +286,11 @@ def _server_pieces(model_fn: ModelFn, client_result_type, server_step: ServerSte
                    aggregator_factory: Optional[tff.aggregators.WeightedAggregationFactory] = None) -> tuple:
   """(broadcast, aggregator, finalizer) of `compose` for client results of `client_result_type`."""
   weights_type = model_weights_type(model_fn)
-  if aggregator_factory is not None and server_step.aggregator != 'mean':
-    raise ValueError(f'--aggregator={server_step.aggregator} replaces the mean of one model update; this method '
-                     'aggregates its updates its own way (per network of a pool, or with its statistics).')
-  aggregator = (aggregator_factory or server_step.update_aggregator()).create(client_result_type.update,
-                                                                              client_result_type.update_weight)
+  if aggregator_factory is not None and server_step.model_aggregator is not MEAN_AGGREGATOR:
+    raise ValueError('--aggregator replaces the mean of one model update; this method aggregates its updates its own '
+                     'way (per network of a pool, or with its statistics), so it runs with --aggregator=mean only.')
+  aggregator = (aggregator_factory or server_step.model_aggregator).create(client_result_type.update,
+                                                                           client_result_type.update_weight)
   return (tff.learning.templates.build_broadcast_process(weights_type), aggregator,
           build_server_finalizer(server_step, weights_type))
 

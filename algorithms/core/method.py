@@ -13,9 +13,11 @@ An `Algorithm` is what the training loop needs from a method:
 `Hyperparameters` are the settings every method shares (learning rates, branches, the period, ...).
 
 Every method module owns its settings: a `NAME`, a frozen dataclass `Config` (empty for a method without settings of
-its own) with a `validate()` raising a one-line ValueError, a `SENT_IN_THE_CLEAR` (`SentInTheClear`: what its round
-aggregates besides the model update and the training metrics, which `--aggregator=dp|secure` does not protect) and a
-`build_algorithm(task, element_spec, hparams, evaluator, config)`. A field declared with
+its own) with a `validate()` raising a one-line ValueError, `SENDS` (`Sends`: what its round sends besides the model
+update and the training metrics), `DEFAULTS` (the training settings its paper uses where they differ from the task's
+and the suite's, flag name -> value: `--algorithm=X` alone runs X as its paper does; an explicit flag overrides them)
+and a `build_algorithm(task, element_spec, hparams, evaluator, config)`, which builds its process from the server step
+it is given (`hparams.server_step`). A field declared with
 `setting(default, help)` is a flag of the binary, named `<method>_<field>` (`flag_name`) or, for the settings of
 the Diurnal-or-Nocturnal paper's methods that users already pass by their first names (`--prior`, `--eta_max`), the
 `flag` the setting gives; methods that declare the same `flag` share it. A field without `setting` is not a flag: when
@@ -25,7 +27,7 @@ the registry beyond its one entry.
 """
 
 import dataclasses
-from typing import Callable, Mapping, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -37,27 +39,18 @@ from utils import settings as settings_lib
 @dataclasses.dataclass(frozen=True)
 class Hyperparameters:
   client_learning_rate: float
-  server_learning_rate: float
-  server_adam_epsilon: float
+  # The server optimizer and model aggregator, built by the assembler from --server_optimizer and --aggregator and
+  # given to every method (`learning_process.ServerStep`).
+  server_step: learning_process.ServerStep
   num_branches: int = 2
   period: int = 32
-  window_rounds: int = 32
+  window_rounds: int = 32  # The window of the methods that act per window (a scenario's shared setting).
   clients_per_round: int = 10
-  smoothing_weight: float = 0.1
-  smoothing_epsilon: float = 0.5
   eval_routing: str = 'batch'
   seed: int = 0
   # Test-time decisions (branch, component, cluster, model) may read the test labels: the oracle protocol some
   # papers grant a baseline (Zhu et al., 2022 grant FedEM the labels of its test batches); reports mark such runs.
   oracle_test_labels: bool = False
-  server_optimizer: str = 'adam'  # `learning_process.ServerStep`: adam (FedAdam) or sgd (1.0: parameter averaging).
-  aggregator: str = 'mean'  # `learning_process.ServerStep`: mean or dp (TFF's DP-FedAvg aggregator).
-  dp_noise_multiplier: float = 0.0
-
-  @property
-  def server_step(self) -> learning_process.ServerStep:
-    return learning_process.ServerStep(self.server_optimizer, self.server_learning_rate, self.server_adam_epsilon,
-                                       self.aggregator, self.dp_noise_multiplier, self.clients_per_round)
 
 
 # The training metrics every method's round sums over its clients (`client_training`), reported as TFF's own
@@ -66,19 +59,26 @@ TRAINING_METRICS = ('loss_sum', 'num_correct', 'num_examples', 'num_predictions'
 
 
 @dataclasses.dataclass(frozen=True)
-class SentInTheClear:
-  """What a method's round aggregates besides the model update (and its weight) and `TRAINING_METRICS`: the fields
-  of its client messages that `--aggregator=dp|secure` leaves in the clear (`aggregation_only.client_messages`;
-  tests/private_aggregation_contract_test.py checks the declaration against the built round of every method).
+class Sends:
+  """What a method's round sends from its clients besides the model update, its weight and `TRAINING_METRICS`: the
+  row of the privacy table (docs/privacy.md, generated from these declarations). tests/client_messages_test.py checks
+  every declaration against the fields of the method's traced round (`aggregation_only.client_messages`), and
+  tests/server_step_contract_test.py checks what `--aggregator=dp|secure` covers.
 
   `method_sums`: the method's own statistics, which decide its clustering, routing or prior and which a deployment
-  would send too (FedTEM's and FedTKM's cluster statistics, pFedEM's Gaussian sums, T-shot k-means' centers). A
-  private run of a method that has any needs `--accept_unprotected_sums`, and records them as not covered.
-  `simulation_only`: counts by the examples' true domain (`routing`, ...), which exist for the simulation's metrics
-  and which no deployment could send.
+  would send too (FedTEM's and FedTKM's cluster statistics, pFedEM's Gaussian sums, T-shot k-means' centers); the
+  aggregators leave them in the clear, so a private run of a method that has any needs `--accept_unprotected_sums`,
+  and records them as not covered. `per_client`: those of `method_sums` the server receives one per client instead of
+  summed. `simulation_only`: counts by the examples' true domain (`routing`, ...), which exist for the simulation's
+  metrics and which no deployment could send. `client_state`: the fields of the client's own state on its way to the
+  simulation's store (`client_state`), which TFF cannot keep on clients between rounds. `own_aggregation`: the method
+  aggregates its model updates its own way (per network of a pool, per component), so it runs with the mean only.
   """
   method_sums: tuple[str, ...] = ()
+  per_client: tuple[str, ...] = ()
   simulation_only: tuple[str, ...] = ()
+  client_state: tuple[str, ...] = ()
+  own_aggregation: bool = False
 
 
 class Algorithm(NamedTuple):
@@ -122,10 +122,10 @@ def settings(method: str, config_class) -> dict[str, dataclasses.Field]:
           for field in settings_lib.declared(config_class)}
 
 
-def with_shared(config, shared: Mapping):
-  """`config` with its fields that are not settings and are keys of `shared` (the shared hyperparameters, e.g.
-  `dataclasses.asdict(hparams)`) set from it."""
-  return dataclasses.replace(config, **{field.name: shared[field.name] for field in dataclasses.fields(config)
+def with_shared(config, hparams: Hyperparameters):
+  """`config` with its fields that are not settings and are named like a field of `hparams` set from it."""
+  shared = {field.name for field in dataclasses.fields(hparams)}
+  return dataclasses.replace(config, **{field.name: getattr(hparams, field.name) for field in dataclasses.fields(config)
                                         if 'help' not in field.metadata and field.name in shared})
 
 

@@ -10,23 +10,20 @@ TEST_ROUTING_SCORES = ('routing_accuracy', 'routing_accuracy_matched', 'routing_
 # `mixed_q<q>_{accuracy,loss}`: test batches with a share q of mode 1 (`evaluation.mixed_name`).
 MIXED_PREFIX = 'mixed_q'
 
-# Each scenario's main metric, the measure its paper compares methods by (the report's first column).
-MAIN_METRIC = {'periodic': 'test_accuracy_last_period_mean', 'concept_drift': 'test_accuracy_last_period_mean',
-               'mixture_drift': 'test_mixture_accuracy', 'windowed': 'test_mixture_accuracy',
-               'evolving_domains': 'target_server_accuracy', 'dirichlet_mixture': 'personalized_accuracy'}
-
 # TensorBoard's groups (`tensorboard_tag`): columns by name, then by their first matching prefix.
-_GROUP_OF_COLUMN = {'q': 'shift', 'day_fraction': 'shift', 'source_domains': 'shift', 'round_seconds': 'run',
-                    'nonfinite_clients': 'run'}
+_GROUP_OF_COLUMN = {'round_seconds': 'run', 'nonfinite_clients': 'run'}
 _GROUP_OF_PREFIX = (('train_routing_', 'routing'), ('routing_', 'routing'), (MIXED_PREFIX, 'test'), ('train_', 'train'),
                     ('test_', 'test'), ('target_', 'held_out'), ('personalized_', 'held_out'), ('unseen_', 'held_out'),
-                    ('validation_', 'held_out'), ('domain_share_', 'shift'))
+                    ('validation_', 'held_out'))
 
 
-def tensorboard_tag(column: str) -> str:
-  """`<group>/<column>` for a metrics.csv column: train, test (with the mixed batches), held_out (clients' own test
-  splits and targets), routing, shift (the scenario's truth), run (time, left-out clients), and method for the
-  method's own statistics (learned shares and priors, detection counts, ...)."""
+def tensorboard_tag(column: str, shift_columns=frozenset()) -> str:
+  """`<group>/<column>` for a metrics.csv column: shift for `shift_columns` (the scenario's truth, its
+  `round_metrics`), train, test (with the mixed batches), held_out (clients' own test splits and targets), routing,
+  run (time, left-out clients), and method for the method's own statistics (learned shares and priors, detection
+  counts, ...)."""
+  if column in shift_columns:
+    return f'shift/{column}'
   group = _GROUP_OF_COLUMN.get(column) or next(
       (group for prefix, group in _GROUP_OF_PREFIX if column.startswith(prefix)), 'method')
   return f'{group}/{column}'

@@ -15,11 +15,13 @@ branches, so lambda keeps its meaning (the weight of the whole regularizer). Wit
 and the regularizer is 0.
 """
 
+import dataclasses
 from typing import NamedTuple, Optional
 
 import tensorflow as tf
 
 from models import multi_branch
+from utils import settings
 
 
 class BatchResult(NamedTuple):
@@ -70,10 +72,20 @@ def averaged_branches(outputs: dict, batch: dict) -> BatchResult:
   return classification_result(multi_branch.average_branch_logits(outputs[multi_branch.LOGITS]), batch)
 
 
-def check_smoothing(smoothing_weight: float, smoothing_epsilon: float) -> None:
-  """Eq. 4's lambda (`--label_smooth_w`) >= 0 and epsilon (`--label_smooth_eps`) in [0, 1]."""
-  if smoothing_weight < 0.0 or not 0.0 <= smoothing_epsilon <= 1.0:
-    raise ValueError('--label_smooth_w must be >= 0 and --label_smooth_eps in [0, 1].')
+@dataclasses.dataclass(frozen=True)
+class LabelSmoothing:
+  """The settings of Eq. 4 ("Diurnal or Nocturnal?", Zhu et al., 2022) for the methods that train the branch they
+  route a client to (Min-Loss, FedTEM, FedTKM): their Configs derive from this, so the three share one flag each."""
+  smoothing_weight: float = settings.setting(0.1, 'lambda of Eq. 4 (weight of the other branches) of min_loss, fedtem '
+                                             'and fedtkm.', flag='label_smooth_w')
+  smoothing_epsilon: float = settings.setting(0.5, 'epsilon of Eq. 4 (label smoothing) of min_loss, fedtem and fedtkm.',
+                                              flag='label_smooth_eps')
+
+  def validate(self) -> None:
+    """Eq. 4's lambda (`--label_smooth_w`) and epsilon (`--label_smooth_eps`) in [0, 1]."""
+    for name, value in (('label_smooth_w', self.smoothing_weight), ('label_smooth_eps', self.smoothing_epsilon)):
+      if not 0.0 <= value <= 1.0:
+        raise ValueError(f'--{name} must be in [0, 1]; got {value:g}.')
 
 
 def selected_branch(branch: tf.Tensor, smoothing_weight: float, smoothing_epsilon: float):

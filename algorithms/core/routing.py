@@ -134,7 +134,7 @@ def _max_matching_weight(weights: tf.Tensor) -> tf.Tensor:
   """The largest total weight of a one-to-one matching of the rows and columns of weights [n, m] >= 0 (each row
   and column used at most once), by dynamic programming over the subsets of the smaller side: best[S] is the best
   weight of the rows seen so far matched to exactly the columns S. O(n m 2^min(n, m)), where enumerating the
-  matchings costs n! / (n - m)! (8 modes of a windowed run on 5 experts: 6,720; 40 modes: 2.2 million)."""
+  matchings costs n! / (n - m)! (8 modes on 5 experts: 6,720; 40 modes: 2.2 million)."""
   if weights.shape[0] < weights.shape[1]:
     weights = tf.transpose(weights)
   rows, columns = int(weights.shape[0]), int(weights.shape[1])

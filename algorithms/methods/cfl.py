@@ -62,7 +62,9 @@ from tasks import task as task_lib
 
 NAME = 'cfl'
 # Refuses --aggregator=dp|secure: it aggregates its model updates its own way (`method.SentInTheClear`).
-SENT_IN_THE_CLEAR = None
+SENDS = method.Sends(simulation_only=('routing',), client_state=('cluster', 'weight', 'update'),
+                     own_aggregation=True)
+DEFAULTS = {}
 UNASSIGNED = -1.0
 
 

@@ -78,7 +78,12 @@ from tasks import task as task_lib
 
 NAME = 'feddrift'
 # Refuses --aggregator=dp|secure: it aggregates its model updates its own way (`method.SentInTheClear`).
-SENT_IN_THE_CLEAR = None
+SENDS = method.Sends(
+    method_sums=('slot_examples', 'cluster_scores'),
+    simulation_only=('routing', 'true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms'),
+    client_state=('drifted', 'best', 'model_id', 'ref_score', 'ref_window', 'checked_window', 'ref_domain'),
+    own_aggregation=True)
+DEFAULTS = {}
 STATISTICS = ('accuracy', 'loss')
 NEW_MODELS = ('client', 'window')
 ASSIGNMENT_DECAY = 0.9  # Per round, of the domain x model counts of the evaluation (as ShiftEx's).

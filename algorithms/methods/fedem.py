@@ -49,7 +49,8 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'fedem'
-SENT_IN_THE_CLEAR = method.SentInTheClear(simulation_only=('routing',))
+SENDS = method.Sends(simulation_only=('routing',))
+DEFAULTS = {}
 RESPONSIBILITY = 'responsibility'
 
 

@@ -79,7 +79,8 @@ from models import representation
 from tasks import task as task_lib
 
 NAME = 'fedevolve'
-SENT_IN_THE_CLEAR = method.SentInTheClear()
+SENDS = method.Sends()
+DEFAULTS = {}
 AGGREGATIONS = ('examples', 'uniform')
 BATCHINGS = ('stage_pairs', 'packed')
 TOWER_INITS = ('tied', 'independent')

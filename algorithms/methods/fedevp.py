@@ -66,7 +66,8 @@ from models import representation
 from tasks import task as task_lib
 
 NAME = 'fedevp'
-SENT_IN_THE_CLEAR = method.SentInTheClear()
+SENDS = method.Sends()
+DEFAULTS = {}
 FIRST_STAGE = ('included', 'skipped')
 PROTOTYPE_GRADIENTS = ('detached', 'through')
 AGGREGATIONS = ('examples', 'uniform')

@@ -80,7 +80,9 @@ from tasks import task as task_lib
 
 NAME = 'fedgmm'
 # Refuses --aggregator=dp|secure: it aggregates its model updates its own way (`method.SentInTheClear`).
-SENT_IN_THE_CLEAR = None
+SENDS = method.Sends(method_sums=('gamma', 'mass', 'first', 'second', 'count', 'log_likelihood'),
+                     simulation_only=('routing',), client_state=('pi',), own_aggregation=True)
+DEFAULTS = {}
 FEATURES = ('raw', 'random_projection')
 COVARIANCE_AGGREGATIONS = ('literal', 'exact')
 LEARNER_WEIGHT = 'learner_weight'

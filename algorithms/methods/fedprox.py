@@ -26,7 +26,8 @@ from algorithms.methods import vanilla
 from tasks import task as task_lib
 
 NAME = 'fedprox'
-SENT_IN_THE_CLEAR = method.SentInTheClear()
+SENDS = method.Sends()
+DEFAULTS = {}
 
 
 @dataclasses.dataclass(frozen=True)

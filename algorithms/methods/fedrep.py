@@ -45,7 +45,8 @@ from models import representation
 from tasks import task as task_lib
 
 NAME = 'fedrep'
-SENT_IN_THE_CLEAR = method.SentInTheClear()
+SENDS = method.Sends(client_state=('initialized', 'head_0', 'head_1'))
+DEFAULTS = {}
 INITIALIZED = 'initialized'
 
 

@@ -92,10 +92,12 @@ from algorithms.core import temporal_prior
 from tasks import task as task_lib
 
 NAME = 'fedtem'
-SENT_IN_THE_CLEAR = method.SentInTheClear(
+SENDS = method.Sends(
     method_sums=('count', 'feature_sum', 'squared_deviation_sum', 'assignment', 'key', 'included', 'mode_one_count',
                  'pass_count'),
+    per_client=('key', 'included'),
     simulation_only=('routing',))
+DEFAULTS = {}
 PRIORS = temporal_prior.PRIORS + ('none',)
 BRANCH_SELECTIONS = ('greedy', 'sample')
 CLIENT_ESTIMATES = ('mle', 'bayesian')
@@ -103,7 +105,7 @@ EVAL_ROUTINGS = ('batch', 'sample')
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(objectives.LabelSmoothing):
   """FedTEM's own hyperparameters (see the module docstring). The settings are flags by their first names; the
   other fields come from the shared hyperparameters (`method.with_shared`) or are constants."""
   prior: str = method.setting('linear', f'Temporal prior of FedTEM/FedTKM: one of {", ".join(PRIORS)}.',
@@ -119,8 +121,6 @@ class Config:
       flag='statistics_decay')
   period: int = 32
   num_branches: int = 2
-  smoothing_weight: float = 0.1
-  smoothing_epsilon: float = 0.5
   eval_routing: str = 'batch'
   seed: int = 0
   variance_floor: float = 1e-3
@@ -132,7 +132,7 @@ class Config:
     if self.num_branches < 2:
       raise ValueError(f'FedTEM needs at least 2 branches; got {self.num_branches}.')
     temporal_prior.check_modes(self.prior, self.num_branches)
-    objectives.check_smoothing(self.smoothing_weight, self.smoothing_epsilon)
+    objectives.LabelSmoothing.validate(self)
     if self.eval_routing not in EVAL_ROUTINGS:
       raise ValueError(f'--eval_routing must be one of {", ".join(EVAL_ROUTINGS)}; got {self.eval_routing!r}.')
     if not 0.0 <= self.pi_momentum < 1.0:
@@ -462,7 +462,7 @@ def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str):
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
                     evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
   """FedTEM on the task's K-branch network, evaluated with the MLE routing of Section 4 (`evaluation_objective`)."""
-  config = method.with_shared(config, dataclasses.asdict(hparams))
+  config = method.with_shared(config, hparams)
   process, split_round = build_process_and_split_round(*method.process_args(task, element_spec, hparams),
                                                        hparams.num_branches, task.num_modes, config)
   objective = evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing)

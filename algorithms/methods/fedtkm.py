@@ -106,10 +106,11 @@ from algorithms.core import temporal_prior
 from tasks import task as task_lib
 
 NAME = 'fedtkm'
-SENT_IN_THE_CLEAR = method.SentInTheClear(
+SENDS = method.Sends(
     method_sums=('assignment', 'weighted_count', 'weighted_feature_sum', 'participants', 'mode_one_count',
                  'pass_count'),
     simulation_only=('routing', 'mode_log_ratio', 'mode_clients'))
+DEFAULTS = {}
 PRIORS = temporal_prior.PRIORS + ('none',)
 CLIENT_RULES = ('mean_distance', 'majority_vote')
 STEP_SCHEDULES = ('prior_weighted', 'constant')
@@ -119,7 +120,7 @@ ORIENTATIONS = ('paper', 'prior_anchored')
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(objectives.LabelSmoothing):
   """FedTKM's own hyperparameters (see the module docstring). The settings are flags by their first names (`--prior`
   is FedTEM's too); the other fields come from the shared hyperparameters (`method.with_shared`)."""
   prior: str = method.setting('linear', f'Temporal prior of FedTEM/FedTKM: one of {", ".join(PRIORS)}.',
@@ -141,8 +142,6 @@ class Config:
                                     'algorithms/methods/fedtkm.py).', flag='fedtkm_orientation')
   period: int = 32
   num_branches: int = 2
-  smoothing_weight: float = 0.1
-  smoothing_epsilon: float = 0.5
   eval_routing: str = 'batch'
   seed: int = 0
 
@@ -155,7 +154,7 @@ class Config:
     if self.num_branches < 2:
       raise ValueError(f'FedTKM needs at least 2 branches; got {self.num_branches}.')
     temporal_prior.check_modes(self.prior, self.num_branches)
-    objectives.check_smoothing(self.smoothing_weight, self.smoothing_epsilon)
+    objectives.LabelSmoothing.validate(self)
     if self.eval_routing not in EVAL_ROUTINGS:
       raise ValueError(f'--eval_routing must be one of {", ".join(EVAL_ROUTINGS)}; got {self.eval_routing!r}.')
     if not 0.0 <= self.center_decay < 1.0:
@@ -412,7 +411,7 @@ def evaluation_objective(num_modes: int, num_branches: int, routing_rule: str, s
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
                     evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
   """FedTKM on the task's K-branch network, test batches routed by the scaled distances (`evaluation_objective`)."""
-  config = method.with_shared(config, dataclasses.asdict(hparams))
+  config = method.with_shared(config, hparams)
   process = build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
                           config)
   objective = evaluation_objective(task.num_modes, hparams.num_branches, config.eval_routing, config.eval_scaling)

@@ -32,7 +32,8 @@ from algorithms.core import objectives
 from tasks import task as task_lib
 
 NAME = 'local'
-SENT_IN_THE_CLEAR = method.SentInTheClear()
+SENDS = method.Sends()
+DEFAULTS = {}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,8 @@ for a whole client would not fit in memory).
 """
 
 
+import dataclasses
+
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -22,11 +24,15 @@ from algorithms.core import objectives
 from algorithms.core import routing
 from models import multi_branch
 from tasks import task as task_lib
-from utils import settings as settings_lib
 
 NAME = 'min_loss'
-SENT_IN_THE_CLEAR = method.SentInTheClear(simulation_only=('routing',))
-Config = settings_lib.NoSettings
+SENDS = method.Sends(simulation_only=('routing',))
+DEFAULTS = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(objectives.LabelSmoothing):
+  """Min-Loss trains the branch of lowest loss with Eq. 4's objective (`objectives.LabelSmoothing`)."""
 
 
 def branch_losses(model: tf.keras.Model, batches: tf.data.Dataset, num_branches: int) -> tf.Tensor:
@@ -82,6 +88,6 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   """Min-Loss's process; test examples routed to the most certain branch."""
   config.validate()
   process = build_process(*method.process_args(task, element_spec, hparams), hparams.num_branches, task.num_modes,
-                          hparams.smoothing_weight, hparams.smoothing_epsilon)
+                          config.smoothing_weight, config.smoothing_epsilon)
   return method.Algorithm(process, certainty.routed_evaluation(evaluator, task.num_modes, hparams.num_branches,
                                                                hparams.eval_routing))

@@ -116,9 +116,10 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'pfedem'
-SENT_IN_THE_CLEAR = method.SentInTheClear(
+SENDS = method.Sends(
     method_sums=('count', 'weighted_means', 'weighted_variances'),
     simulation_only=('routing',))
+DEFAULTS = {}
 SUBMODELS = ('networks', 'branches')
 FEATURES = ('shared', 'fixed', 'pretrained', 'raw')
 FROZEN_ENCODERS = ('fixed', 'pretrained')

@@ -28,7 +28,8 @@ from algorithms.core import routing
 from tasks import task as task_lib
 
 NAME = 'scsgd'
-SENT_IN_THE_CLEAR = method.SentInTheClear(simulation_only=('routing',))
+SENDS = method.Sends(simulation_only=('routing',))
+DEFAULTS = {}
 HALVES = ('period', 'mode_centered')
 
 

@@ -114,7 +114,16 @@ from tasks import task as task_lib
 
 NAME = 'shiftex'
 # Refuses --aggregator=dp|secure: it aggregates its model updates its own way (`method.SentInTheClear`).
-SENT_IN_THE_CLEAR = None
+SENDS = method.Sends(
+    method_sums=('slot_examples', 'label_counts', 'valid', 'census', 'shifted', 'profile', 'histogram', 'size'),
+    per_client=('valid', 'census', 'shifted', 'profile', 'histogram', 'size'),
+    simulation_only=('routing', 'true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms', 'detected_covariate',
+                     'detected_label', 'false_alarms_covariate', 'false_alarms_label', 'moved_by_domain',
+                     'found_by_domain'),
+    client_state=('expert_id', 'pending', 'local_window', 'checked_window', 'ref_window', 'profile', 'ref_inputs',
+                  'ref_weights', 'ref_counts', 'ref_domain'),
+    own_aggregation=True)
+DEFAULTS = {}
 DETECTION_COUNTS = ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms', 'detected_covariate',
                     'detected_label', 'false_alarms_covariate', 'false_alarms_label')
 MATCH_DRAWS = 200  # Random subsets of W0's parties behind a calibrated reuse radius (`match_radius`).

@@ -36,9 +36,11 @@ from tasks import task as task_lib
 from utils import settings as settings_lib
 
 NAME = 'tshot_kmeans'
-SENT_IN_THE_CLEAR = method.SentInTheClear(
+SENDS = method.Sends(
     method_sums=('centers', 'sizes', 'included'),
+    per_client=('centers', 'sizes', 'included'),
     simulation_only=('routing',))
+DEFAULTS = {}
 Config = settings_lib.NoSettings
 
 LLOYD_ITERATIONS = 10

@@ -19,7 +19,8 @@ from tasks import task as task_lib
 from utils import settings as settings_lib
 
 NAME = 'vanilla'
-SENT_IN_THE_CLEAR = method.SentInTheClear()
+SENDS = method.Sends()
+DEFAULTS = {}
 Config = settings_lib.NoSettings
 
 

@@ -2,8 +2,7 @@
 
     config = assembly.ExperimentConfig(
         task=assembly.TaskChoice(task='synthetic'),
-        scenario=assembly.ScenarioChoice(scenario='windowed', settings=windowed.Settings(window_rounds=16)),
-        method=assembly.MethodChoice(algorithm='shiftex'),
+        method=assembly.MethodChoice(algorithm='fedtkm'),
         training=assembly.TrainingConfig(total_rounds=64), outputs=assembly.OutputConfig(root_output_dir='/tmp/r'))
     summary = assembly.run(config)
 
@@ -19,7 +18,8 @@ a lost worker with 4 (`WORKER_LOST_STATUS`), keeping the last good checkpoint.
 
 Every field of the groups below declared with `utils.settings.setting` is a flag of `run_experiment.py` of the same
 name, as are the chosen scenario's Settings (`periodic_shift.scenario`) and the method's Config settings
-(`algorithms.core.method`). A setting left None takes the task's default (Table 2 for the paper's tasks).
+(`algorithms.core.method`). A training setting left None takes the method's default (its module's `DEFAULTS`, its
+paper's), else the task's (Table 2 of "Diurnal or Nocturnal?" for its tasks).
 config.json records every setting that can change results, by flag name, with the task's defaults resolved.
 """
 
@@ -80,13 +80,12 @@ class TaskChoice:
 @dataclasses.dataclass(frozen=True)
 class ScenarioChoice:
   """The scenario, its Settings (None: the scenario's defaults) and whether its shift is removed."""
-  scenario: str = setting('periodic', f'Shift scenario: one of {", ".join(scenarios.SCENARIOS)} (see '
+  scenario: str = setting(scenarios.SCENARIOS[0], f'Shift scenario: one of {", ".join(scenarios.SCENARIOS)} (see '
                           'periodic_shift/scenarios.py).')
   no_shift: bool = setting(
       False, 'Run the scenario without its shift (No-Dist-Shift, the reference of "Diurnal or Nocturnal?", Zhu et al., '
-      '2022): periodic samples the population\'s day share every round, mixture_drift keeps equal shares, '
-      'evolving_domains does not rotate, concept_drift and windowed keep every client in concept or regime 0, '
-      'dirichlet_mixture mixes every client equally. --algorithm=nds is vanilla with --no_shift.')
+      '2022; what each scenario keeps fixed: its module\'s `build`, listed in periodic_shift/scenarios.py). '
+      '--algorithm=nds is vanilla with --no_shift.')
   settings: object = None
 
 
@@ -108,10 +107,13 @@ class TrainingConfig:
   max_elements_per_client: Optional[int] = setting(
       None, 'Cap on local examples per round. Default: the task\'s (512 for stackoverflow, none otherwise).')
   client_learning_rate: Optional[float] = setting(None, 'Client SGD learning rate. Default: the task\'s.')
-  server_optimizer: str = setting(
-      'adam', 'The server step on the averaged update: adam (FedAdam, the optimizer of "Diurnal or Nocturnal?", Zhu '
-      'et al., 2022) or sgd (w - lr * update; lr 1 is the parameter averaging of FedAvg, pFedEM, FedGMM and '
-      'FedEvolve).')
+  server_optimizer: Optional[str] = setting(
+      None, 'The server optimizer on the aggregated update: adam (FedAdam, the optimizer of "Diurnal or Nocturnal?", '
+      'Zhu et al., 2022), sgd (w - lr * update; lr 1 is the parameter averaging of FedAvg, pFedEM, FedGMM and '
+      'FedEvolve), sgdm (sgd with --server_momentum: FedAvgM), adagrad or yogi (FedAdagrad, FedYogi; Reddi et al., '
+      '2021). Default: the method\'s, else adam.')
+  server_momentum: Optional[float] = setting(
+      None, '--server_optimizer=sgdm: the momentum of the server step, in [0, 1). Default 0.9.')
   aggregator: str = setting(
       'mean', 'How the server aggregates the clients\' model updates: mean (example-weighted), dp (TFF\'s DP-FedAvg '
       'aggregator: adaptive clipping, zeroing, Gaussian noise) or secure (TFF\'s secure aggregator: the mean\'s sums '
@@ -123,18 +125,15 @@ class TrainingConfig:
   accept_unprotected_sums: bool = setting(
       False, 'With --aggregator=dp or secure: run a method whose round also aggregates statistics of its own in the '
       'clear (FedTEM\'s and FedTKM\'s cluster statistics, pFedEM\'s Gaussian sums, T-shot k-means\' centers: each '
-      'method\'s SENT_IN_THE_CLEAR); the protection then covers the model update only, and summary.json and the '
+      'method\'s SENDS); the protection then covers the model update only, and summary.json and the '
       'report name what it does not cover. Without it such a run is refused.')
   server_learning_rate: Optional[float] = setting(
-      None, 'Server learning rate. Default: the task\'s with --server_optimizer=adam, 1.0 (parameter averaging) with '
-      'sgd.')
-  server_adam_epsilon: Optional[float] = setting(None, 'Server Adam epsilon. Default: the task\'s.')
+      None, 'Server learning rate. Default: the task\'s with --server_optimizer=adam, adagrad or yogi, 1.0 (parameter '
+      'averaging) with sgd and sgdm.')
+  server_adam_epsilon: Optional[float] = setting(
+      None, 'Epsilon of the server optimizers adam, adagrad and yogi (their adaptivity). Default: the task\'s.')
   num_branches: int = setting(2, 'Branches K of the network (1 = single-branch).')
-  label_smooth_w: float = setting(0.1, 'lambda of Eq. 4 (weight of the other branches).')
-  label_smooth_eps: float = setting(0.5, 'epsilon of Eq. 4 (label smoothing).')
   seed: int = setting(0, 'Seeds data generation, model initialization, sampling and shuffling.')
-  # The window of the methods that act per window (ShiftEx, FedDrift): the windowed scenario's --window_rounds.
-  window_rounds: int = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,9 +205,10 @@ GROUPS = {field.name: field.type for field in dataclasses.fields(ExperimentConfi
 CADENCE = frozenset({'rounds_per_eval', 'rounds_per_checkpoint', 'root_output_dir', 'experiment_name', 'cache_dir',
                      'workers', 'subrounds', 'worker_timeout', 'eval_inference_batch_size', 'overwrite',
                      'overlap_evaluation', 'state_on_worker', 'accept_unprotected_sums'})
-# The settings the task's defaults fill in when None (`tasks.registry.defaults`).
-_TASK_DEFAULTED = ('period', 'total_rounds', 'clients_per_round', 'client_batch_size', 'client_learning_rate',
-                   'server_learning_rate', 'server_adam_epsilon', 'max_elements_per_client')
+# The server optimizers whose learning rate 1 is parameter averaging (their default rate), and sgdm's momentum.
+_AVERAGING_OPTIMIZERS = ('sgd', 'sgdm')
+_SERVER_MOMENTUM = 0.9
+_SERVER_OPTIMIZER = 'adam'  # FedAdam, the server optimizer of "Diurnal or Nocturnal?" (Zhu et al., 2022).
 _POSITIVE = ('client_epochs', 'client_batch_size', 'total_rounds', 'rounds_per_eval', 'rounds_per_checkpoint',
              'eval_batch_size', 'num_branches', 'client_learning_rate', 'server_learning_rate', 'server_adam_epsilon')
 
@@ -242,27 +242,41 @@ def _schedule(training: TrainingConfig) -> scenario_lib.Schedule:
 
 
 def _resolve_training(config: ExperimentConfig) -> TrainingConfig:
-  """The training settings with the task's defaults (and the sgd server step's rate 1) in place of None."""
-  defaults = tasks.defaults(config.task.task)
-  if config.training.server_optimizer == 'sgd':
-    defaults = dict(defaults, server_learning_rate=1.0)
-  return dataclasses.replace(config.training, **{
-      name: defaults.get(name) for name in _TASK_DEFAULTED if getattr(config.training, name) is None})
+  """The training settings, each left None resolved as: the method's default (its module's `DEFAULTS`), else the
+  server optimizer's (learning rate 1 for sgd and sgdm, parameter averaging; sgdm's momentum), else the task's, else
+  None. A method's server-step defaults (`server_*`) go with its server optimizer: with another optimizer chosen by
+  flag they do not apply."""
+  method_defaults = algorithms.defaults(config.method.algorithm)
+  optimizer = config.training.server_optimizer or method_defaults.get('server_optimizer', _SERVER_OPTIMIZER)
+  if optimizer != method_defaults.get('server_optimizer', _SERVER_OPTIMIZER):
+    method_defaults = {name: value for name, value in method_defaults.items() if not name.startswith('server_')}
+  layers = (method_defaults, _optimizer_defaults(optimizer), tasks.defaults(config.task.task))
+  return dataclasses.replace(config.training, server_optimizer=optimizer, **{
+      name: next((layer[name] for layer in layers if name in layer), None)
+      for name, value in settings_of(config.training).items() if value is None and name != 'server_optimizer'})
+
+
+def _optimizer_defaults(optimizer: str) -> dict:
+  """The defaults a server optimizer brings: learning rate 1 (parameter averaging) and momentum for sgd(m)."""
+  if optimizer not in _AVERAGING_OPTIMIZERS:
+    return {}
+  return dict(server_learning_rate=1.0, **({'server_momentum': _SERVER_MOMENTUM} if optimizer == 'sgdm' else {}))
 
 
 def _check_training(config: ExperimentConfig, training: TrainingConfig) -> None:
   if training.server_optimizer not in learning_process.SERVER_OPTIMIZERS:
-    raise ValueError(f'server_optimizer must be one of {", ".join(learning_process.SERVER_OPTIMIZERS)}; got '
+    raise ValueError(f'--server_optimizer must be one of {", ".join(learning_process.SERVER_OPTIMIZERS)}; got '
                      f'{training.server_optimizer!r}.')
   if training.aggregator not in learning_process.AGGREGATORS:
-    raise ValueError(f'aggregator must be one of {", ".join(learning_process.AGGREGATORS)}; got '
+    raise ValueError(f'--aggregator must be one of {", ".join(learning_process.AGGREGATORS)}; got '
                      f'{training.aggregator!r}.')
+  if training.server_momentum is not None and (training.server_optimizer != 'sgdm'
+                                               or not 0 <= training.server_momentum < 1):
+    raise ValueError(f'--server_momentum must be in [0, 1) and is the momentum of --server_optimizer=sgdm; got '
+                     f'{training.server_momentum:g} with --server_optimizer={training.server_optimizer}.')
   if training.dp_noise_multiplier < 0 or (training.dp_noise_multiplier > 0 and training.aggregator != 'dp'):
     raise ValueError(f'--dp_noise_multiplier must be >= 0 and is the noise of --aggregator=dp; got '
                      f'{training.dp_noise_multiplier:g} with --aggregator={training.aggregator}.')
-  for name in ('label_smooth_w', 'label_smooth_eps'):
-    if not 0 <= getattr(training, name) <= 1:
-      raise ValueError(f'--{name} must be in [0, 1]; got {getattr(training, name):g}.')
   values = dict(settings_of(training), **settings_of(config.evaluation), **settings_of(config.outputs))
   for name in _POSITIVE:
     if values[name] is None or not values[name] > 0:
@@ -282,8 +296,8 @@ def _check_private_aggregation(algorithm: str, training: TrainingConfig) -> None
   for one that aggregates statistics of its own in the clear unless `--accept_unprotected_sums`."""
   if training.aggregator == 'mean':
     return
-  clear = algorithms.METHODS[algorithm].module.SENT_IN_THE_CLEAR
-  if clear is None:
+  clear = algorithms.METHODS[algorithm].module.SENDS
+  if clear.own_aggregation:
     raise ValueError(f'--aggregator={training.aggregator} replaces the mean of one model update; {algorithm} '
                      'aggregates its updates its own way (per network or component), so it runs with '
                      '--aggregator=mean only.')
@@ -298,7 +312,7 @@ SECURE_SIMULATED = 'simulated: the server sees the clipped, quantized sum in the
 
 def _privacy_caveats(algorithm: str, training: TrainingConfig) -> dict:
   """What `--aggregator=dp|secure` covers in this run and what it does not, for summary.json and the log."""
-  clear = algorithms.METHODS[algorithm].module.SENT_IN_THE_CLEAR
+  clear = algorithms.METHODS[algorithm].module.SENDS
   caveats = {'covers': 'the model update and its weight',
              'not_covered': {'training_metrics': list(method.TRAINING_METRICS),
                              'method_sums': list(clear.method_sums),
@@ -333,27 +347,30 @@ def inference_groups(evaluation_config: EvaluationConfig) -> int:
   return size // batch
 
 
-def _hyperparameters(config: ExperimentConfig, training: TrainingConfig) -> method.Hyperparameters:
+def _hyperparameters(config: ExperimentConfig, training: TrainingConfig, scenario_settings) -> method.Hyperparameters:
   return method.Hyperparameters(
-      client_learning_rate=training.client_learning_rate, server_learning_rate=training.server_learning_rate,
-      server_adam_epsilon=training.server_adam_epsilon,
+      client_learning_rate=training.client_learning_rate, server_step=server_step(training),
       num_branches=algorithms.num_branches(config.method.algorithm, training.num_branches), period=training.period,
-      clients_per_round=training.clients_per_round, window_rounds=training.window_rounds,
-      smoothing_weight=training.label_smooth_w, smoothing_epsilon=training.label_smooth_eps,
+      clients_per_round=training.clients_per_round,
       eval_routing=config.evaluation.eval_routing, seed=training.seed,
-      oracle_test_labels=config.evaluation.oracle_test_labels, server_optimizer=training.server_optimizer,
-      aggregator=training.aggregator, dp_noise_multiplier=training.dp_noise_multiplier)
+      oracle_test_labels=config.evaluation.oracle_test_labels,
+      **scenarios.shared_settings(config.scenario.scenario, scenario_settings))
+
+
+def server_step(training: TrainingConfig) -> learning_process.ServerStep:
+  """The server optimizer and model aggregator of resolved training settings, as every method is given them."""
+  return learning_process.ServerStep.named(
+      training.server_optimizer, training.server_learning_rate, training.server_adam_epsilon,
+      training.server_momentum or 0.0, training.aggregator, training.dp_noise_multiplier, training.clients_per_round)
 
 
 def _output_dir(config: ExperimentConfig, training: TrainingConfig, scenario_settings) -> str:
-  """<root_output_dir>/<experiment_name>; raises RunDirectoryError for a name that would leave the root."""
-  name, choice = config.outputs.experiment_name, config.scenario
-  prefix = f'{config.task.task}_{config.method.algorithm}'
-  if name is None and choice.scenario == 'periodic':
-    name = (f'{prefix}_{scenario_settings.shift_fn}_p{scenario_settings.shift_p:g}_T{training.period}_'
-            f's{training.seed}')
-  elif name is None:
-    name = f'{prefix}_{choice.scenario}_s{training.seed}'
+  """<root_output_dir>/<experiment_name>, by default `<task>_<method>_<the scenario's run_name>_s<seed>`; raises
+  RunDirectoryError for a name that would leave the root."""
+  name = config.outputs.experiment_name
+  if name is None:
+    scenario_name = scenarios.run_name(config.scenario.scenario, scenario_settings, _schedule(training))
+    name = f'{config.task.task}_{config.method.algorithm}_{scenario_name}_s{training.seed}'
   run_directory.validate_name(name)
   root = config.outputs.root_output_dir
   if not os.path.isabs(root):  # Under `bazel run`, relative paths mean the user's working directory.
@@ -375,11 +392,11 @@ def _record(config: ExperimentConfig, resolved_training: TrainingConfig, task_se
   groups = [getattr(config, name) for name in GROUPS] + [scenario_settings]
   record = {name: value for group in groups for name, value in settings_of(group).items()}
   defaults = {field.name: field.default for group in groups for field in settings_lib.declared(type(group))}
-  record.update(settings_of(resolved_training), window_rounds=resolved_training.window_rounds)
+  record.update(settings_of(resolved_training))
   task_values, task_defaults = tasks.settings_record(config.task.task, task_settings)
   method_values, method_defaults = _method_settings(config.method.algorithm, method_config)
   record.update(task_values, **method_values)
-  defaults.update(task_defaults, **method_defaults, window_rounds=TrainingConfig.window_rounds)
+  defaults.update(task_defaults, **method_defaults)
   record = {name: list(value) if isinstance(value, tuple) else value for name, value in record.items()
             if name not in CADENCE}
   return record, defaults
@@ -413,15 +430,13 @@ def resolve(config: ExperimentConfig) -> Resolved:
   algorithms.validate(algorithm, task_name, algorithms.num_branches(algorithm, config.training.num_branches))
   training = _resolve_training(config)
   _check_training(config, training)
-  if getattr(scenario_settings, 'dirichlet_components', '') is None:  # The task's components.
-    scenario_settings = dataclasses.replace(
-        scenario_settings, dirichlet_components=tasks.defaults(task_name).get('dirichlet_components'))
+  scenario_settings = _with_task_defaults(scenario_settings, tasks.defaults(task_name))
   scenarios.validate(choice.scenario, scenario_settings, _schedule(training))
   mixed_test_shares(config.evaluation)
   inference_groups(config.evaluation)
-  hparams = _hyperparameters(config, training)
+  hparams = _hyperparameters(config, training, scenario_settings)
   module = algorithms.METHODS[algorithm].module
-  method_config = method.with_shared(config.method.config or module.Config(), dataclasses.asdict(hparams))
+  method_config = method.with_shared(config.method.config or module.Config(), hparams)
   method_config.validate()
   workers = remote_workers.parse(','.join(config.workers.workers))
   if config.workers.subrounds is not None and (not workers or config.workers.subrounds < 1):
@@ -440,6 +455,14 @@ def resolve(config: ExperimentConfig) -> Resolved:
   shift_free = choice.no_shift or algorithms.is_shift_free(algorithm)
   return Resolved(config, training, task_settings, scenario_settings, method_config, hparams, shift_free, output_dir,
                   record, defaults)
+
+
+def _with_task_defaults(scenario_settings, task_defaults: dict):
+  """`scenario_settings` with each setting left None that the task has a default for set to it (a task's own
+  components of the Dirichlet mixture, ...)."""
+  return dataclasses.replace(scenario_settings, **{
+      name: task_defaults[name] for name, value in settings_of(scenario_settings).items()
+      if value is None and name in task_defaults})
 
 
 def _absolute(path: Optional[str]) -> Optional[str]:
@@ -475,7 +498,8 @@ def _privacy_summary(algorithm: str, training: TrainingConfig) -> dict:
 
 def _shift_summary(scenario, domains, rows: list[dict]) -> dict:
   """Per window, drop / rounds to 95% recovery / max of the test accuracy on the window's data
-  (`test_mixture_accuracy`, the ShiftEx paper) for windowed scenarios, with the detector's rates and the assignment's
+  (`test_mixture_accuracy`, the ShiftEx paper) for scenarios with windows (`window_starts`), with the detector's
+  rates and the assignment's
   ARI against the true regimes where the method reports them, and the forgetting of each recurring concept for
   concept-drift scenarios (`experiment.core.shift_metrics`)."""
   summary = {}
@@ -700,13 +724,12 @@ def _summarize(resolved: Resolved, task, scenario, parameters: dict, seconds: fl
                    for name, value in settings_of(group).items() if name != 'overwrite'}
   every_setting.update(tasks.settings_record(config.task.task, resolved.task_settings)[0],
                        **_method_settings(config.method.algorithm, resolved.method_config)[0])
-  shift_fn = getattr(resolved.scenario_settings, 'shift_fn', None)
   summary = {
       'flags': {name: list(value) if isinstance(value, tuple) else value for name, value in every_setting.items()},
       'resolved_hyperparameters': dict(
-          {name: getattr(training, name) for name in _TASK_DEFAULTED},
-          dirichlet_components=getattr(resolved.scenario_settings, 'dirichlet_components', None),
-          shift_fn='none' if resolved.shift_free else shift_fn),
+          settings_of(training),
+          **settings_of(resolved.scenario_settings), shift_free=resolved.shift_free),
+      'headline_metric': scenarios.module(config.scenario.scenario).HEADLINE_METRIC,
       'population': task.population_summary(),
       'parameters': parameters,
       'final_metrics': final,

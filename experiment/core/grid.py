@@ -10,10 +10,10 @@ A grid is a small TOML file (`experiment/grids/*.toml`), or the same given by fl
     seed = [0, 1, 2]
 
     [flags]                               # given to every run
-    scenario = "evolving_domains"
+    total_rounds = 64
 
     [when.task.circle]                    # given to the runs whose `task` is `circle` (a swept flag)
-    num_domains = 30
+    client_learning_rate = 0.1
 
     [[exclude]]                           # runs to leave out: every listed flag has one of the listed values
     algorithm = "nds"

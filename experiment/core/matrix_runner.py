@@ -28,7 +28,6 @@ import sys
 import time
 from typing import Callable, Optional, Sequence
 
-from algorithms.core import metric_names
 from experiment.core import grid as grid_lib
 
 LOG_DIR = '.matrix'
@@ -70,26 +69,22 @@ def error_line(log_path: str) -> str:
   return (errors or lines or ['no output'])[-1]
 
 
-# The metrics a finished run's line may show after its scenario's main metric (`metric_names.MAIN_METRIC`), the
-# first its summary has.
+# The metrics a finished run's line may show after its scenario's headline metric (summary.json's
+# `headline_metric`), the first its summary has.
 HEADLINE_METRICS = ('test_accuracy_last_period_mean', 'test_accuracy', 'personalized_accuracy',
                     'target_server_accuracy', 'test_mixture_accuracy')
 
 
 def headline(root: str, name: str) -> str:
-  """`<metric> <value>` of a finished run's summary.json: its scenario's main metric, else the first of
+  """`<metric> <value>` of a finished run's summary.json: its scenario's headline metric, else the first of
   `HEADLINE_METRICS` it has; '' when it has none."""
   try:
     with open(os.path.join(root, name, SUMMARY)) as f:
-      final = json.load(f).get('final_metrics', {})
+      summary = json.load(f)
   except (OSError, ValueError):
     return ''
-  try:
-    with open(os.path.join(root, name, 'config.json')) as f:
-      scenario = json.load(f).get('scenario', 'periodic')
-  except (OSError, ValueError):
-    scenario = 'periodic'
-  candidates = (metric_names.MAIN_METRIC.get(scenario),) + HEADLINE_METRICS
+  final = summary.get('final_metrics', {})
+  candidates = (summary.get('headline_metric'),) + HEADLINE_METRICS
   metric = next((metric for metric in candidates if isinstance(final.get(metric), (int, float))), None)
   return f'{metric} {final[metric]:.4f}' if metric else ''
 

@@ -320,9 +320,9 @@ class MetricsReleaseManager(tff.program.CSVFileReleaseManager):
   TFF 0.87's `release(value, key)` removes the rows with keys >= `key` by calling
   `_remove_values_greater_than_key(key - 1)`, which returns at once only when `key - 1` is above the latest key; for
   the row after the latest (`key - 1` equal to it) it reads and rewrites the whole file, at every release, so a run's
-  metrics cost grows with its rows, quadratically over the run (ShiftEx's 1,529-column rows on `windowed`: about 3 s
-  a round by round 90). Here a key above the latest only appends (as TFF's append mode does after its removal);
-  a key at or below the latest still removes the rows from it on, through TFF's own code. The rows a resumed run
+  metrics cost grows with its rows, quadratically over the run (a concern for rows of thousands of columns, as
+  ShiftEx's routing counts make). Here a key above the latest only appends (as TFF's append mode does after its
+  removal); a key at or below the latest still removes the rows from it on, through TFF's own code. The rows a resumed run
   follows are cut by `truncate_metrics` first, so its first release is also an append.
   """
 
@@ -342,8 +342,8 @@ class TensorBoardReleaseManager(tff.program.TensorBoardReleaseManager):
 
   TFF 0.87 writes every scalar with `tf.summary.scalar` in eager mode, a handful of eager tensors per value, and TF
   2.14 on Python 3.11 never frees 16 bytes of every eager tensor it makes (a pymalloc block; tensorflow#62551,
-  "Python >=3.11 TF memory leaks"): ShiftEx's rows on `windowed` hold about 2,500 scalars (its routing counts per
-  domain and expert), so its driver grew about 25 MB per 100 rounds through TensorBoard alone. Here a release's
+  "Python >=3.11 TF memory leaks"), and a row may hold thousands of scalars (ShiftEx's routing counts per domain and
+  expert), so a driver would grow through TensorBoard alone. Here a release's
   scalars go to `write_scalars` as two vectors (tags, float32 values), traced once, which writes for each the
   event `tf.summary.scalar` writes (the tag, the step, the value cast to float32, the scalars plugin's metadata):
   a few eager tensors per release. Other values go as TFF releases them (histograms for arrays, nothing for

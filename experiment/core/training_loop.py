@@ -93,11 +93,12 @@ def hparams(config: dict) -> dict:
   return {name: value(v) for name, v in sorted(config.items())}
 
 
-def grouped(row: dict) -> dict:
-  """A metrics row as TensorBoard's nested structure: group -> column -> value (`metric_names.tensorboard_tag`)."""
+def grouped(row: dict, shift_columns=frozenset()) -> dict:
+  """A metrics row as TensorBoard's nested structure: group -> column -> value (`metric_names.tensorboard_tag`;
+  `shift_columns` are the scenario's own)."""
   groups = collections.defaultdict(dict)
   for column, value in row.items():
-    group, _ = metric_names.tensorboard_tag(column).split('/', 1)
+    group, _ = metric_names.tensorboard_tag(column, shift_columns).split('/', 1)
     groups[group][column] = value
   return dict(groups)
 
@@ -106,7 +107,8 @@ class _MetricsRelease:
   """metrics.csv and tensorboard/ of one run directory (`tff.program` release managers); on a fresh start the run's
   configuration is written once for TensorBoard's HParams plugin."""
 
-  def __init__(self, output_dir: str, fresh: bool):
+  def __init__(self, output_dir: str, fresh: bool, shift_columns: frozenset):
+    self._shift_columns = shift_columns
     self._csv = run_directory.MetricsReleaseManager(os.path.join(output_dir, run_directory.METRICS),
                                                     key_fieldname='round')
     tensorboard_dir = os.path.join(output_dir, 'tensorboard')
@@ -118,7 +120,7 @@ class _MetricsRelease:
 
   def release(self, values: dict, round_num: int) -> None:
     asyncio.run(self._csv.release(values, key=round_num))
-    asyncio.run(self._tensorboard.release(grouped(values), key=round_num))
+    asyncio.run(self._tensorboard.release(grouped(values, self._shift_columns), key=round_num))
 
 
 def _first_nonfinite(structure) -> Optional[str]:
@@ -397,7 +399,8 @@ def _run_from_newest_checkpoint(algorithm: algorithms.Algorithm, task: task_lib.
     print(f'Resuming after round {last_round} from {os.path.join(output_dir, run_directory.CHECKPOINTS)}',
           flush=True)
   run_directory.truncate_metrics(output_dir, last_round)
-  rows = _RowRelease(_MetricsRelease(output_dir, fresh=last_round == 0), checkpoints, config, store,
+  shift_columns = frozenset(scenario.round_metrics(1, scenario.round_plan(1)))  # The same columns every round.
+  rows = _RowRelease(_MetricsRelease(output_dir, last_round == 0, shift_columns), checkpoints, config, store,
                      config.overlap_evaluation, saved_round=last_round)
   try:
     _train(algorithm, task, scenario, state, store, config, round_context, rows, last_round, output_dir)

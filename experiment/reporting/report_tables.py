@@ -6,7 +6,7 @@ the run's windows (and per window, for the per-window table), and the recurring 
 a server view (`<name>_server_accuracy`, the FedEvolve paper's "server accuracy") beside the personalized one; a method
 with a global model that does not personalize (it reports `test_accuracy` but no server view) has one model for both, so
 its server view is its `<name>_accuracy`. Runs whose scenario schedules a mixture (`scheduled_share_0`, the pFedEM
-paper's mixture_drift) add the pFedEM paper's measures from their metrics.csv (`experiment.core.shift_metrics`): the mean of
+paper's cycles) add the pFedEM paper's measures from their metrics.csv (`experiment.core.shift_metrics`): the mean of
 `test_mixture_accuracy` over the evaluations (`test_mixture_accuracy_mean`), its standard deviation over the last
 two cycles (`test_mixture_accuracy_std_last_cycles`, Table I), the last evaluation's mean of the per-domain
 accuracies (`balanced_mix_accuracy`: every base in equal share, the 50/50 mix of Figure 2) and, for a method that
@@ -16,8 +16,8 @@ Windowed runs of a method that detects shifts add the detector's rates against t
 (`detection_rate`, `false_alarm_rate`) and the ARI of its assignment against the true regimes (`regime_ari`), from
 `summary.json` (`experiment.core.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`: set by
 the noise multiplier and the rounds, the same for every method of a comparison). A column appears when at least one
-run reports it; `columns` chooses and orders them; the main metric of the runs' scenario (`metric_names.MAIN_METRIC`:
-the mean over the last period for the periodic shift) comes first, and the mixed-mode batches (`--mixed_test_q`)
+run reports it; `columns` chooses and orders them; the headline metric of the runs' scenario (summary.json's
+`headline_metric`, the scenario module's `HEADLINE_METRIC`) comes first when the runs share one, and the mixed-mode batches (`--mixed_test_q`)
 follow the test accuracies. Headers are labels with units and averaging windows (`metric_labels`; the CSV keeps the
 metric names). Rows are settings (`experiment.reporting.run_results`); within a comparison (settings that differ only
 in the method) the best mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for
@@ -35,7 +35,6 @@ from typing import Optional
 
 import numpy as np
 
-from algorithms.core import metric_names
 from experiment.reporting import metric_labels
 from experiment.reporting import report_plots
 from experiment.reporting import run_results
@@ -364,8 +363,8 @@ def build(runs: list[run_results.RunResult], per_domain: bool = False, columns: 
     keys = [run_results.METHOD] + keys  # The method column carries the reference marks.
   rows = []
   all_metrics = [run_metrics(run) for run in finished]
-  scenarios = {run.config.get('scenario', 'periodic') for run in finished}
-  main = metric_names.MAIN_METRIC.get(scenarios.pop()) if len(scenarios) == 1 else None
+  headlines = {run.summary.get('headline_metric') for run in finished}
+  main = headlines.pop() if len(headlines) == 1 else None
   if per_domain:  # Over the main metric's window: the last period, or the last evaluation.
     chosen = domain_columns(all_metrics, over_period=main is None or main.endswith(LAST_PERIOD))
   elif per_window:

@@ -3,7 +3,7 @@ that shows them together, readable offline (images by relative path, no scripts)
 
     <output>/tables.md, tables.csv            every metric that applies (`experiment.reporting.report_tables`)
     <output>/per_domain.md, per_domain.csv    per-domain accuracy, when the runs report domains
-    <output>/per_window.md, per_window.csv    each window's drop, recovery rounds and max accuracy (windowed runs)
+    <output>/per_window.md, per_window.csv    each window's drop, recovery rounds and max accuracy (runs with windows)
     <output>/*.png, *.svg                     `experiment.reporting.report_plots`, per comparison of methods
     <output>/index.html
 
