@@ -24,7 +24,8 @@ A scenario is a module, listed in `periodic_shift.scenarios`, that owns
                      and FedDrift's window), usually ();
   SMOKE_RUN:         a `SmokeRun`: the settings of a small two-round run that shows the shift, and what such a run
                      must report (the method x scenario matrix test runs every method so);
-  run_name(settings, schedule): the scenario's part of a run directory's default name;
+  run_name(settings, schedule): the scenario's part of a run directory's default name, distinct from every other
+                     scenario's;
   build(settings, population, schedule, shift_free): its `Scenario` over the task's `Population`, raising a
                      one-line ValueError when the population cannot provide what the settings ask; `shift_free`
                      (No-Dist-Shift, `--no_shift`) removes the shift.

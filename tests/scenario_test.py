@@ -64,6 +64,10 @@ class ScenarioContractTest(absltest.TestCase):
         self.assertContainsSubset(module.SMOKE_RUN.settings, [field.name for field in declared])
         settings_lib.check_finite(scenarios.settings_from(module.NAME, module.SMOKE_RUN.settings))
 
+  def test_run_names_at_the_defaults_tell_the_scenarios_apart(self):
+    names = [scenarios.run_name(module.NAME, module.Settings(), scenario.Schedule(4, 0)) for module in scenarios.MODULES]
+    self.assertLen(set(names), len(names), names)
+
   def test_smoke_checks_find_what_a_run_misses(self):
     # A run that reports nothing of what its scenario declares fails every scenario's smoke check.
     rows = [{'round': 1.0}, {'round': 2.0}]
