@@ -52,6 +52,7 @@ DEFAULTS = {
 }
 
 NAME = 'cifar'
+READS_FILES = True
 UNSUPPORTED = {}
 Settings = settings_lib.NoSettings
 

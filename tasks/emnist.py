@@ -40,6 +40,7 @@ DEFAULTS = {
 }
 
 NAME = 'emnist'
+READS_FILES = True
 UNSUPPORTED = {}
 Settings = settings_lib.NoSettings
 

@@ -39,6 +39,7 @@ CLIENT_SIZE = 100
 DEFAULTS = dict(emnist.DEFAULTS)
 
 NAME = 'mnist'
+READS_FILES = True
 UNSUPPORTED = {}
 Settings = settings_lib.NoSettings
 

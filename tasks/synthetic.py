@@ -56,6 +56,7 @@ DEFAULTS = {
 }
 
 NAME = 'synthetic'
+READS_FILES = False
 UNSUPPORTED = {}
 
 

@@ -28,6 +28,7 @@ A task is a module, listed in `tasks.registry`, that owns
   NAME:        the name `--task` selects;
   DEFAULTS:    its default hyperparameters, flag name -> value (Table 2 of "Diurnal or Nocturnal?" for the paper's
                tasks), which fill every training setting left None;
+  READS_FILES: whether `create` reads dataset files (`DataFiles`), or makes its data itself;
   UNSUPPORTED: scenario name -> why the task cannot run it (one clause; the reasons below);
   Settings:    a frozen dataclass whose fields declared with `utils.settings.setting` are the binary's flags
                `--<task>_<field>`, and its `validate()`, raising a one-line ValueError naming the flag

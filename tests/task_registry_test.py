@@ -15,8 +15,8 @@ from utils import settings as settings_lib
 # optional element cap).
 _REQUIRED_DEFAULTS = {'period', 'total_rounds', 'clients_per_round', 'client_batch_size', 'client_learning_rate',
                       'server_learning_rate', 'server_adam_epsilon'}
-# Tasks generated in-process or from scikit-learn's bundled digits; the others read files.
-_GENERATED = {'synthetic', 'digits', 'digits_written', 'gaussian_mixture', 'gaussian_toy_1d', 'circle'}
+# Tasks that make their data themselves (in-process, or from scikit-learn's bundled digits); the others read files.
+_GENERATED = [name for name in registry.TASKS if not registry.module(name).READS_FILES]
 
 
 class TaskContractTest(absltest.TestCase):
@@ -29,6 +29,7 @@ class TaskContractTest(absltest.TestCase):
         self.assertEmpty(set(module.UNSUPPORTED) - set(scenarios.SCENARIOS))
         self.assertLess(len(module.UNSUPPORTED), len(scenarios.SCENARIOS))  # It runs some scenario.
         self.assertTrue(module.Settings.__dataclass_params__.frozen)
+        self.assertIsInstance(module.READS_FILES, bool)
         for field in settings_lib.declared(module.Settings):
           self.assertIn(settings_lib.flag_type(module.Settings, field), (bool, int, float, str, list))
         registry.validate(module.NAME)  # The defaults are valid.
@@ -43,7 +44,7 @@ class TaskContractTest(absltest.TestCase):
 
   def test_file_tasks_name_the_missing_directory_in_one_line(self):
     empty = tempfile.mkdtemp()
-    for name in sorted(set(registry.TASKS) - _GENERATED):
+    for name in sorted(set(registry.TASKS) - set(_GENERATED)):
       with self.subTest(task=name):
         with self.assertRaisesRegex(FileNotFoundError, r'^[^\n]*--(cache_dir|tfds_data_dir)[^\n]*$'):
           registry.create(name, files=task_lib.DataFiles(empty, empty))
