@@ -100,7 +100,7 @@ def flags() -> list[settings_lib.Flag]:
 def validate(name: str, task_name: str = None, num_branches: int = 2) -> None:
   """Raises ValueError for an unknown method, or one that cannot run on the task or with the branches."""
   if name not in METHODS:
-    raise ValueError(f'algorithm must be one of {", ".join(ALGORITHMS)}; got {name!r}.')
+    raise ValueError(f'--algorithm must be one of {", ".join(ALGORITHMS)}; got {name!r}.')
   if METHODS[name].needs_raw_inputs and task_name in _TASKS_WITHOUT_RAW_SPACE:
     raise ValueError(f'{name} is not defined for {task_name}: k-means on raw token ids has no meaning (the paper does '
                      'not run it there either).')

@@ -79,10 +79,10 @@ def _detection_and_assignment_seconds(samples: int, feature_dim: int, config: sh
   state = {key: tf.constant(value) for key, value in shiftex.initial_server_state(feature_dim, 2, 20, config).items()}
   centers = rng.normal(0, 5, size=(3, feature_dim))
   state['pending_profiles'] = tf.constant(
-      centers[np.arange(config.pending_capacity) % 3] + rng.normal(size=(config.pending_capacity, feature_dim)),
+      centers[np.arange(config.census_capacity) % 3] + rng.normal(size=(config.census_capacity, feature_dim)),
       tf.float32)
-  state['pending_count'] = tf.constant(config.pending_capacity, tf.int32)
-  state['pending_sizes'] = tf.ones([config.pending_capacity])
+  state['pending_count'] = tf.constant(config.census_capacity, tf.int32)
+  state['pending_sizes'] = tf.ones([config.census_capacity])
   state['profile_gamma'] = tf.constant(0.01)
   assign = tf.function(lambda state: shiftex.assign_clusters(state, config))
   timings = []
@@ -104,7 +104,7 @@ def main(argv):
   detection, assignment = _detection_and_assignment_seconds(32, 512, config)
   print(f'one party\'s detection (two permutation tests, 32 + 32 embeddings of 512 dimensions): '
         f'{1000 * detection:.2f} ms; '
-        f'the window\'s assignment ({config.pending_capacity} profiles, k <= {config.max_clusters}): '
+        f'the window\'s assignment ({config.census_capacity} profiles, k <= {config.max_clusters}): '
         f'{1000 * assignment:.1f} ms')
 
 

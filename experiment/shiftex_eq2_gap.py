@@ -32,14 +32,14 @@ _PARTIES, _SLOTS = 5, 4
 def _instance(rng: np.random.Generator, config: shiftex.Config) -> dict:
   """A server state holding one census's 5 shifted parties (module docstring)."""
   state = {key: tf.constant(value) for key, value in shiftex.initial_server_state(2, 1, 4, config).items()}
-  profiles = np.zeros((config.pending_capacity, 2), np.float32)
+  profiles = np.zeros((config.census_capacity, 2), np.float32)
   far = rng.random(_PARTIES) < 0.5
   profiles[:_PARTIES] = rng.normal(0.0, 0.3, (_PARTIES, 2)) + np.where(far[:, None], [2.0, 0.0], 0.0)
-  histograms = np.zeros((config.pending_capacity, 4), np.float32)
+  histograms = np.zeros((config.census_capacity, 4), np.float32)
   histograms[:_PARTIES] = rng.dirichlet(np.full(4, 0.5), _PARTIES)
-  sizes = np.zeros(config.pending_capacity, np.float32)
+  sizes = np.zeros(config.census_capacity, np.float32)
   sizes[:_PARTIES] = rng.uniform(20, 100, _PARTIES)
-  null = np.zeros((config.pending_capacity, 2), np.float32)
+  null = np.zeros((config.census_capacity, 2), np.float32)
   null[:600] = rng.normal(0.0, 0.3, (600, 2))
   state.update(pending_profiles=tf.constant(profiles), pending_histograms=tf.constant(histograms),
                pending_sizes=tf.constant(sizes), pending_count=tf.constant(_PARTIES, tf.int32),

@@ -78,7 +78,7 @@ class RoundSampler:
       raise ValueError(f'Need at least 2 mode populations; got {len(mode_client_ids)}.')
     smallest = min(len(ids) for ids in mode_client_ids)
     if not 1 <= clients_per_round <= smallest:
-      raise ValueError(f'clients_per_round must be between 1 and the smallest mode population ({smallest}); '
+      raise ValueError(f'--clients_per_round must be between 1 and the smallest mode population ({smallest}); '
                        f'got {clients_per_round}.')
     self._mode_client_ids = [list(ids) for ids in mode_client_ids]
     self._clients_per_round = clients_per_round

@@ -42,11 +42,11 @@ def block_cyclic(t, period: int):
 def validate(shift_fn: str, period: int, p: float) -> None:
   """Raises ValueError with a one-line message if the shift parameters are invalid."""
   if shift_fn not in SHIFT_FUNCTIONS:
-    raise ValueError(f'shift_fn must be one of {", ".join(SHIFT_FUNCTIONS)}; got {shift_fn!r}.')
+    raise ValueError(f'--shift_fn must be one of {", ".join(SHIFT_FUNCTIONS)}; got {shift_fn!r}.')
   if period < 2:
-    raise ValueError(f'period must be at least 2 rounds; got {period}.')
+    raise ValueError(f'--period must be at least 2 rounds; got {period}.')
   if not p > 0:
-    raise ValueError(f'shift_p must be > 0; got {p}.')
+    raise ValueError(f'--shift_p must be > 0; got {p}.')
 
 
 def build_day_probability_fn(shift_fn: str, period: int, p: float,

@@ -67,12 +67,12 @@ class Settings:
   def validate(self, schedule: scenario.Schedule) -> None:
     del schedule  # Unused.
     if self.num_clients is not None and self.num_clients < 1:
-      raise ValueError(f'num_clients must be >= 1; got {self.num_clients}.')
+      raise ValueError(f'--num_clients must be >= 1; got {self.num_clients}.')
     if self.dirichlet_components not in (None, *COMPONENTS):
-      raise ValueError(f'dirichlet_components must be one of {", ".join(COMPONENTS)}; got '
+      raise ValueError(f'--dirichlet_components must be one of {", ".join(COMPONENTS)}; got '
                        f'{self.dirichlet_components!r}.')
     if not self.component_alpha > 0 or not 0 <= self.unseen_fraction < 1:
-      raise ValueError(f'component_alpha must be > 0 and unseen_fraction in [0, 1); got {self.component_alpha:g}, '
+      raise ValueError(f'--component_alpha must be > 0 and unseen_fraction in [0, 1); got {self.component_alpha:g}, '
                        f'{self.unseen_fraction:g}.')
 
 

@@ -85,7 +85,7 @@ class Domain:
 
   def __post_init__(self):
     if self.rotation_planes < 1:
-      raise ValueError(f'rotation_planes must be >= 1; got {self.rotation_planes}.')
+      raise ValueError(f'--rotation_planes must be >= 1; got {self.rotation_planes}.')
     if self.corruption is not None and (self.corruption not in CORRUPTIONS or not 1 <= self.severity <= 5):
       raise ValueError(f'corruption must be one of {", ".join(CORRUPTIONS)} with severity 1-5; got '
                        f'{self.corruption!r}, {self.severity}.')
@@ -115,7 +115,7 @@ def _plane(dimension: int, seed: int) -> np.ndarray:
 def _planes(dimension: int, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
   """u, v [count, D]: the first `count` column pairs of a random orthonormal basis of R^D, orthogonal planes."""
   if 2 * count > dimension:
-    raise ValueError(f'rotation_planes must be at most half the input dimension ({dimension // 2}); got {count}.')
+    raise ValueError(f'--rotation_planes must be at most half the input dimension ({dimension // 2}); got {count}.')
   basis, _ = np.linalg.qr(np.random.default_rng([seed, 17]).normal(size=(dimension, dimension)))
   return basis[:, 0:2 * count:2].T.astype(np.float32), basis[:, 1:2 * count:2].T.astype(np.float32)
 

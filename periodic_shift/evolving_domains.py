@@ -35,13 +35,13 @@ class Settings:
   def validate(self, schedule: scenario.Schedule) -> None:
     del schedule  # Unused.
     if self.num_clients < 1:
-      raise ValueError(f'num_clients must be >= 1; got {self.num_clients}.')
+      raise ValueError(f'--num_clients must be >= 1; got {self.num_clients}.')
     if self.num_domains < 2:
-      raise ValueError(f'num_domains must be >= 2 (sources and the target); got {self.num_domains}.')
+      raise ValueError(f'--num_domains must be >= 2 (sources and the target); got {self.num_domains}.')
     if not self.dirichlet_alpha > 0:
-      raise ValueError(f'dirichlet_alpha must be > 0 (inf: no label skew); got {self.dirichlet_alpha:g}.')
+      raise ValueError(f'--dirichlet_alpha must be > 0 (inf: no label skew); got {self.dirichlet_alpha:g}.')
     if self.rotation_planes < 1:
-      raise ValueError(f'rotation_planes must be >= 1; got {self.rotation_planes}.')
+      raise ValueError(f'--rotation_planes must be >= 1; got {self.rotation_planes}.')
 
 
 def run_name(config: Settings, schedule: scenario.Schedule) -> str:

@@ -39,11 +39,8 @@ def build(config: Settings, population: scenario.Population, schedule: scenario.
   day_share = len(ids[client_sampler.DAY]) / sum(len(mode_ids) for mode_ids in ids)
   q = day_probability.build_day_probability_fn('none' if shift_free else config.shift_fn, schedule.period,
                                                config.shift_p, day_share)
-  try:
-    sampler = client_sampler.RoundSampler(ids, schedule.clients_per_round, client_sampler.day_night_probabilities(q),
-                                          schedule.seed)
-  except ValueError as error:
-    raise ValueError(f'--{error}') from error
+  sampler = client_sampler.RoundSampler(ids, schedule.clients_per_round, client_sampler.day_night_probabilities(q),
+                                        schedule.seed)
   return PeriodicScenario(sampler)
 
 

@@ -39,7 +39,7 @@ _BY_NAME = {module.NAME: module for module in MODULES}
 def module(name: str):
   """The module of scenario `name`; raises ValueError (one line) for an unknown name."""
   if name not in _BY_NAME:
-    raise ValueError(f'scenario must be one of {", ".join(SCENARIOS)}; got {name!r}.')
+    raise ValueError(f'--scenario must be one of {", ".join(SCENARIOS)}; got {name!r}.')
   return _BY_NAME[name]
 
 

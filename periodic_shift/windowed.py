@@ -47,23 +47,23 @@ class Settings:
   def validate(self, schedule: scenario.Schedule) -> None:
     del schedule  # Unused.
     if self.num_clients is not None and self.num_clients < 1:
-      raise ValueError(f'num_clients must be >= 1; got {self.num_clients}.')
+      raise ValueError(f'--num_clients must be >= 1; got {self.num_clients}.')
     if self.window_rounds < 1 or self.windowing not in WINDOWINGS:
-      raise ValueError(f'window_rounds must be >= 1 and windowing one of {", ".join(WINDOWINGS)}; got '
+      raise ValueError(f'--window_rounds must be >= 1 and windowing one of {", ".join(WINDOWINGS)}; got '
                        f'{self.window_rounds}, {self.windowing!r}.')
     if self.windowing == 'sliding' and not 0 <= self.window_overlap < self.window_rounds:
-      raise ValueError(f'window_overlap must be in [0, window_rounds); got {self.window_overlap}.')
+      raise ValueError(f'--window_overlap must be in [0, window_rounds); got {self.window_overlap}.')
     unknown = set(self.corruptions) - set(domains_lib.CORRUPTIONS)
     if not self.corruptions or unknown:
-      raise ValueError(f'corruptions must be some of {", ".join(domains_lib.CORRUPTIONS)}; got '
+      raise ValueError(f'--corruptions must be some of {", ".join(domains_lib.CORRUPTIONS)}; got '
                        f'{",".join(self.corruptions)}.')
     if self.census_scope not in CENSUS_SCOPES:
-      raise ValueError(f'census_scope must be one of {", ".join(CENSUS_SCOPES)}; got {self.census_scope!r}.')
+      raise ValueError(f'--census_scope must be one of {", ".join(CENSUS_SCOPES)}; got {self.census_scope!r}.')
     if self.window_chunks < 1 or not 0 <= self.window_severity <= 5:
-      raise ValueError(f'window_chunks must be >= 1 and window_severity in 0-5; got {self.window_chunks}, '
+      raise ValueError(f'--window_chunks must be >= 1 and window_severity in 0-5; got {self.window_chunks}, '
                        f'{self.window_severity}.')
     if self.label_skew_alpha < 0 or not 0 < self.switch_fraction <= 1:
-      raise ValueError(f'label_skew_alpha must be >= 0 and switch_fraction in (0, 1]; got '
+      raise ValueError(f'--label_skew_alpha must be >= 0 and switch_fraction in (0, 1]; got '
                        f'{self.label_skew_alpha:g}, {self.switch_fraction:g}.')
 
 

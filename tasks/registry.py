@@ -29,7 +29,7 @@ _BY_NAME = {module.NAME: module for module in MODULES}
 def module(name: str):
   """The module of task `name`; raises ValueError (one line) for an unknown name."""
   if name not in _BY_NAME:
-    raise ValueError(f'task must be one of {", ".join(TASKS)}; got {name!r}.')
+    raise ValueError(f'--task must be one of {", ".join(TASKS)}; got {name!r}.')
   return _BY_NAME[name]
 
 

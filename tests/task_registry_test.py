@@ -88,7 +88,7 @@ class TaskSettingsTest(absltest.TestCase):
     self.assertEqual(registry.settings_record('emnist', settings_lib.NoSettings()), ({}, {}))
 
   def test_unknown_task_is_one_line(self):
-    with self.assertRaisesRegex(ValueError, "^task must be one of synthetic, .*; got 'emnst'.$"):
+    with self.assertRaisesRegex(ValueError, "^--task must be one of synthetic, .*; got 'emnst'.$"):
       registry.validate('emnst')
 
 

@@ -14,8 +14,8 @@ state on the worker as a value reference:
   on demand    `state()` reads the state (evaluation and checkpoint rounds, a numeric fault, the end of the run).
 
 TFF's C++ executor keeps a value's inputs alive with it (a call's result holds its argument), so a state passed by
-reference round after round would keep every earlier round's state in the worker's memory: measured on CIFAR,
-about 230 MB more per round, until the kernel killed the worker at 19.8 GB after 120 rounds. So the state is sent
+reference round after round would keep every earlier round's state in the worker's memory (for a model of
+CIFAR's ResNet-18 size, hundreds of MB a round, until the kernel kills the worker). So the state is sent
 whole again every `resend_every` rounds (default 8, the training loop's default evaluation and checkpoint cadence,
 on whose rounds the state is read anyway), which cuts that chain: the worker holds at most that many rounds'
 states.

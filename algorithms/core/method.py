@@ -33,6 +33,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms.core import learning_process
+from algorithms.core import objectives
 from utils import settings as settings_lib
 
 
@@ -93,6 +94,13 @@ class Algorithm(NamedTuple):
   # Every party of the population reports in the scenario's census rounds (`Scenario.census_plan`; the round's
   # other parties beside its participants, marked by `client_state.TRAINS` 0): ShiftEx's window boundaries.
   census: bool = False
+
+
+def global_model_evaluation(evaluator, **options) -> Callable[[object], dict]:
+  """The `evaluate` of a method whose model is the process's global model, its branches averaged: state -> the
+  evaluator's metrics (`options`: the evaluator's, e.g. `local_tuning`)."""
+  return lambda state: evaluator.evaluate(learning_process.global_model_weights(state), objectives.averaged_branches,
+                                          **options)
 
 
 def window_of(round_num, window_rounds: int):

@@ -63,7 +63,7 @@ def soft(round_num: RoundNum, period: int, previous: tf.Tensor, observed_ratio: 
 
 def validate(prior: str) -> None:
   if prior not in PRIORS:
-    raise ValueError(f'prior must be one of {", ".join(PRIORS)}; got {prior!r}.')
+    raise ValueError(f'--prior must be one of {", ".join(PRIORS)}; got {prior!r}.')
 
 
 def check_modes(prior: str, num_branches: int) -> None:

@@ -272,7 +272,7 @@ def build_client_work(model_fn, features_fn: Features, batch_fn: task_lib.BatchF
   """FedGMM's client work; its server state is the GMM (mu, Sigma) and the global pi."""
   weights_type = learning_process.model_weights_type(model_fn)
   mixture_value = initial_mixture(config, features_fn.dim, seed)
-  mixture_type = learning_process.float32_struct_type(mixture_value)
+  mixture_type = learning_process.struct_type(mixture_value, tf.float32)
   data_type = client_state.client_data_type(element_spec, initial_client_state(config))
 
   @tff.tensorflow.computation(weights_type, mixture_type, data_type)

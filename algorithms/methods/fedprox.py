@@ -19,9 +19,7 @@ client work so that FedProx reports the suite's metrics and shares its finalizer
 import dataclasses
 
 from algorithms.core import evaluation
-from algorithms.core import learning_process
 from algorithms.core import method
-from algorithms.core import objectives
 from algorithms.methods import vanilla
 from tasks import task as task_lib
 
@@ -44,9 +42,4 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   model_fn, process = vanilla.build_single_network_process(
       task, element_spec, hparams.client_learning_rate, hparams.server_step,
       proximal_strength=config.mu)
-  evaluator = evaluator.with_model(model_fn())
-
-  def evaluate(state):
-    return evaluator.evaluate(learning_process.global_model_weights(state), objectives.averaged_branches)
-
-  return method.Algorithm(process, evaluate, model_fn=model_fn)
+  return method.Algorithm(process, method.global_model_evaluation(evaluator.with_model(model_fn())), model_fn=model_fn)

@@ -324,7 +324,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
   weights_type = learning_process.model_weights_type(model_fn)
   data_type = learning_process.client_data_type(element_spec)
   mixture_value = initial_mixture(num_branches, learning_process.feature_dim(model_fn), config.seed)
-  mixture_type = learning_process.float32_struct_type(mixture_value)
+  mixture_type = learning_process.struct_type(mixture_value, tf.float32)
 
   @tff.tensorflow.computation(weights_type, mixture_type, np.int64, data_type)
   def client_phase_one(weights, mixture, round_num, dataset):

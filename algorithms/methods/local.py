@@ -82,9 +82,4 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                                      hparams.server_step)
   evaluator = evaluator.with_model(model_fn()).held_out_only()
   tuning = evaluation.LocalTuning(objectives.averaged_branches, config.epochs, hparams.client_learning_rate)
-
-  def evaluate(state):
-    return evaluator.evaluate(learning_process.global_model_weights(state), objectives.averaged_branches,
-                              local_tuning=tuning)
-
-  return method.Algorithm(process, evaluate, model_fn=model_fn)
+  return method.Algorithm(process, method.global_model_evaluation(evaluator, local_tuning=tuning), model_fn=model_fn)

@@ -380,7 +380,7 @@ def build_client_work(model_fn, features_fn_builder, batch_fn: task_lib.BatchFn,
   """pFedEM's client work; its server state is the global GMM, starting at `mixture_value` (`initial_mixture`)."""
   weights_type = learning_process.model_weights_type(model_fn)
   num_components = len(mixture_value['weights'])
-  mixture_type = learning_process.float32_struct_type(mixture_value)
+  mixture_type = learning_process.struct_type(mixture_value, tf.float32)
   if config.client_pi:
     data_type = client_state.client_data_type(element_spec, initial_client_state(num_components))
   else:

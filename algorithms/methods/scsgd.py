@@ -53,7 +53,7 @@ def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.Bat
                       client_optimizer: tff.learning.optimizers.Optimizer, element_spec, num_branches: int,
                       num_modes: int, period: int, halves: str) -> tff.learning.templates.ClientWorkProcess:
   if halves not in HALVES:
-    raise ValueError(f'scsgd_halves must be one of {", ".join(HALVES)}; got {halves!r}.')
+    raise ValueError(f'--scsgd_halves must be one of {", ".join(HALVES)}; got {halves!r}.')
   weights_type = learning_process.model_weights_type(model_fn)
   data_type = learning_process.client_data_type(element_spec)
 

@@ -16,7 +16,7 @@ party: the two windows' samples are pooled and split at random B times (`--shift
 has shifted when the randomized permutation p-value of either statistic is at most alpha
 (`drift_statistics.mmd_permutation_test`, `jsd_permutation_test`). Under no shift the two windows are exchangeable,
 so each test's false-alarm rate is alpha at the party's own sample sizes, corruption and label skew (a pooled
-threshold from other parties' nulls is not: measured, 30% false alarms on parties with thinned labels). At
+threshold from other parties' nulls is not: it misjudges parties whose labels were thinned). At
 the server (Algorithm 2), the profiles (mean embeddings) of the shifted parties are clustered by k-means with k by
 the Davies-Bouldin index (`algorithms.core.kmeans`); a cluster of at least gamma parties reuses the expert whose
 latent memory M^(k) is within epsilon,
@@ -187,10 +187,6 @@ class Config:
   def bootstrap_slot(self) -> int:
     return self.num_branches - 1
 
-  @property
-  def pending_capacity(self) -> int:
-    return self.census_capacity
-
 
 def initial_client_state(input_shape: tuple, feature_dim: int, num_classes: int, config: Config) -> dict:
   """A party before its first round: expert id 0, no reference window (-1). The reference is a sample of the
@@ -212,9 +208,9 @@ def initial_server_state(feature_dim: int, num_modes: int, num_classes: int,
       memory_count=np.float32(0), profile_gamma=np.float32(0), examples_seen=np.zeros([k], np.float32),
       id_slot=np.array([0] + [-1] * (MAX_EXPERT_IDS - 1), np.int32),
       slot_id=np.array([0] + [-1] * (k - 1), np.int32), next_id=np.int32(1),
-      pending_profiles=np.zeros([config.pending_capacity, feature_dim], np.float32), pending_count=np.int32(0),
-      pending_histograms=np.zeros([config.pending_capacity, num_classes], np.float32),
-      pending_sizes=np.zeros([config.pending_capacity], np.float32),
+      pending_profiles=np.zeros([config.census_capacity, feature_dim], np.float32), pending_count=np.int32(0),
+      pending_histograms=np.zeros([config.census_capacity, num_classes], np.float32),
+      pending_sizes=np.zeros([config.census_capacity], np.float32),
       objective=np.float32(0), optimal_objective=np.float32(0), solved_exactly=np.float32(0),
       label_centroids=np.zeros([config.max_clusters, num_classes], np.float32), num_label_clusters=np.int32(0),
       label_counts=np.zeros([k, config.max_clusters], np.float32),
@@ -222,7 +218,7 @@ def initial_server_state(feature_dim: int, num_modes: int, num_classes: int,
       centroid_id=np.full([config.max_clusters], -1, np.int32), num_centroids=np.int32(0),
       assigned_window=np.int32(-1), mixing=np.eye(k, dtype=np.float32),
       spawned=np.float32(0), reused=np.float32(0), reused_forced=np.float32(0), match_mmd=np.float32(0),
-      match_radius=np.float32(0), null_profiles=np.zeros([config.pending_capacity, feature_dim], np.float32),
+      match_radius=np.float32(0), null_profiles=np.zeros([config.census_capacity, feature_dim], np.float32),
       null_count=np.int32(0))
 
 
@@ -388,8 +384,8 @@ def match_radius(state: dict, size: tf.Tensor, seed: tf.Tensor, config: Config) 
   if config.epsilon > 0:
     return tf.constant(config.epsilon)
   profiles, count = state['null_profiles'], state['null_count']
-  valid = tf.range(config.pending_capacity) < count
-  keys = tf.where(valid[tf.newaxis], tf.random.stateless_uniform([MATCH_DRAWS, config.pending_capacity], seed), 2.0)
+  valid = tf.range(config.census_capacity) < count
+  keys = tf.where(valid[tf.newaxis], tf.random.stateless_uniform([MATCH_DRAWS, config.census_capacity], seed), 2.0)
   drawn = tf.cast(tf.argsort(tf.argsort(keys, axis=1), axis=1) < tf.minimum(size, count), tf.float32)  # [B, P]
   means = tf.math.divide_no_nan(tf.matmul(drawn, profiles), tf.reduce_sum(drawn, 1, keepdims=True))
   center = tf.math.divide_no_nan(tf.reduce_sum(tf.cast(valid, tf.float32)[:, tf.newaxis] * profiles, 0),
@@ -402,7 +398,7 @@ def match_radius(state: dict, size: tf.Tensor, seed: tf.Tensor, config: Config) 
 def assign_clusters(state: dict, config: Config) -> dict:
   """Algorithm 2 lines 12-27 on the collected profiles of shifted parties: k-means (k by Davies-Bouldin), then per
   cluster reuse (memory within epsilon), spawn (a free slot gets Clone(theta_0)) or local fine-tuning (< gamma)."""
-  mask = tf.range(config.pending_capacity) < state['pending_count']
+  mask = tf.range(config.census_capacity) < state['pending_count']
   clustering = kmeans.cluster(state['pending_profiles'], mask, config.max_clusters, max_index=config.split_index)
   gamma_k = state['profile_gamma']
   active, memory, mixing = state['active'], state['memory'], state['mixing']
@@ -475,7 +471,7 @@ def assignment_objectives(state: dict, choice: tf.Tensor, mask: tf.Tensor, confi
                imbalance_weight=config.imbalance_weight)
   heuristic = facility_location.objective(choice[tf.newaxis], profiles, state['pending_histograms'], sizes, memory,
                                           active, **terms)[0]
-  small = min(EXACT_PARTIES, config.pending_capacity)
+  small = min(EXACT_PARTIES, config.census_capacity)
   candidates = facility_location.assignments(small, config.num_branches)
   optimal, _ = facility_location.optimum(candidates, profiles[:small], state['pending_histograms'][:small],
                                          sizes[:small], memory, active, **terms)
@@ -532,7 +528,7 @@ def server_update(state: dict, reports: dict, sums: dict, config: Config):
   state['label_counts'] = ASSIGNMENT_DECAY * state['label_counts'] + sums['label_counts']
   label_round = labelling
   labels = tf.cond(label_round, lambda: kmeans.cluster(
-      state['pending_histograms'], tf.range(config.pending_capacity) < state['pending_count'], config.max_clusters,
+      state['pending_histograms'], tf.range(config.census_capacity) < state['pending_count'], config.max_clusters,
       max_index=config.split_index)[1:], lambda: (state['label_centroids'], state['num_label_clusters']))
   state['label_centroids'], state['num_label_clusters'] = labels
   return collections.OrderedDict((key, state[key]) for key in initial_server_state(1, 1, 1, config))

@@ -49,11 +49,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   """The K-branch network trained on the averaged branches and tested on them."""
   config.validate()
   process = build_process(*method.process_args(task, element_spec, hparams))
-
-  def evaluate(state):
-    return evaluator.evaluate(learning_process.global_model_weights(state), objectives.averaged_branches)
-
-  return method.Algorithm(process, evaluate)
+  return method.Algorithm(process, method.global_model_evaluation(evaluator))
 
 
 def build_single_network_process(task: task_lib.Task, element_spec, client_learning_rate: float,

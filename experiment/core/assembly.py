@@ -287,7 +287,7 @@ def _check_training(config: ExperimentConfig, training: TrainingConfig) -> None:
     raise ValueError(f'--max_elements_per_client must be >= 1 when set; got {training.max_elements_per_client}.')
   _check_private_aggregation(config.method.algorithm, training)
   if config.evaluation.eval_routing not in certainty.ROUTINGS:
-    raise ValueError(f'eval_routing must be one of {", ".join(certainty.ROUTINGS)}; got '
+    raise ValueError(f'--eval_routing must be one of {", ".join(certainty.ROUTINGS)}; got '
                      f'{config.evaluation.eval_routing!r}.')
 
 
