@@ -39,6 +39,7 @@ from algorithms.methods import scsgd
 from algorithms.methods import shiftex
 from algorithms.methods import tshot_kmeans
 from algorithms.methods import vanilla
+from tasks import registry as tasks
 from tasks import task as task_lib
 from utils import settings as settings_lib
 
@@ -83,7 +84,6 @@ METHODS = {
 ALGORITHMS = tuple(METHODS)
 # Every method module once, in registry order: the modules whose settings are flags.
 MODULES = tuple({entry.module.NAME: entry.module for entry in METHODS.values()}.values())
-_TASKS_WITHOUT_RAW_SPACE = frozenset({'stackoverflow'})
 
 
 def flags() -> list[settings_lib.Flag]:
@@ -98,12 +98,13 @@ def flags() -> list[settings_lib.Flag]:
 
 
 def validate(name: str, task_name: str = None, num_branches: int = 2) -> None:
-  """Raises ValueError for an unknown method, or one that cannot run on the task or with the branches."""
+  """Raises ValueError for an unknown method, or one that cannot run on the task (its module's `RAW_INPUT_SPACE`) or
+  with the branches."""
   if name not in METHODS:
     raise ValueError(f'--algorithm must be one of {", ".join(ALGORITHMS)}; got {name!r}.')
-  if METHODS[name].needs_raw_inputs and task_name in _TASKS_WITHOUT_RAW_SPACE:
-    raise ValueError(f'{name} is not defined for {task_name}: k-means on raw token ids has no meaning (the paper does '
-                     'not run it there either).')
+  if METHODS[name].needs_raw_inputs and task_name is not None and not tasks.module(task_name).RAW_INPUT_SPACE:
+    raise ValueError(f'{name} is not defined for {task_name}: it clusters raw inputs, and this task\'s are token ids, '
+                     'where k-means has no meaning.')
   if METHODS[name].routes and num_branches < 2:
     raise ValueError(f'{name} chooses between branches and needs --num_branches >= 2; got {num_branches}.')
 

@@ -52,6 +52,7 @@ DEFAULTS = {
 }
 
 NAME = 'cifar'
+RAW_INPUT_SPACE = True
 READS_FILES = True
 UNSUPPORTED = {}
 Settings = settings_lib.NoSettings

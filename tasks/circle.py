@@ -49,6 +49,7 @@ DEFAULTS = {
 }
 
 NAME = 'circle'
+RAW_INPUT_SPACE = True
 READS_FILES = False
 UNSUPPORTED = {'periodic': task_lib.ONE_BASE, 'mixture_drift': task_lib.ONE_BASE}
 Settings = settings_lib.NoSettings

@@ -52,6 +52,7 @@ FEATURE_DIM = 64
 DEFAULTS = dict(synthetic.DEFAULTS, client_batch_size=10)
 
 NAME = 'digits'
+RAW_INPUT_SPACE = True
 READS_FILES = False
 UNSUPPORTED = {}
 Settings = settings_lib.NoSettings

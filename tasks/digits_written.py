@@ -13,6 +13,7 @@ from utils import settings as settings_lib
 
 NAME = 'digits_written'
 DEFAULTS = digits.DEFAULTS
+RAW_INPUT_SPACE = True
 READS_FILES = False
 UNSUPPORTED = {'periodic': task_lib.ONE_BASE, 'mixture_drift': task_lib.ONE_BASE}
 Settings = settings_lib.NoSettings

@@ -40,6 +40,7 @@ DEFAULTS = {
 }
 
 NAME = 'emnist'
+RAW_INPUT_SPACE = True
 READS_FILES = True
 UNSUPPORTED = {}
 Settings = settings_lib.NoSettings

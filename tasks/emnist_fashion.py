@@ -31,6 +31,7 @@ CLIENT_SIZE = 100
 DEFAULTS = dict(emnist.DEFAULTS)
 
 NAME = 'emnist_fashion'
+RAW_INPUT_SPACE = True
 READS_FILES = True
 UNSUPPORTED = {'periodic': 'it has three bases; the day/night shift has two'}
 Settings = settings_lib.NoSettings

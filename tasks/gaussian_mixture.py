@@ -59,6 +59,7 @@ DEFAULTS = {
 }
 
 NAME = 'gaussian_mixture'
+RAW_INPUT_SPACE = True
 READS_FILES = False
 UNSUPPORTED = {'periodic': task_lib.NOT_DAY_NIGHT}
 Settings = settings_lib.NoSettings

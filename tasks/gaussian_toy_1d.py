@@ -10,6 +10,7 @@ from utils import settings as settings_lib
 
 NAME = 'gaussian_toy_1d'
 DEFAULTS = dict(gaussian_mixture.DEFAULTS, clients_per_round=10, client_batch_size=32, total_rounds=100)
+RAW_INPUT_SPACE = True
 READS_FILES = False
 UNSUPPORTED = {'periodic': task_lib.NOT_DAY_NIGHT}
 Settings = settings_lib.NoSettings

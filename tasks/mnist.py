@@ -39,6 +39,7 @@ CLIENT_SIZE = 100
 DEFAULTS = dict(emnist.DEFAULTS)
 
 NAME = 'mnist'
+RAW_INPUT_SPACE = True
 READS_FILES = True
 UNSUPPORTED = {}
 Settings = settings_lib.NoSettings

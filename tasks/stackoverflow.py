@@ -65,6 +65,7 @@ DEFAULTS = {
 NAME = 'stackoverflow'
 _TEXT_ONLY = ('its inputs are word sequences and its modes questions and answers, for which the other scenarios\' '
               'transforms and mixtures are not defined')
+RAW_INPUT_SPACE = False
 READS_FILES = True
 UNSUPPORTED = {name: _TEXT_ONLY for name in scenarios.SCENARIOS if name != 'periodic'}
 Settings = settings_lib.NoSettings

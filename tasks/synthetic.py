@@ -56,6 +56,7 @@ DEFAULTS = {
 }
 
 NAME = 'synthetic'
+RAW_INPUT_SPACE = True
 READS_FILES = False
 UNSUPPORTED = {}
 

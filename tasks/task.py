@@ -28,6 +28,8 @@ A task is a module, listed in `tasks.registry`, that owns
   NAME:        the name `--task` selects;
   DEFAULTS:    its default hyperparameters, flag name -> value (Table 2 of "Diurnal or Nocturnal?" for the paper's
                tasks), which fill every training setting left None;
+  RAW_INPUT_SPACE: whether its raw inputs are points of a space where distances mean something (images, vectors;
+               not token ids), so that a method may cluster them;
   READS_FILES: whether `create` reads dataset files (`DataFiles`), or makes its data itself;
   UNSUPPORTED: scenario name -> why the task cannot run it (one clause; the reasons below);
   Settings:    a frozen dataclass whose fields declared with `utils.settings.setting` are the binary's flags

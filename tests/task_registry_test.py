@@ -30,6 +30,7 @@ class TaskContractTest(absltest.TestCase):
         self.assertLess(len(module.UNSUPPORTED), len(scenarios.SCENARIOS))  # It runs some scenario.
         self.assertTrue(module.Settings.__dataclass_params__.frozen)
         self.assertIsInstance(module.READS_FILES, bool)
+        self.assertIsInstance(module.RAW_INPUT_SPACE, bool)
         for field in settings_lib.declared(module.Settings):
           self.assertIn(settings_lib.flag_type(module.Settings, field), (bool, int, float, str, list))
         registry.validate(module.NAME)  # The defaults are valid.
