@@ -1,10 +1,10 @@
 """Several test files in one process: the suite's short tests share one start-up of Python, TensorFlow and TFF.
 
-Starting a test process costs about 6.5 s here (importing TensorFlow 5.3 s, TFF 1.2 s), more than most unit tests
-take. `tests/BUILD` lists the short test files in groups (`SHORT_TEST_GROUPS`); `bundled_py_tests` (tests/defs.bzl)
-gives each file its own target, which runs alone (`bazel test //tests:kmeans_test`) but not in `bazel test //...`, and
-each group one target that runs its files here, one after another: `--bundled_tests=kmeans_test,...` names the
-modules. A group is a target rather than a shard, so that a class's `setUpClass` runs once, not once per shard.
+Starting a test process costs seconds (importing TensorFlow and TFF), more than most unit tests take. `tests/BUILD`
+lists the short test files in groups (`SHORT_TEST_GROUPS`), most of them beside the module they test: each is a
+`unit_test` (tests/defs.bzl), a target of its own that runs alone (`bazel test //algorithms/core:kmeans_test`) but not
+in `bazel test //...`, and each group is one target that runs its files here, one after another:
+`--bundled_tests=algorithms.core.kmeans_test,...` names the modules. A group is a target rather than a shard, so that a class's `setUpClass` runs once, not once per shard.
 
 TFF's execution context is installed once for all of them, as the files that execute computations do in their own
 `__main__`. A file belongs in the bundle only if it holds no process-wide state of its own: tests of the process
@@ -19,7 +19,8 @@ from absl.testing import absltest
 
 from utils import execution_context
 
-_BUNDLED_TESTS = flags.DEFINE_list('bundled_tests', None, 'Test modules of tests/ to run, by file name without .py.')
+_BUNDLED_TESTS = flags.DEFINE_list('bundled_tests', None, 'Test modules to run, by module name '
+                                   '(algorithms.core.kmeans_test).')
 
 
 class _BundleLoader(unittest.TestLoader):
@@ -27,7 +28,7 @@ class _BundleLoader(unittest.TestLoader):
 
   def loadTestsFromModule(self, module, *args, **kwargs):  # pylint: disable=invalid-name
     del module  # This file's own module: no test cases.
-    return self.suiteClass([super(_BundleLoader, self).loadTestsFromModule(importlib.import_module(f'tests.{name}'),
+    return self.suiteClass([super(_BundleLoader, self).loadTestsFromModule(importlib.import_module(name),
                                                                            *args, **kwargs)
                             for name in _BUNDLED_TESTS.value])
 

@@ -40,7 +40,7 @@ _PRIVATE = ('dp', 'secure')
 _AGGREGATOR_FIELDS = {'dp': {'sum_state', 'quantile_estimator_state'}, 'secure': set()}
 _OWN_WAY = 'aggregates its updates its own way'
 _OTHER_OPTIMIZERS = tuple(name for name in learning_process.SERVER_OPTIMIZERS if name != 'adam')
-_RATE = 0.0123  # No default server learning rate.
+_RATE, _EPSILON = 0.0123, 0.0456  # No default server learning rate or epsilon.
 
 
 def _private_flags(aggregator: str) -> list[str]:
@@ -79,12 +79,12 @@ class ServerStepContractTest(parameterized.TestCase):
   def test_the_method_applies_the_server_optimizer_it_is_given(self, name):
     optimizer = _OTHER_OPTIMIZERS[algorithms.ALGORITHMS.index(name) % len(_OTHER_OPTIMIZERS)]
     _, built = in_process_run.build_on_first_scenario(
-        name, f'--server_optimizer={optimizer}', f'--server_learning_rate={_RATE}',
+        name, f'--server_optimizer={optimizer}', f'--server_learning_rate={_RATE}', f'--server_adam_epsilon={_EPSILON}',
         *(['--server_momentum=0.5'] if optimizer == 'sgdm' else []))
     state = built.process.initialize()
     weights_type = built.process.state_type.member.global_model_weights
     expected = tff.learning.templates.build_apply_optimizer_finalizer(
-        learning_process.build_server_optimizer(optimizer, _RATE, 1e-3, 0.5), weights_type).initialize()
+        learning_process.build_server_optimizer(optimizer, _RATE, _EPSILON, 0.5), weights_type).initialize()
     self.assertEqual(tf.nest.map_structure(lambda _: None, state.finalizer),
                      tf.nest.map_structure(lambda _: None, expected), f'{name} with {optimizer}')
     tf.nest.map_structure(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), state.finalizer, expected)

@@ -9,7 +9,7 @@ every ~11 s round on CIFAR (measured with py-spy: most of the Python time in `_s
 
 `install()` replaces TFF's struct and federated serializers with versions that add each element to its parent
 in place and serialize only the leaves (tensors, datasets, computations) with TFF's own code, copying each leaf
-once. The protos are identical to TFF's (`tests/fast_serialization_test.py` compares their bytes).
+once. The protos are identical to TFF's (`utils/fast_serialization_test.py` compares their bytes).
 """
 
 from tensorflow_federated.proto.v0 import executor_pb2

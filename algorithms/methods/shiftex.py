@@ -53,7 +53,7 @@ How the suite realizes it (documented choices; the paper gives no values):
 - Encoder (`--shiftex_encoder`): `bootstrap` (default) embeds with the frozen theta_0, so tests, profiles and
   memories live in one space (an open choice of the paper); `assigned` embeds with the party's own expert (the paper's
   words), so profiles of parties on different experts live in different spaces. In W0 both use expert 1.
-- Calibration: the permutation tests above (tests/shiftex_calibration_test.py: false alarms within
+- Calibration: the permutation tests above (algorithms/methods/shiftex_calibration_test.py: false alarms within
   [alpha / 2, 2 alpha] per statistic on stationary streams, and the power on known shifts).
 - MMD: the V-statistic (`--shiftex_unbiased_mmd` for the U-statistic) between the current window's sample and the
   reference's (`--shiftex_samples` each), gamma_k by the median heuristic of the pooled samples; JSD between the

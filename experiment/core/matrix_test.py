@@ -18,6 +18,7 @@ from experiment.core import grid as grid_lib
 from experiment.core import matrix_runner
 
 # Writes <root>/<name>/summary.json after --sleep seconds, or exits as --exit says; logs start and end times.
+_REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _FAKE_RUN = textwrap.dedent('''
     import json, os, signal, sys, time
     args = dict(a[2:].split('=', 1) for a in sys.argv[1:])
@@ -124,7 +125,7 @@ class GridTest(absltest.TestCase):
                      ((), False))
 
   def test_the_repository_grids_load(self):
-    grids = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'experiment', 'grids')
+    grids = os.path.join(_REPOSITORY, 'experiment', 'grids')
     counts = {name: len(grid_lib.load(os.path.join(grids, name)).runs()) for name in sorted(os.listdir(grids))}
     # 6 scenarios x 21 methods x 3 seeds less Local on 4 and FedEvolve on 5 scenarios; 4 x 2 x 3; 2 tasks x 3
     # alphas x 3 seeds x 5 methods; 3 methods x 3 seeds x (3 steps + 2 x 2 at step 15); 8 x 3 x 3 less No-Dist-Shift
@@ -247,7 +248,7 @@ class EndToEndTest(absltest.TestCase):
 
   def test_the_binary_runs_a_small_grid_and_refuses_an_unsupported_pair(self):
     root = self.create_tempdir().full_path
-    repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repository = _REPOSITORY
     env = dict(os.environ, PYTHONPATH=repository, TF_CPP_MIN_LOG_LEVEL='3')
     args = [sys.executable, '-m', 'experiment.matrix', f'--root={root}', '--jobs=2',
             '--sweep=algorithm=vanilla_single,fedevolve', '--set=task=synthetic', '--set=total_rounds=2',
