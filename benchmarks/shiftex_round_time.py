@@ -43,7 +43,7 @@ _WINDOW_ROUNDS = 4
 def _windowed(task: str):
   """The task with the windowed scenario's domains, and per round its sampled clients' datasets, as a run builds
   them."""
-  return timing.run_data(task, 'windowed', windowed.Settings(window_rounds=_WINDOW_ROUNDS),
+  return timing.run_data(task, 'windowed', windowed.Settings(),
                          _ROUNDS.value + timing.WARMUP_ROUNDS, _CLIENTS_PER_ROUND.value, window_rounds=_WINDOW_ROUNDS)
 
 

@@ -13,7 +13,6 @@ from utils import settings
 NAME = 'concept_drift'
 LENGTH_DEPENDENCE = 'its change points are fractions of --total_rounds'
 HEADLINE_METRIC = 'test_accuracy_last_period_mean'
-SHARED_SETTINGS = ()
 DRIFT_TYPES = ('sudden', 'incremental', 'recurring')
 
 

@@ -43,7 +43,6 @@ NAME = 'dirichlet_mixture'
 LENGTH_DEPENDENCE = None
 # The FedGMM paper's measure: every training client's model on its own test split.
 HEADLINE_METRIC = 'personalized_accuracy'
-SHARED_SETTINGS = ()
 COMPONENTS = ('transformed', 'bases')
 SPLITS = ('train', 'validation', 'test')
 SPLIT_FRACTIONS = (0.6, 0.2, 0.2)  # The FedGMM paper, Section 4.1.

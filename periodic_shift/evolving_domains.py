@@ -13,7 +13,6 @@ NAME = 'evolving_domains'
 LENGTH_DEPENDENCE = None
 # The FedEvolve paper's measure: the global model on the unseen target domain.
 HEADLINE_METRIC = 'target_server_accuracy'
-SHARED_SETTINGS = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,6 @@ NAME = 'mixture_drift'
 LENGTH_DEPENDENCE = 'its cycles are laid over --total_rounds (--num_cycles)'
 # The pFedEM paper's measure: accuracy on test batches mixed as the round's data.
 HEADLINE_METRIC = 'test_mixture_accuracy'
-SHARED_SETTINGS = ()
 MIXTURE_SCHEDULES = ('linear', 'cosine', 'none')
 MIXTURE_TESTS = ('current', 'balanced')
 

@@ -13,7 +13,6 @@ NAME = 'periodic'
 LENGTH_DEPENDENCE = None
 # Test accuracy oscillates within a period under the shift: the paper compares its mean over the last period.
 HEADLINE_METRIC = 'test_accuracy_last_period_mean'
-SHARED_SETTINGS = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,10 +19,7 @@ A scenario is a module, listed in `periodic_shift.scenarios`, that owns
   LENGTH_DEPENDENCE: why its round t depends on `--total_rounds` (so a finished run cannot be extended), or None;
   HEADLINE_METRIC:   the final metric its paper compares methods by (summary.json's `headline_metric`, the report's
                      first column);
-  SHARED_SETTINGS:   the names of its settings that are also the methods' shared hyperparameters
-                     (`algorithms.core.method.Hyperparameters`: the windowed scenario's `window_rounds` is ShiftEx's
-                     and FedDrift's window), usually ();
-  SMOKE_RUN:         a `SmokeRun`: the settings of a small two-round run that shows the shift, and what such a run
+  SMOKE_RUN:         a `SmokeRun`: the flags of a small two-round run that shows the shift, and what such a run
                      must report (the method x scenario matrix test runs every method so);
   run_name(settings, schedule): the scenario's part of a run directory's default name, distinct from every other
                      scenario's;
@@ -81,12 +78,14 @@ class Population:
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-  """The run's settings a scenario plans with: clients per round, the seed, the run's length and the period T of
-  the periodic shift (the task's defaults resolved)."""
+  """The run's settings a scenario plans with: clients per round, the seed, the run's length, the period T of the
+  periodic shift (the task's defaults resolved) and the rounds of a window (of a scenario that shifts at window
+  boundaries, and of the methods that act per window)."""
   clients_per_round: int
   seed: int
   total_rounds: int = 256
   period: int = 32
+  window_rounds: int = 32
 
 
 # The names scenarios give their held-out clients (`Scenario.evaluation_plans`): every training client's own test
@@ -184,12 +183,13 @@ Rows = Sequence[Mapping[str, float]]
 @dataclasses.dataclass(frozen=True)
 class SmokeRun:
   """A two-round run of a scenario that shows its shift: on the synthetic task, 3 clients a round, period 2, evaluated
-  at round 2, with `settings` (setting name -> value) on top of the scenario's defaults.
+  at round 2, with `flags` (flag name -> value: the scenario's settings, or the run's schedule) on top of the
+  defaults.
 
   `check(rows, summary, shift_free)` is what every method's run so must report whatever the method (a column a
   method may leave out is checked only when present): the problems found, one phrase each, empty when none.
   """
-  settings: Mapping[str, object]
+  flags: Mapping[str, object]
   check: Callable[[Rows, Mapping, bool], list[str]]
 
 

@@ -33,10 +33,11 @@ def _populations(sizes_per_base):
 _NAMES = {module.Settings: module.NAME for module in scenarios.MODULES}
 
 
-def _build(config, ids, sizes, clients_per_round, seed, num_classes=2, shift_free=False, total_rounds=256, period=32):
+def _build(config, ids, sizes, clients_per_round, seed, num_classes=2, shift_free=False, total_rounds=256, period=32,
+           window_rounds=32):
   """The scenario of `config` (a scenario module's Settings) over these populations, built through the registry."""
   return scenarios.build(_NAMES[type(config)], config, scenario.Population(ids, sizes, num_classes),
-                         scenario.Schedule(clients_per_round, seed, total_rounds, period), shift_free)
+                         scenario.Schedule(clients_per_round, seed, total_rounds, period, window_rounds), shift_free)
 
 
 class ScenarioContractTest(absltest.TestCase):
@@ -60,9 +61,7 @@ class ScenarioContractTest(absltest.TestCase):
         self.assertNotEmpty(built.round_plan(1).clients)
         self.assertRegex(module.HEADLINE_METRIC, r'^[a-z_]+$')
         self.assertRegex(scenarios.run_name(module.NAME, config, scenario.Schedule(4, 0)), r'^[A-Za-z0-9_.+-]+$')
-        self.assertContainsSubset(module.SHARED_SETTINGS, [field.name for field in declared])
-        self.assertContainsSubset(module.SMOKE_RUN.settings, [field.name for field in declared])
-        settings_lib.check_finite(scenarios.settings_from(module.NAME, module.SMOKE_RUN.settings))
+        settings_lib.check_finite(scenarios.settings_from(module.NAME, module.SMOKE_RUN.flags))
 
   def test_run_names_at_the_defaults_tell_the_scenarios_apart(self):
     names = [scenarios.run_name(module.NAME, module.Settings(), scenario.Schedule(4, 0)) for module in scenarios.MODULES]
@@ -80,9 +79,10 @@ class ScenarioContractTest(absltest.TestCase):
         self.assertNotEmpty(problems)
 
   def test_settings_from_values_keeps_defaults_for_missing_and_none(self):
-    config = scenarios.settings_from('windowed', {'window_rounds': 5, 'num_clients': None, 'corruptions': ['noise'],
+    config = scenarios.settings_from('windowed', {'windowing': 'sliding', 'num_clients': None,
+                                                  'corruptions': ['noise'],
                                                   'num_domains': 7})
-    self.assertEqual(config, windowed_lib.Settings(window_rounds=5, corruptions=('noise',)))
+    self.assertEqual(config, windowed_lib.Settings(windowing='sliding', corruptions=('noise',)))
 
 
 class PeriodicScenarioTest(absltest.TestCase):
@@ -357,8 +357,9 @@ class WindowedScenarioTest(absltest.TestCase):
     self.ids, self.sizes = _populations([[30] * 41, [20] * 60])
 
   def _build(self, **settings):
-    config = windowed_lib.Settings(window_rounds=10, **settings)
-    return _build(config, self.ids, self.sizes, clients_per_round=101, seed=2, num_classes=4, total_rounds=50)
+    config = windowed_lib.Settings(**settings)
+    return _build(config, self.ids, self.sizes, clients_per_round=101, seed=2, num_classes=4, total_rounds=50,
+                  window_rounds=10)
 
   def test_exactly_the_switch_fraction_moves_at_every_boundary(self):
     windowed = self._build()
@@ -474,8 +475,9 @@ class WindowedScenarioTest(absltest.TestCase):
         self.assertEmpty(sets[0] & sets[1])
 
   def test_num_clients_draws_the_population_that_trains_and_reports(self):
-    config = windowed_lib.Settings(window_rounds=10, num_clients=30)
-    windowed = _build(config, self.ids, self.sizes, clients_per_round=8, seed=2, num_classes=4, total_rounds=50)
+    config = windowed_lib.Settings(num_clients=30)
+    windowed = _build(config, self.ids, self.sizes, clients_per_round=8, seed=2, num_classes=4, total_rounds=50,
+                      window_rounds=10)
     census = {client.client_id for client in windowed.census_plan(10).clients}  # W0's last round.
     self.assertLen(census, 30)
     sampled = {client.client_id for r in range(1, 51) for client in windowed.round_plan(r).clients}
@@ -483,24 +485,24 @@ class WindowedScenarioTest(absltest.TestCase):
     self.assertEqual(windowed.census_rounds(), [10, 11, 21, 31, 41])
     self.assertIsNone(windowed.census_plan(12))
     fixed = _build(dataclasses.replace(config, window_severity=4), self.ids, self.sizes, clients_per_round=8, seed=2,
-                   num_classes=4, total_rounds=50)
+                   num_classes=4, total_rounds=50, window_rounds=10)
     self.assertEqual([family for family, _ in fixed.regimes], [family for family, _ in windowed.regimes])
     self.assertEqual([severity for _, severity in fixed.regimes], [0, 4, 4, 4, 4])
     # The cohort scope: the census of window 2 (round 11) is the union of rounds 11-20's participants.
     cohort = _build(dataclasses.replace(config, census_scope='cohort'), self.ids, self.sizes, clients_per_round=2,
-                    seed=2, num_classes=4, total_rounds=50)
+                    seed=2, num_classes=4, total_rounds=50, window_rounds=10)
     trained = {client.client_id for r in range(11, 21) for client in cohort.round_plan(r).clients}
     self.assertEqual({client.client_id for client in cohort.census_plan(11).clients}, trained)
     self.assertLess(len(trained), 30)
     for too_few in (5, 102):
       with self.assertRaisesRegex(ValueError, '--num_clients must be between'):
         _build(dataclasses.replace(config, num_clients=too_few), self.ids, self.sizes, clients_per_round=8, seed=2,
-               num_classes=4, total_rounds=50)
+               num_classes=4, total_rounds=50, window_rounds=10)
 
   def test_no_shift_stays_in_the_clean_regime(self):
-    config = windowed_lib.Settings(window_rounds=10)
+    config = windowed_lib.Settings()
     flat = _build(config, self.ids, self.sizes, clients_per_round=101, seed=2, shift_free=True, num_classes=4,
-                  total_rounds=50)
+                  total_rounds=50, window_rounds=10)
     self.assertEqual(flat.num_domains, 2)
     self.assertEqual(flat.round_metrics(45, flat.round_plan(45)), {'window': 0.0, 'new_regime_share': 0.0})
 

@@ -85,11 +85,6 @@ def validate(name: str, config, schedule: scenario.Schedule) -> None:
   config.validate(schedule)
 
 
-def shared_settings(name: str, config) -> dict:
-  """The settings of scenario `name` (Settings `config`) that are also the methods' shared hyperparameters."""
-  return {setting: getattr(config, setting) for setting in module(name).SHARED_SETTINGS}
-
-
 def run_name(name: str, config, schedule: scenario.Schedule) -> str:
   """The scenario's part of a run directory's default name."""
   return module(name).run_name(config, schedule)

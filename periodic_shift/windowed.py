@@ -14,16 +14,14 @@ NAME = 'windowed'
 LENGTH_DEPENDENCE = 'its windows\' regimes are drawn for ceil(--total_rounds / --window_rounds) windows at once'
 # The ShiftEx paper's measure: accuracy on test data mixed as the window's.
 HEADLINE_METRIC = 'test_mixture_accuracy'
-# The window is also the window of the methods that act per window (ShiftEx, FedDrift).
-SHARED_SETTINGS = ('window_rounds',)
 WINDOWINGS = ('tumbling', 'sliding')
 CENSUS_SCOPES = ('population', 'cohort')
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-  """The windows, their regimes and the population (`WindowedScenario`)."""
-  window_rounds: int = settings.setting(32, 'Rounds per window.')
+  """The windows, their regimes and the population (`WindowedScenario`); the rounds of a window are the run's
+  `--window_rounds` (`scenario.Schedule`)."""
   windowing: str = settings.setting('tumbling', 'tumbling or sliding (overlapping) windows.')
   window_overlap: int = settings.setting(8, 'Sliding windows: rounds over which a moved client holds both regimes.')
   corruptions: tuple[str, ...] = settings.setting(
@@ -45,14 +43,13 @@ class Settings:
       None, 'The population, drawn from every base\'s clients (None: all of them).')
 
   def validate(self, schedule: scenario.Schedule) -> None:
-    del schedule  # Unused.
     if self.num_clients is not None and self.num_clients < 1:
       raise ValueError(f'--num_clients must be >= 1; got {self.num_clients}.')
-    if self.window_rounds < 1 or self.windowing not in WINDOWINGS:
-      raise ValueError(f'--window_rounds must be >= 1 and windowing one of {", ".join(WINDOWINGS)}; got '
-                       f'{self.window_rounds}, {self.windowing!r}.')
-    if self.windowing == 'sliding' and not 0 <= self.window_overlap < self.window_rounds:
-      raise ValueError(f'--window_overlap must be in [0, window_rounds); got {self.window_overlap}.')
+    if schedule.window_rounds < 1 or self.windowing not in WINDOWINGS:
+      raise ValueError(f'--window_rounds must be >= 1 and --windowing one of {", ".join(WINDOWINGS)}; got '
+                       f'{schedule.window_rounds}, {self.windowing!r}.')
+    if self.windowing == 'sliding' and not 0 <= self.window_overlap < schedule.window_rounds:
+      raise ValueError(f'--window_overlap must be in [0, --window_rounds); got {self.window_overlap}.')
     unknown = set(self.corruptions) - set(domains_lib.CORRUPTIONS)
     if not self.corruptions or unknown:
       raise ValueError(f'--corruptions must be some of {", ".join(domains_lib.CORRUPTIONS)}; got '
@@ -77,7 +74,8 @@ def build(config: Settings, population: scenario.Population, schedule: scenario.
   """The run cut into windows of `window_rounds`, a new regime at each boundary (regime 0 throughout without the
   shift)."""
   return WindowedScenario(population.client_ids, population.client_sizes, schedule.clients_per_round, config,
-                          schedule.total_rounds, schedule.seed, population.num_classes, shift_free)
+                          schedule.total_rounds, schedule.seed, population.num_classes, schedule.window_rounds,
+                          shift_free)
 
 
 class WindowedScenario(scenario.Scenario):
@@ -119,7 +117,7 @@ class WindowedScenario(scenario.Scenario):
 
   def __init__(self, base_client_ids: Sequence[Sequence[str]], base_client_sizes: Sequence[dict[str, int]],
                clients_per_round: int, config: Settings, total_rounds: int, seed: int, num_classes: int,
-               shift_free: bool = False):
+               window_rounds: int, shift_free: bool = False):
     self._clients = scenario.union_population(base_client_ids, clients_per_round)
     if config.num_clients is not None:  # A population drawn from the union (seeded).
       if not clients_per_round <= config.num_clients <= len(self._clients):
@@ -131,9 +129,10 @@ class WindowedScenario(scenario.Scenario):
     self._num_bases = len(base_client_ids)
     self._clients_per_round = clients_per_round
     self._config = config
+    self._window_rounds = window_rounds
     self._total_rounds = total_rounds
     self._seed = seed
-    self._num_regimes = 1 if shift_free else max(1, -(-total_rounds // config.window_rounds))
+    self._num_regimes = 1 if shift_free else max(1, -(-total_rounds // window_rounds))
     rng = np.random.default_rng([seed, 9])
     self.regimes = [(None, 0)] + [(str(rng.choice(config.corruptions)), int(rng.integers(1, 6)))
                                   for _ in range(self._num_regimes - 1)]
@@ -167,10 +166,10 @@ class WindowedScenario(scenario.Scenario):
     return [domain % self._num_regimes for domain in range(self.num_domains)]
 
   def window_starts(self) -> list[int]:
-    return [1 + window * self._config.window_rounds for window in range(self._num_regimes)]
+    return [1 + window * self._window_rounds for window in range(self._num_regimes)]
 
   def window(self, round_num: int) -> int:
-    return min((round_num - 1) // self._config.window_rounds, self._num_regimes - 1)
+    return min((round_num - 1) // self._window_rounds, self._num_regimes - 1)
 
   def test_weights(self, round_num: int) -> np.ndarray:
     """Weights [num_domains]: the share of the population's examples in each (base, regime) in the round's window
@@ -190,7 +189,7 @@ class WindowedScenario(scenario.Scenario):
     window = self.window(round_num)
     current = int(self.assignments[window, client_index])
     previous = int(self.assignments[window - 1, client_index]) if window > 0 else current
-    since = round_num - 1 - window * self._config.window_rounds
+    since = round_num - 1 - window * self._window_rounds
     if self._config.windowing == 'sliding' and current != previous and since < self._config.window_overlap:
       return previous, current, (since + 1) / (self._config.window_overlap + 1)
     return current, current, 0.0
@@ -200,7 +199,7 @@ class WindowedScenario(scenario.Scenario):
     round (tumbling) or the first round in which a mover's new regime holds more than half of its data (sliding:
     round start + floor((overlap + 1) / 2))."""
     offset = (self._config.window_overlap + 1) // 2 if self._config.windowing == 'sliding' else 0
-    return [self._config.window_rounds] + [start + offset for start in self.window_starts()[1:]]
+    return [self._window_rounds] + [start + offset for start in self.window_starts()[1:]]
 
   def census_plan(self, round_num: int) -> Optional[scenario.RoundPlan]:
     if round_num not in self.census_rounds():
@@ -208,8 +207,8 @@ class WindowedScenario(scenario.Scenario):
     indices = range(len(self._clients))
     if self._config.census_scope == 'cohort':  # The parties that train in some round of the census's window.
       window = self.window(round_num)
-      last = min(self._total_rounds, (window + 1) * self._config.window_rounds)
-      indices = sorted({int(index) for r in range(1 + window * self._config.window_rounds, last + 1)
+      last = min(self._total_rounds, (window + 1) * self._window_rounds)
+      indices = sorted({int(index) for r in range(1 + window * self._window_rounds, last + 1)
                         for index in self._chosen(r)})
     return scenario.RoundPlan(tuple(self._client_plan(index, round_num) for index in indices))
 

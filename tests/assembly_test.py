@@ -89,8 +89,9 @@ class AssemblyTest(absltest.TestCase):
     root = self.create_tempdir().full_path
     cases = (
         (dict(training=assembly.TrainingConfig(total_rounds=0)), '--total_rounds must be > 0; got 0.'),
-        (dict(scenario=assembly.ScenarioChoice(scenario='windowed', settings=windowed.Settings(window_rounds=0))),
-         'window_rounds must be >= 1'),
+        (dict(scenario=assembly.ScenarioChoice(scenario='windowed', settings=windowed.Settings(
+             windowing='sliding', window_overlap=-1))),
+         '--window_overlap must be in'),
         (dict(method=assembly.MethodChoice(algorithm='fedprox', config=fedprox.Config(mu=0.0))),
          '--fedprox_mu must be > 0'),
         (dict(method=assembly.MethodChoice(algorithm='fedfoo')), 'algorithm must be one of'),

@@ -15,14 +15,13 @@ from tests import in_process_run
 
 
 def _state(config, **values):
-  state = {key: tf.constant(value) for key, value in feddrift.initial_server_state(2, config).items()}
-  state.update({key: tf.constant(value) for key, value in values.items()})
-  return state
+  state = feddrift.initial_server_state(2, config)._replace(**values)
+  return tf.nest.map_structure(tf.constant, state)
 
 
 def _reports(drifted, best, model_id):
-  return {'drifted': tf.constant(drifted, tf.float32), 'best': tf.constant(best, tf.float32),
-          'model_id': tf.constant(model_id, tf.float32)}
+  return {'drifted': tf.constant(np.array(drifted, bool)), 'best': tf.constant(best, tf.int32),
+          'model_id': tf.constant(model_id, tf.int32)}
 
 
 class ClusterDistanceTest(tf.test.TestCase):
@@ -48,7 +47,7 @@ class MergeModelsTest(tf.test.TestCase):
     id_slot = np.full([feddrift.MAX_MODEL_IDS], -1, np.int32)
     id_slot[[0, 3, 5, 7]] = [0, 1, 2, 3]
     slot_id = np.array([0, 3, 5, 7, -1], np.int32)
-    state = _state(config, active=np.array([1, 1, 1, 1, 0], np.float32), id_slot=id_slot, slot_id=slot_id,
+    state = _state(config, active=np.array([1, 1, 1, 1, 0], bool), id_slot=id_slot, slot_id=slot_id,
                    created_window=np.array([-1, 1, 1, 2, -1], np.int32),
                    cluster_scores=scores * 10, cluster_examples=np.full([5], 10, np.float32),
                    examples_seen=examples_seen)
@@ -59,13 +58,13 @@ class MergeModelsTest(tf.test.TestCase):
     scores = np.array([[0.90, 0.88, 0.20, 0.90, 0], [0.87, 0.90, 0.25, 0.90, 0], [0.30, 0.30, 0.90, 0.3, 0],
                        [0.90, 0.90, 0.30, 0.90, 0], [0, 0, 0, 0, 0]], np.float32)
     merged, seen = self._merge(scores)
-    self.assertEqual(float(merged['merged']), 1.0)
-    self.assertAllClose(merged['mixing'][0], [0.75, 0.25, 0, 0, 0])  # 30 and 10 examples.
-    self.assertAllClose(merged['mixing'][1:], np.eye(5)[1:])
-    self.assertAllEqual(merged['active'], [1, 0, 1, 1, 0])
-    self.assertEqual(int(merged['id_slot'][3]), 0)  # Model 1's clients now train slot 0.
-    self.assertAllEqual(merged['slot_id'], [0, -1, 5, 7, -1])
-    self.assertAllClose(merged['examples_seen'], [seen[0] + seen[1], 0, seen[2], seen[3], 0])
+    self.assertEqual(float(merged.merged), 1.0)
+    self.assertAllClose(merged.mixing[0], [0.75, 0.25, 0, 0, 0])  # 30 and 10 examples.
+    self.assertAllClose(merged.mixing[1:], np.eye(5)[1:])
+    self.assertAllEqual(merged.active, [True, False, True, True, False])
+    self.assertEqual(int(merged.id_slot[3]), 0)  # Model 1's clients now train slot 0.
+    self.assertAllEqual(merged.slot_id, [0, -1, 5, 7, -1])
+    self.assertAllClose(merged.examples_seen, [seen[0] + seen[1], 0, seen[2], seen[3], 0])
 
   def test_groups_are_scipys_complete_linkage_cut_at_delta_prime(self):
     rng = np.random.default_rng(3)
@@ -78,18 +77,18 @@ class MergeModelsTest(tf.test.TestCase):
       distance = feddrift.cluster_distances(tf.constant(scores * 10), tf.fill([5], 10.0)).numpy()
       labels = hierarchy.fcluster(hierarchy.linkage(scipy_distance.squareform(
           distance[np.ix_(eligible, eligible)], checks=False), 'complete'), t=merge_delta, criterion='distance')
-      survivors = [slot for slot in eligible if float(merged['active'][slot]) > 0]
+      survivors = [slot for slot in eligible if bool(merged.active[slot])]
       self.assertLen(survivors, len(set(labels)))
       for slot, label in zip(eligible, labels):  # Every slot's clients land on the lowest slot of its group.
         group = [s for s, other in zip(eligible, labels) if other == label]
-        self.assertEqual(int(merged['id_slot'][[0, 3, 5][slot]]), min(group))
+        self.assertEqual(int(merged.id_slot[[0, 3, 5][slot]]), min(group))
 
 
 class AllocateTest(tf.test.TestCase):
   """Four slots in window 3: slot 0 last trained in window 1, slot 1 in window 3 (this one), 2 and 3 free."""
 
   def _state(self, config):
-    return _state(config, active=np.array([1, 1, 0, 0], np.float32),
+    return _state(config, active=np.array([1, 1, 0, 0], bool),
                   trained_window=np.array([1, 3, -1, -1], np.int32), slot_id=np.array([0, 4, -1, -1], np.int32),
                   id_slot=np.array([0, -1, -1, -1, 1] + [-1] * (feddrift.MAX_MODEL_IDS - 5), np.int32),
                   next_id=np.int32(5))
@@ -99,34 +98,34 @@ class AllocateTest(tf.test.TestCase):
     reports = _reports(drifted=[1, 0, 1, 1, 1], best=[1, 1, 0, 1, 1], model_id=[4, 4, 0, 4, 4])
     state, ids = feddrift.allocate(self._state(config), reports, tf.constant(3), config)
     self.assertAllEqual(ids, [5, 4, 6, 7, 4])  # Slots 2, 3 (free), then slot 0 (evicted); the last stays on 1.
-    self.assertAllEqual(state['slot_id'], [7, 4, 5, 6])
-    self.assertAllEqual(state['id_slot'][:8], [-1, -1, -1, -1, 1, 2, 3, 0])  # Slot 0's old clients choose again.
-    self.assertAllEqual(state['mixing'], [[0, 1, 0, 0], [0, 1, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]])  # Copies of best.
-    self.assertAllEqual(state['created_window'], [3, -1, 3, 3])
-    self.assertEqual((float(state['created']), float(state['evicted']), float(state['exhausted'])), (3, 1, 1))
+    self.assertAllEqual(state.slot_id, [7, 4, 5, 6])
+    self.assertAllEqual(state.id_slot[:8], [-1, -1, -1, -1, 1, 2, 3, 0])  # Slot 0's old clients choose again.
+    self.assertAllEqual(state.mixing, [[0, 1, 0, 0], [0, 1, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]])  # Copies of best.
+    self.assertAllEqual(state.created_window, [3, -1, 3, 3])
+    self.assertEqual((float(state.created), float(state.evicted), float(state.exhausted)), (3, 1, 1))
 
   def test_ids_wrap_around_past_the_ids_of_live_models(self):
     config = feddrift.Config(num_branches=4)
     last = feddrift.MAX_MODEL_IDS - 1
-    state = dict(self._state(config), next_id=tf.constant(last))
+    state = self._state(config)._replace(next_id=tf.constant(last))
     reports = _reports(drifted=[1, 1, 1], best=[1, 1, 1], model_id=[4, 4, 4])
     state, ids = feddrift.allocate(state, reports, tf.constant(3), config)
     self.assertAllEqual(ids, [last, 1, 2])  # Id 0 is slot 0's until it is evicted (the third client's slot).
-    self.assertAllEqual(state['slot_id'], [2, 4, last, 1])
-    self.assertAllEqual([int(state['id_slot'][i]) for i in (0, 1, 2, 4, last)], [-1, 3, 0, 1, 2])
+    self.assertAllEqual(state.slot_id, [2, 4, last, 1])
+    self.assertAllEqual([int(state.id_slot[i]) for i in (0, 1, 2, 4, last)], [-1, 3, 0, 1, 2])
 
   def test_eager_shares_one_new_model_per_window(self):
     config = feddrift.Config(num_branches=4, new_models='window')
     reports = _reports(drifted=[0, 1, 1], best=[1, 0, 1], model_id=[4, 0, 4])
     state, ids = feddrift.allocate(self._state(config), reports, tf.constant(3), config)
     self.assertAllEqual(ids, [4, 5, 5])
-    self.assertEqual(int(state['window_slot']), 2)
-    self.assertAllEqual(state['mixing'][2], [1, 0, 0, 0])  # The first drifted client's best.
-    later, ids = feddrift.allocate(dict(state, created=tf.constant(0.0)), _reports([1], [1], [4]), tf.constant(3),
+    self.assertEqual(int(state.window_slot), 2)
+    self.assertAllEqual(state.mixing[2], [1, 0, 0, 0])  # The first drifted client's best.
+    later, ids = feddrift.allocate(state._replace(created=tf.constant(0)), _reports([1], [1], [4]), tf.constant(3),
                                    config)
     self.assertAllEqual(ids, [5])  # A later drift in the same window joins it.
-    self.assertEqual(float(later['created']), 0.0)
-    next_window, ids = feddrift.allocate(dict(state, created=tf.constant(0.0)), _reports([1], [1], [4]),
+    self.assertEqual(float(later.created), 0.0)
+    next_window, ids = feddrift.allocate(state._replace(created=tf.constant(0)), _reports([1], [1], [4]),
                                          tf.constant(4), config)
     self.assertAllEqual(ids, [6])  # A new window opens a new model.
 
@@ -139,7 +138,7 @@ class EvaluationTest(tf.test.TestCase):
     logits[:, 0, 1] = 8.0  # Model 0: confident, class 1.
     logits[:, 1, 2] = 1.0  # Model 1: mildly sure, class 2.
     logits[:, 2, 3] = 9.0  # Model 2: the most confident, but not active.
-    active, unseen = np.array([1.0, 1.0, 0.0], np.float32), np.zeros([2, 3], np.float32)
+    active, unseen = np.array([True, True, False]), np.zeros([2, 3], np.float32)
     outputs = {'logits': logits}
     routed = lambda objective, labels: objective(outputs, {'y': np.full(4, labels), 'mode': np.zeros(4, np.int32)},
                                                  active, unseen).routing.numpy()[0]

@@ -117,7 +117,7 @@ class BadInputTest(parameterized.TestCase):
       ('dirichlet_no_clients', ['--scenario=dirichlet_mixture', '--num_clients=0'],
        'num_clients must be >= 1; got 0'),
       ('one_domain', ['--scenario=evolving_domains', '--num_domains=1'], 'num_domains must be >= 2'),
-      ('no_window', ['--scenario=windowed', '--window_rounds=0'], 'window_rounds must be >= 1'),
+      ('no_window', ['--scenario=windowed', '--window_rounds=0'], '--window_rounds must be > 0'),
       ('one_concept', ['--scenario=concept_drift', '--num_concepts=1'], 'num_concepts must be >= 2'),
       ('no_drift_length', ['--scenario=concept_drift', '--drift_length=0'], 'drift_length and concept_period'),
       ('no_cycles', ['--scenario=mixture_drift', '--num_cycles=0'], 'num_cycles must be > 0'),

@@ -38,7 +38,15 @@ def element(state: dict, position: int, trains: bool = True, census: bool = Fals
   """The client-state element of the client at `position` (numpy)."""
   return collections.OrderedDict([(POSITION, np.int32(position)), (TRAINS, np.float32(trains)),
                                   (CENSUS, np.float32(census))] +
-                                 [(key, np.asarray(value, np.float32)) for key, value in state.items()])
+                                 [(key, typed(value)) for key, value in state.items()])
+
+
+def typed(value) -> np.ndarray:
+  """A client-state field as an array of the suite's dtypes: float32 values, int32 counts and ids, bool flags."""
+  value = np.asarray(value)
+  if value.dtype.kind == 'f':
+    return value.astype(np.float32)
+  return value.astype(np.int32) if value.dtype.kind in 'iu' else value
 
 
 def client_data_type(element_spec, initial_state: dict) -> tff.StructWithPythonType:
@@ -46,7 +54,7 @@ def client_data_type(element_spec, initial_state: dict) -> tff.StructWithPythonT
   state_spec = collections.OrderedDict([(POSITION, tf.TensorSpec([], tf.int32)),
                                         (TRAINS, tf.TensorSpec([], tf.float32)),
                                         (CENSUS, tf.TensorSpec([], tf.float32))] + [
-      (key, tf.TensorSpec(np.shape(value), tf.float32)) for key, value in initial_state.items()])
+      (key, tf.TensorSpec(np.shape(value), tf.as_dtype(typed(value).dtype))) for key, value in initial_state.items()])
   return tff.StructWithPythonType(
       [('dataset', learning_process.client_data_type(element_spec)),
        ('client_state', tff.SequenceType(tff.types.tensorflow_to_type(state_spec)))], collections.OrderedDict)

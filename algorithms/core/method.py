@@ -45,7 +45,7 @@ class Hyperparameters:
   server_step: learning_process.ServerStep
   num_branches: int = 2
   period: int = 32
-  window_rounds: int = 32  # The window of the methods that act per window (a scenario's shared setting).
+  window_rounds: int = 32  # The time step of the methods that act per window (ShiftEx, FedDrift).
   clients_per_round: int = 10
   eval_routing: str = 'batch'
   seed: int = 0

@@ -61,7 +61,6 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'cfl'
-# Refuses --aggregator=dp|secure: it aggregates its model updates its own way (`method.SentInTheClear`).
 SENDS = method.Sends(simulation_only=('routing',), client_state=('cluster', 'weight', 'update'),
                      own_aggregation=True)
 DEFAULTS = {}

@@ -57,6 +57,7 @@ their domains.
 
 import collections
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -77,7 +78,6 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'feddrift'
-# Refuses --aggregator=dp|secure: it aggregates its model updates its own way (`method.SentInTheClear`).
 SENDS = method.Sends(
     method_sums=('slot_examples', 'cluster_scores'),
     simulation_only=('routing', 'true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms'),
@@ -115,21 +115,51 @@ class Config:
 
 
 def initial_client_state() -> dict:
-  """A client before its first round: on model id 0 (slot 0), no reference score (ref_window -1)."""
-  return {'model_id': np.float32(0), 'ref_score': np.float32(0), 'ref_window': np.float32(-1),
-          'checked_window': np.float32(-1), 'ref_domain': np.float32(-1)}
+  """A client before its first round (the fields it keeps between rounds, `client_state`): on model id 0 (slot 0),
+  no reference score (ref_window -1), never checked, no reference domain (simulation only)."""
+  return {'model_id': np.int32(0), 'ref_score': np.float32(0), 'ref_window': np.int32(-1),
+          'checked_window': np.int32(-1), 'ref_domain': np.int32(-1)}
 
 
-def initial_server_state(num_modes: int, config: Config) -> collections.OrderedDict:
+class ServerState(NamedTuple):
+  """The server's pool of K model slots and its bookkeeping (the client work's state)."""
+  round_num: np.int32  # Rounds so far.
+  active: np.ndarray  # [K] bool: the slot holds a model.
+  id_slot: np.ndarray  # [MAX_MODEL_IDS] int32: the slot of a model id, -1 for none.
+  slot_id: np.ndarray  # [K] int32: the model id a slot holds, -1 for none.
+  next_id: np.int32  # The next model id to give.
+  created_window: np.ndarray  # [K] int32: the window a slot's model was created in, -1 for none.
+  trained_window: np.ndarray  # [K] int32: the last window a slot was trained in (its LRU key), -1 for never.
+  window_slot: np.int32  # FedDrift-Eager: the slot of this window's new model, -1 for none.
+  cluster_scores: np.ndarray  # [K, K] float32: this window's S_ij sums, weighted by examples.
+  cluster_examples: np.ndarray  # [K] float32: this window's examples behind each row of cluster_scores.
+  examples_seen: np.ndarray  # [K] float32: examples each slot trained on (the weights of a merge).
+  domain_slots: np.ndarray  # [modes, K] float32: decaying counts of clients by true domain and slot (evaluation).
+  mixing: np.ndarray  # [K, K] float32: this round's copies and merges of the networks (`network_pool`).
+  created: np.int32  # This round's new models.
+  evicted: np.int32  # This round's models evicted for a new one.
+  exhausted: np.int32  # This round's drifted clients left without a new model.
+  merged: np.int32  # Models merged into another at this window's end.
+
+
+def initial_server_state(num_modes: int, config: Config) -> ServerState:
   k = config.num_branches
-  return collections.OrderedDict(
-      round_num=np.int32(0), active=np.eye(k, dtype=np.float32)[0],
+  return ServerState(
+      round_num=np.int32(0), active=np.arange(k) == 0,
       id_slot=np.array([0] + [-1] * (MAX_MODEL_IDS - 1), np.int32), slot_id=np.array([0] + [-1] * (k - 1), np.int32),
       next_id=np.int32(1), created_window=np.full([k], -1, np.int32), trained_window=np.full([k], -1, np.int32),
       window_slot=np.int32(-1), cluster_scores=np.zeros([k, k], np.float32), cluster_examples=np.zeros([k], np.float32),
       examples_seen=np.zeros([k], np.float32), domain_slots=np.zeros([num_modes, k], np.float32),
-      mixing=np.eye(k, dtype=np.float32), created=np.float32(0), evicted=np.float32(0), exhausted=np.float32(0),
-      merged=np.float32(0))
+      mixing=np.eye(k, dtype=np.float32), created=np.int32(0), evicted=np.int32(0), exhausted=np.int32(0),
+      merged=np.int32(0))
+
+
+class RoundView(NamedTuple):
+  """What the clients receive: the round and the pool's slots and ids."""
+  round_num: tf.Tensor
+  active: tf.Tensor
+  id_slot: tf.Tensor
+  slot_id: tf.Tensor
 
 
 def model_scores(logits: tf.Tensor, examples: dict, statistic: str) -> tf.Tensor:
@@ -150,21 +180,21 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
   @tf.function(autograph=False)
   def run(weights, state, dataset, stored):
     examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
-    window = method.window_of(state['round_num'], config.window_rounds)
+    window = method.window_of(state.round_num, config.window_rounds)
     client_training.assign_weights(model, weights)
     scores = model_scores(model(examples['x'], training=False)[multi_branch.LOGITS], examples, config.statistic)
-    best = tf.argmax(tf.where(state['active'] > 0, scores, -np.inf), output_type=tf.int32)
+    best = tf.argmax(tf.where(state.active, scores, -np.inf), output_type=tf.int32)
 
     # Drift detection at the client's first round of a window after the one of its reference.
-    ref_window = tf.cast(stored['ref_window'], tf.int32)
-    new_window = tf.cast(stored['checked_window'], tf.int32) < window
+    ref_window = stored['ref_window']
+    new_window = stored['checked_window'] < window
     check = new_window & (window >= 1) & (ref_window >= 0) & (ref_window < window)
     drifted = check & (stored['ref_score'] - scores[best] > config.delta)
-    model_id = tf.cast(stored['model_id'], tf.int32)
-    stored_slot = tf.where(model_id >= 0, tf.gather(state['id_slot'], tf.maximum(model_id, 0)), -1)
+    model_id = stored['model_id']
+    stored_slot = tf.where(model_id >= 0, tf.gather(state.id_slot, tf.maximum(model_id, 0)), -1)
     slot = tf.where(new_window | (stored_slot < 0), best, stored_slot)
     domain = routing.client_mode(examples)  # Simulation only: scores the detector, never decides.
-    truly = tf.not_equal(domain, tf.cast(stored['ref_domain'], tf.int32))
+    truly = tf.not_equal(domain, stored['ref_domain'])
     detection = collections.OrderedDict(
         true_shifts=tf.cast(check & truly, tf.float32), detected_shifts=tf.cast(drifted & truly, tf.float32),
         stable_checks=tf.cast(check & ~truly, tf.float32), false_alarms=tf.cast(drifted & ~truly, tf.float32))
@@ -177,32 +207,28 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
         output, domain, slot, num_modes, k_slots, slot_examples=tf.one_hot(slot, k_slots) * sent,
         cluster_scores=tf.one_hot(slot, k_slots)[:, tf.newaxis] * scores[tf.newaxis] * sent, **detection)
     report = collections.OrderedDict(
-        position=stored[client_state.POSITION], drifted=tf.cast(drifted, tf.float32),
-        best=tf.cast(best, tf.float32), model_id=tf.cast(tf.gather(state['slot_id'], slot), tf.float32),
-        ref_score=scores[slot], ref_window=tf.cast(window, tf.float32),
-        checked_window=tf.cast(tf.maximum(window, tf.cast(stored['checked_window'], tf.int32)), tf.float32),
-        ref_domain=tf.cast(domain, tf.float32))
+        position=stored[client_state.POSITION], drifted=drifted, best=best,
+        model_id=tf.gather(state.slot_id, slot), ref_score=scores[slot], ref_window=window,
+        checked_window=tf.maximum(window, stored['checked_window']), ref_domain=domain)
     return result, report, sums
 
   return run
 
 
-def allocate(state: dict, reports: dict, window: tf.Tensor, config: Config) -> tuple[dict, tf.Tensor]:
+def allocate(state: ServerState, reports: dict, window: tf.Tensor, config: Config) -> tuple[ServerState, tf.Tensor]:
   """New models for the round's drifted clients (reports {drifted [m], best [m]}), in report order: a free slot,
   else the slot least recently trained before this window (LRU); with `new_models=window`, one per window, shared
   by its drifted clients. A new model copies the drifted client's best model. Returns (state, every reporting
   client's model id [m] for its next round: the new model's, or for a drifted client left without one, its best
   model's)."""
   k = config.num_branches
-  drifted = reports['drifted'] > 0
-  best = tf.cast(reports['best'], tf.int32)
-  stays = tf.where(drifted, tf.gather(state['slot_id'], best), tf.cast(reports['model_id'], tf.int32))
-  free = state['active'] <= 0
-  available = free | (state['trained_window'] < window)
-  priority = tf.where(free, -2.0, tf.cast(state['trained_window'], tf.float32))
+  drifted, best = reports['drifted'], reports['best']
+  stays = tf.where(drifted, tf.gather(state.slot_id, best), reports['model_id'])
+  free = ~state.active
+  available = free | (state.trained_window < window)
+  priority = tf.where(free, -2.0, tf.cast(state.trained_window, tf.float32))
   order = tf.argsort(tf.where(available, priority, np.inf), stable=True)
   num_available = tf.reduce_sum(tf.cast(available, tf.int32))
-  state = dict(state)
   if config.new_models == 'client':
     rank = tf.cumsum(tf.cast(drifted, tf.int32)) - 1
     granted = drifted & (rank < num_available)
@@ -211,41 +237,40 @@ def allocate(state: dict, reports: dict, window: tf.Tensor, config: Config) -> t
       state = _open_slot(state, order[r], best[client], tf.reduce_any(granted & tf.equal(rank, r)), window)
     new_slot = tf.gather(order, tf.clip_by_value(rank, 0, k - 1))
   else:
-    open_slot = tf.maximum(state['window_slot'], 0)
-    current = ((state['window_slot'] >= 0) & tf.equal(state['created_window'][open_slot], window)
-               & (state['active'][open_slot] > 0))
+    open_slot = tf.maximum(state.window_slot, 0)
+    current = (state.window_slot >= 0) & tf.equal(state.created_window[open_slot], window) & state.active[open_slot]
     need = tf.reduce_any(drifted) & ~current & (num_available > 0)
     first = tf.argmax(tf.cast(drifted, tf.int32), output_type=tf.int32)
     state = _open_slot(state, order[0], best[first], need, window)
-    state['window_slot'] = tf.where(need, order[0], state['window_slot'])
+    state = state._replace(window_slot=tf.where(need, order[0], state.window_slot))
     granted = drifted & (current | need)
-    new_slot = tf.fill(tf.shape(best), tf.maximum(state['window_slot'], 0))
-  state['exhausted'] = tf.reduce_sum(tf.cast(drifted & ~granted, tf.float32))
-  return state, tf.where(granted, tf.gather(state['slot_id'], new_slot), stays)
+    new_slot = tf.fill(tf.shape(best), tf.maximum(state.window_slot, 0))
+  state = state._replace(exhausted=tf.reduce_sum(tf.cast(drifted & ~granted, tf.int32)))
+  return state, tf.where(granted, tf.gather(state.slot_id, new_slot), stays)
 
 
-def _open_slot(state: dict, slot: tf.Tensor, source: tf.Tensor, use: tf.Tensor, window: tf.Tensor) -> dict:
+def _open_slot(state: ServerState, slot: tf.Tensor, source: tf.Tensor, use: tf.Tensor,
+               window: tf.Tensor) -> ServerState:
   """With `use`: slot becomes a new model, a copy of slot `source` (mixing row), created in
   `window`, under a fresh id (the ids of the model it held, if any, map to no slot: its clients choose again)."""
-  k = int(state['active'].shape[0])
+  k = int(state.active.shape[0])
   at = tf.equal(tf.range(k), slot) & use
   # The next id no live model holds (ids wrap after MAX_MODEL_IDS models; a client still holding a reused id of
   # an old model is sent to the new one until its next window's choice).
-  candidates = (state['next_id'] + tf.range(k + 1)) % MAX_MODEL_IDS
-  taken = tf.reduce_any(tf.equal(candidates[:, tf.newaxis], state['slot_id'][tf.newaxis]), 1)
+  candidates = (state.next_id + tf.range(k + 1)) % MAX_MODEL_IDS
+  taken = tf.reduce_any(tf.equal(candidates[:, tf.newaxis], state.slot_id[tf.newaxis]), 1)
   new_id = candidates[tf.argmin(tf.cast(taken, tf.int32), output_type=tf.int32)]
-  id_slot = tf.where(use & tf.equal(state['id_slot'], slot), -1, state['id_slot'])
-  state.update(
+  id_slot = tf.where(use & tf.equal(state.id_slot, slot), -1, state.id_slot)
+  return state._replace(
       id_slot=tf.where(use & tf.equal(tf.range(MAX_MODEL_IDS), new_id), slot, id_slot),
-      slot_id=tf.where(at, new_id, state['slot_id']),
-      next_id=tf.where(use, (new_id + 1) % MAX_MODEL_IDS, state['next_id']),
-      evicted=state['evicted'] + tf.cast(use & (state['active'][slot] > 0), tf.float32),
-      created=state['created'] + tf.cast(use, tf.float32), active=tf.where(at, 1.0, state['active']),
-      mixing=tf.where(at[:, tf.newaxis], tf.one_hot(source, k), state['mixing']),
-      created_window=tf.where(at, window, state['created_window']),
-      trained_window=tf.where(at, window, state['trained_window']),
-      examples_seen=tf.where(at, 0.0, state['examples_seen']))
-  return state
+      slot_id=tf.where(at, new_id, state.slot_id),
+      next_id=tf.where(use, (new_id + 1) % MAX_MODEL_IDS, state.next_id),
+      evicted=state.evicted + tf.cast(use & state.active[slot], tf.int32),
+      created=state.created + tf.cast(use, tf.int32), active=at | state.active,
+      mixing=tf.where(at[:, tf.newaxis], tf.one_hot(source, k), state.mixing),
+      created_window=tf.where(at, window, state.created_window),
+      trained_window=tf.where(at, window, state.trained_window),
+      examples_seen=tf.where(at, 0.0, state.examples_seen))
 
 
 def cluster_distances(cluster_scores: tf.Tensor, cluster_examples: tf.Tensor) -> tf.Tensor:
@@ -256,18 +281,17 @@ def cluster_distances(cluster_scores: tf.Tensor, cluster_examples: tf.Tensor) ->
   return tf.maximum(tf.maximum(own[:, tf.newaxis] - scores, own[tf.newaxis, :] - tf.transpose(scores)), 0.0)
 
 
-def merge_models(state: dict, window: tf.Tensor, config: Config) -> dict:
+def merge_models(state: ServerState, window: tf.Tensor, config: Config) -> ServerState:
   """FedDrift's hierarchical clustering at a window's end: the models trained in this window and created before it
   are merged by complete linkage of D while within delta'; a group becomes its lowest slot, the average of its
   members weighted by the examples each trained on, and its members' clients follow it."""
   k = config.num_branches
-  state = dict(state)
-  eligible = (state['active'] > 0) & (state['created_window'] < window) & (state['cluster_examples'] > 0)
-  label = linkage.complete_linkage(cluster_distances(state['cluster_scores'], state['cluster_examples']), eligible,
+  eligible = state.active & (state.created_window < window) & (state.cluster_examples > 0)
+  label = linkage.complete_linkage(cluster_distances(state.cluster_scores, state.cluster_examples), eligible,
                                    max_distance=config.merge_delta)
   slots = tf.range(k)
   members = tf.equal(label[tf.newaxis, :], slots[:, tf.newaxis])  # [group (its base slot), slot]
-  weighted = tf.cast(members, tf.float32) * state['examples_seen'][tf.newaxis]
+  weighted = tf.cast(members, tf.float32) * state.examples_seen[tf.newaxis]
   total = tf.reduce_sum(weighted, 1)
   rows = tf.where(total[:, tf.newaxis] > 0, weighted / tf.maximum(total, 1e-12)[:, tf.newaxis],
                   tf.math.divide_no_nan(tf.cast(members, tf.float32),
@@ -275,33 +299,31 @@ def merge_models(state: dict, window: tf.Tensor, config: Config) -> dict:
   grouped = tf.reduce_sum(tf.cast(members, tf.int32), 1) > 1
   joins = eligible & tf.not_equal(label, slots)  # Slots merged into a lower one.
   target = tf.where(joins, label, slots)
-  state.update(
-      mixing=tf.where(grouped[:, tf.newaxis], rows, state['mixing']), active=tf.where(joins, 0.0, state['active']),
-      id_slot=tf.where(state['id_slot'] >= 0, tf.gather(target, tf.maximum(state['id_slot'], 0)), state['id_slot']),
-      slot_id=tf.where(joins, -1, state['slot_id']),
-      examples_seen=tf.where(grouped, total, tf.where(joins, 0.0, state['examples_seen'])),
-      merged=tf.reduce_sum(tf.cast(joins, tf.float32)))
-  return state
+  return state._replace(
+      mixing=tf.where(grouped[:, tf.newaxis], rows, state.mixing), active=state.active & ~joins,
+      id_slot=tf.where(state.id_slot >= 0, tf.gather(target, tf.maximum(state.id_slot, 0)), state.id_slot),
+      slot_id=tf.where(joins, -1, state.slot_id),
+      examples_seen=tf.where(grouped, total, tf.where(joins, 0.0, state.examples_seen)),
+      merged=tf.reduce_sum(tf.cast(joins, tf.int32)))
 
 
-def server_update(state: dict, reports: dict, sums: dict, config: Config) -> tuple[dict, tf.Tensor]:
+def server_update(state: ServerState, reports: dict, sums: dict, config: Config) -> tuple[ServerState, tf.Tensor]:
   """The server's round after the clients' reports: the models' bookkeeping, new models for the drifted clients
   and, at a window's end, the merges. Returns (state, the reporting clients' model ids [m])."""
-  state = dict(state)
-  window = method.window_of(state['round_num'], config.window_rounds)
+  window = method.window_of(state.round_num, config.window_rounds)
   trained = sums['slot_examples'] > 0
-  state.update(
-      trained_window=tf.where(trained, window, state['trained_window']),
-      examples_seen=state['examples_seen'] + sums['slot_examples'],
-      cluster_scores=state['cluster_scores'] + sums['cluster_scores'],
-      cluster_examples=state['cluster_examples'] + sums['slot_examples'],
-      domain_slots=ASSIGNMENT_DECAY * state['domain_slots'] + sums['routing'],
-      created=tf.constant(0.0), evicted=tf.constant(0.0), merged=tf.constant(0.0))
+  state = state._replace(
+      trained_window=tf.where(trained, window, state.trained_window),
+      examples_seen=state.examples_seen + sums['slot_examples'],
+      cluster_scores=state.cluster_scores + sums['cluster_scores'],
+      cluster_examples=state.cluster_examples + sums['slot_examples'],
+      domain_slots=ASSIGNMENT_DECAY * state.domain_slots + sums['routing'],
+      created=tf.constant(0), evicted=tf.constant(0), merged=tf.constant(0))
   state, model_ids = allocate(state, reports, window, config)
   if config.new_models == 'client':
-    window_end = (window >= 1) & tf.equal(state['round_num'] % config.window_rounds, 0)
+    window_end = (window >= 1) & tf.equal(state.round_num % config.window_rounds, 0)
     merged = merge_models(state, window, config)
-    state = {key: tf.where(window_end, merged[key], value) for key, value in state.items()}
+    state = tf.nest.map_structure(lambda after, before: tf.where(window_end, after, before), merged, state)
   return state, model_ids
 
 
@@ -311,10 +333,9 @@ def pool_step(trainable_index, non_trainable_index, num_slots: int):
 
   def step(learning_state):
     state = learning_state.client_work
-    edited = network_pool.mixed_state(learning_state, trainable_index, non_trainable_index, state['mixing'])
-    client_work = collections.OrderedDict(state, mixing=tf.eye(num_slots))
-    return edited._replace(client_work=client_work), collections.OrderedDict(
-        num_models=tf.reduce_sum(state['active']))
+    edited = network_pool.mixed_state(learning_state, trainable_index, non_trainable_index, state.mixing)
+    return edited._replace(client_work=state._replace(mixing=tf.eye(num_slots))), collections.OrderedDict(
+        num_models=tf.reduce_sum(tf.cast(state.active, tf.int32)))
 
   return step
 
@@ -325,22 +346,19 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
   weights_type = learning_process.model_weights_type(model_fn)
   data_type = client_state.client_data_type(element_spec, initial_client_state())
   state_value = initial_server_state(num_modes, config)
-  state_type = tff.types.tensorflow_to_type(tf.nest.map_structure(
-      lambda a: tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)), state_value))
+  state_type = learning_process.struct_type(state_value)
 
   @tff.tensorflow.computation(state_type)
   def next_round(state):
     """The state with the round counted (and the window's cluster scores reset at its start), and what the clients
     receive: the round and the models."""
-    round_num = state['round_num'] + 1
+    round_num = state.round_num + 1
     starts = tf.equal((round_num - 1) % config.window_rounds, 0)
-    state = collections.OrderedDict(
-        state, round_num=round_num,
-        cluster_scores=tf.where(starts, tf.zeros_like(state['cluster_scores']), state['cluster_scores']),
-        cluster_examples=tf.where(starts, tf.zeros_like(state['cluster_examples']), state['cluster_examples']))
-    view = collections.OrderedDict(round_num=round_num, active=state['active'], id_slot=state['id_slot'],
-                                   slot_id=state['slot_id'])
-    return state, view
+    state = state._replace(
+        round_num=round_num,
+        cluster_scores=tf.where(starts, tf.zeros_like(state.cluster_scores), state.cluster_scores),
+        cluster_examples=tf.where(starts, tf.zeros_like(state.cluster_examples), state.cluster_examples))
+    return state, RoundView(round_num, state.active, state.id_slot, state.slot_id)
 
   view_type = next_round.type_signature.result[1]
 
@@ -354,16 +372,14 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
   @tff.tensorflow.computation(state_type, client_state.gathered_type(report_type), sums_type)
   def finish(state, reports, sums):
     new_state, model_ids = server_update(state, reports, sums, config)
-    new_state = collections.OrderedDict((key, new_state[key]) for key in state_value)
     client_states = collections.OrderedDict(
         [(client_state.POSITION, reports[client_state.POSITION])] + [
-            (key, tf.cast(model_ids, tf.float32) if key == 'model_id' else reports[key])
-            for key in initial_client_state()])
+            (key, model_ids if key == 'model_id' else reports[key]) for key in initial_client_state()])
     metrics = collections.OrderedDict(
         client_training.finalize_train_metrics(sums),
         **routing.train_routing_metrics(sums['routing'], best_matching=True),
         **{key: sums[key] for key in ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms')},
-        **{key: new_state[key] for key in ('created', 'evicted', 'exhausted', 'merged')},
+        created=new_state.created, evicted=new_state.evicted, exhausted=new_state.exhausted, merged=new_state.merged,
         **{client_state.CLIENT_STATES: client_states})
     return new_state, metrics
 
@@ -387,7 +403,7 @@ def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparame
 
 
 def evaluation_objective(config: Config, num_modes: int, oracle_test_labels: bool):
-  """objective(outputs, batch, active [K], domain_slots [modes, K]): a test batch (one domain) scored by its
+  """objective(outputs, batch, active [K] bool, domain_slots [modes, K]): a test batch (one domain) scored by its
   clients' models, weighted by their counts; for a domain no client has held, the active model most certain on the
   batch (with `oracle_test_labels`: the one best scored on its labels)."""
 
@@ -396,7 +412,7 @@ def evaluation_objective(config: Config, num_modes: int, oracle_test_labels: boo
       scores = model_scores(outputs[multi_branch.LOGITS], batch, config.statistic)
     else:
       scores = tf.reduce_mean(certainty.branch_certainty(outputs, batch), axis=0)
-    best = tf.one_hot(tf.argmax(tf.where(active > 0, scores, -np.inf)), config.num_branches)
+    best = tf.one_hot(tf.argmax(tf.where(active, scores, -np.inf)), config.num_branches)
     return routing.shared_result(outputs, batch, routing.assigned_share(domain_slots, batch, best), num_modes)
 
   return objective
@@ -408,7 +424,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
   num_modes = task.num_modes
   objective = evaluation_objective(config, num_modes, hparams.oracle_test_labels)
   evaluate = evaluation.routed_evaluation(
-      evaluator.with_model(model_fn()), objective, lambda state: (state['active'], state['domain_slots']),
+      evaluator.with_model(model_fn()), objective, lambda state: (state.active, state.domain_slots),
       [num_modes, config.num_branches], best_matching=True)
   return method.Algorithm(process, evaluate, initial_client_state=initial_client_state(),
                           model_fn=model_fn)

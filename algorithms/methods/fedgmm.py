@@ -79,7 +79,6 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'fedgmm'
-# Refuses --aggregator=dp|secure: it aggregates its model updates its own way (`method.SentInTheClear`).
 SENDS = method.Sends(method_sums=('gamma', 'mass', 'first', 'second', 'count', 'log_likelihood'),
                      simulation_only=('routing',), client_state=('pi',), own_aggregation=True)
 DEFAULTS = {}

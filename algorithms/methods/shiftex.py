@@ -113,7 +113,6 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'shiftex'
-# Refuses --aggregator=dp|secure: it aggregates its model updates its own way (`method.SentInTheClear`).
 SENDS = method.Sends(
     method_sums=('slot_examples', 'label_counts', 'valid', 'census', 'shifted', 'profile', 'histogram', 'size'),
     per_client=('valid', 'census', 'shifted', 'profile', 'histogram', 'size'),

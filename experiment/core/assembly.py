@@ -100,6 +100,8 @@ class MethodChoice:
 class TrainingConfig:
   """The schedule and the hyperparameters every method shares (`algorithms.core.method.Hyperparameters`)."""
   period: Optional[int] = setting(None, 'Period T in rounds (>= 2). Default: the task\'s.')
+  window_rounds: int = setting(32, 'Rounds of a window: of a scenario that shifts at window boundaries, and the time '
+                               'step of the methods that act per window (ShiftEx, FedDrift).')
   total_rounds: Optional[int] = setting(None, 'Training rounds. Default: the task\'s.')
   clients_per_round: Optional[int] = setting(None, 'm. Default: the task\'s.')
   client_epochs: int = setting(1, 'Local epochs per round.')
@@ -209,7 +211,7 @@ CADENCE = frozenset({'rounds_per_eval', 'rounds_per_checkpoint', 'root_output_di
 _AVERAGING_OPTIMIZERS = ('sgd', 'sgdm')
 _SERVER_MOMENTUM = 0.9
 _SERVER_OPTIMIZER = 'adam'  # FedAdam, the server optimizer of "Diurnal or Nocturnal?" (Zhu et al., 2022).
-_POSITIVE = ('client_epochs', 'client_batch_size', 'total_rounds', 'rounds_per_eval', 'rounds_per_checkpoint',
+_POSITIVE = ('window_rounds', 'client_epochs', 'client_batch_size', 'total_rounds', 'rounds_per_eval', 'rounds_per_checkpoint',
              'eval_batch_size', 'num_branches', 'client_learning_rate', 'server_learning_rate', 'server_adam_epsilon')
 
 
@@ -238,7 +240,8 @@ class Resolved:
 
 
 def _schedule(training: TrainingConfig) -> scenario_lib.Schedule:
-  return scenario_lib.Schedule(training.clients_per_round, training.seed, training.total_rounds, training.period)
+  return scenario_lib.Schedule(training.clients_per_round, training.seed, training.total_rounds, training.period,
+                               training.window_rounds)
 
 
 def _resolve_training(config: ExperimentConfig) -> TrainingConfig:
@@ -347,14 +350,13 @@ def inference_groups(evaluation_config: EvaluationConfig) -> int:
   return size // batch
 
 
-def _hyperparameters(config: ExperimentConfig, training: TrainingConfig, scenario_settings) -> method.Hyperparameters:
+def _hyperparameters(config: ExperimentConfig, training: TrainingConfig) -> method.Hyperparameters:
   return method.Hyperparameters(
       client_learning_rate=training.client_learning_rate, server_step=server_step(training),
       num_branches=algorithms.num_branches(config.method.algorithm, training.num_branches), period=training.period,
-      clients_per_round=training.clients_per_round,
+      clients_per_round=training.clients_per_round, window_rounds=training.window_rounds,
       eval_routing=config.evaluation.eval_routing, seed=training.seed,
-      oracle_test_labels=config.evaluation.oracle_test_labels,
-      **scenarios.shared_settings(config.scenario.scenario, scenario_settings))
+      oracle_test_labels=config.evaluation.oracle_test_labels)
 
 
 def server_step(training: TrainingConfig) -> learning_process.ServerStep:
@@ -434,7 +436,7 @@ def resolve(config: ExperimentConfig) -> Resolved:
   scenarios.validate(choice.scenario, scenario_settings, _schedule(training))
   mixed_test_shares(config.evaluation)
   inference_groups(config.evaluation)
-  hparams = _hyperparameters(config, training, scenario_settings)
+  hparams = _hyperparameters(config, training)
   module = algorithms.METHODS[algorithm].module
   method_config = method.with_shared(config.method.config or module.Config(), hparams)
   method_config.validate()
