@@ -76,14 +76,12 @@ def _detection_and_assignment_seconds(samples: int, feature_dim: int, config: sh
     return (drift_statistics.mmd_permutation_test(current, weights, previous, weights, seed, config.permutations),
             drift_statistics.jsd_permutation_test(*counts, seed + 2, config.permutations))
 
-  state = {key: tf.constant(value) for key, value in shiftex.initial_server_state(feature_dim, 2, 20, config).items()}
   centers = rng.normal(0, 5, size=(3, feature_dim))
-  state['pending_profiles'] = tf.constant(
-      centers[np.arange(config.census_capacity) % 3] + rng.normal(size=(config.census_capacity, feature_dim)),
-      tf.float32)
-  state['pending_count'] = tf.constant(config.census_capacity, tf.int32)
-  state['pending_sizes'] = tf.ones([config.census_capacity])
-  state['profile_gamma'] = tf.constant(0.01)
+  state = tf.nest.map_structure(tf.constant, shiftex.initial_server_state(feature_dim, 2, 20, config)._replace(
+      pending_profiles=(centers[np.arange(config.census_capacity) % 3]
+                        + rng.normal(size=(config.census_capacity, feature_dim))).astype(np.float32),
+      pending_count=np.int32(config.census_capacity), pending_sizes=np.ones([config.census_capacity], np.float32),
+      profile_gamma=np.float32(0.01)))
   assign = tf.function(lambda state: shiftex.assign_clusters(state, config))
   timings = []
   for fn, arg in ((detect, ()), (assign, (state,))):

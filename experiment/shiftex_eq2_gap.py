@@ -29,9 +29,8 @@ _MUS = (0.0, 1.0, 5.0)
 _PARTIES, _SLOTS = 5, 4
 
 
-def _instance(rng: np.random.Generator, config: shiftex.Config) -> dict:
+def _instance(rng: np.random.Generator, config: shiftex.Config) -> shiftex.ServerState:
   """A server state holding one census's 5 shifted parties (module docstring)."""
-  state = {key: tf.constant(value) for key, value in shiftex.initial_server_state(2, 1, 4, config).items()}
   profiles = np.zeros((config.census_capacity, 2), np.float32)
   far = rng.random(_PARTIES) < 0.5
   profiles[:_PARTIES] = rng.normal(0.0, 0.3, (_PARTIES, 2)) + np.where(far[:, None], [2.0, 0.0], 0.0)
@@ -41,11 +40,11 @@ def _instance(rng: np.random.Generator, config: shiftex.Config) -> dict:
   sizes[:_PARTIES] = rng.uniform(20, 100, _PARTIES)
   null = np.zeros((config.census_capacity, 2), np.float32)
   null[:600] = rng.normal(0.0, 0.3, (600, 2))
-  state.update(pending_profiles=tf.constant(profiles), pending_histograms=tf.constant(histograms),
-               pending_sizes=tf.constant(sizes), pending_count=tf.constant(_PARTIES, tf.int32),
-               null_profiles=tf.constant(null), null_count=tf.constant(600, tf.int32),
-               profile_gamma=tf.constant(0.5), round_num=tf.constant(int(rng.integers(1 << 20)), tf.int32))
-  return state
+  state = shiftex.initial_server_state(2, 1, 4, config)._replace(
+      pending_profiles=profiles, pending_histograms=histograms, pending_sizes=sizes, pending_count=np.int32(_PARTIES),
+      null_profiles=null, null_count=np.int32(600), profile_gamma=np.float32(0.5),
+      round_num=np.int32(rng.integers(1 << 20)))
+  return tf.nest.map_structure(tf.constant, state)
 
 
 def gaps(instances: int, seed: int = 0) -> list[dict]:
@@ -65,8 +64,8 @@ def gaps(instances: int, seed: int = 0) -> list[dict]:
         gap.append((float(result['objective']) - optimal) / optimal)
         heuristic_new.append(float(result['spawned']))
         _, best = facility_location.optimum(
-            candidates, state['pending_profiles'][:_PARTIES], state['pending_histograms'][:_PARTIES],
-            state['pending_sizes'][:_PARTIES], state['memory'], state['active'] > 0, gamma_k=0.5,
+            candidates, state.pending_profiles[:_PARTIES], state.pending_histograms[:_PARTIES],
+            state.pending_sizes[:_PARTIES], state.memory, state.active, gamma_k=0.5,
             new_expert_cost=new_expert_cost, imbalance_weight=imbalance_weight)
         optimal_new.append(len(set(int(e) for e in best.numpy() if e >= _SLOTS)))
       rows.append(dict(new_expert_cost=new_expert_cost, imbalance_weight=imbalance_weight,

@@ -27,9 +27,7 @@ def _networks(count: int) -> tf.keras.Model:
 
 
 def _state(config, **values):
-  state = {key: tf.constant(value) for key, value in shiftex.initial_server_state(2, 3, 4, config).items()}
-  state.update({key: tf.constant(value) for key, value in values.items()})
-  return state
+  return tf.nest.map_structure(tf.constant, shiftex.initial_server_state(2, 3, 4, config)._replace(**values))
 
 
 class NetworkPoolTest(tf.test.TestCase):
@@ -80,7 +78,7 @@ class AssignClustersTest(tf.test.TestCase):
     self.assertEqual(int(result['id_slot'][1]), 1)  # ... in the first free slot,
     self.assertAllEqual(result['mixing'][1], [0, 0, 0, 1])  # cloned from theta_0 (the last slot),
     self.assertAllClose(result['memory'][1], centroids[ids == 1][0])  # with the cluster's centroid as memory.
-    self.assertAllEqual(result['active'], [1, 1, 0, 0])
+    self.assertAllEqual(result['active'], [True, True, False, False])
     # Reuse moves expert 1's memory halfway (rho = 0.5) to its cluster's centroid.
     self.assertAllClose(result['memory'][0], 0.5 * centroids[ids == 0][0], atol=1e-6)
     self.assertEqual((float(result['spawned']), float(result['reused'])), (1.0, 1.0))
@@ -116,8 +114,8 @@ class AssignClustersTest(tf.test.TestCase):
     self.assertAllEqual(result['centroid_id'][:2], [1, 1])  # Both clusters on the new expert (id 1).
     self.assertTrue(np.isfinite(float(result['objective'])))
     self.assertAllClose(result['objective'], facility_location.objective(
-        tf.fill([1, 8], 4), tf.constant(profiles), state['pending_histograms'], tf.ones([8]), state['memory'],
-        state['active'] > 0, gamma_k=0.1, new_expert_cost=0.1, imbalance_weight=0.0)[0], rtol=1e-5)
+        tf.fill([1, 8], 4), tf.constant(profiles), state.pending_histograms, tf.ones([8]), state.memory,
+        state.active, gamma_k=0.1, new_expert_cost=0.1, imbalance_weight=0.0)[0], rtol=1e-5)
 
   def test_a_full_pool_reuses_the_nearest_expert(self):
     config = shiftex.Config(num_branches=2, census_capacity=4, epsilon=0.5)  # One expert slot.
@@ -186,7 +184,7 @@ class MergeExpertsTest(tf.test.TestCase):
     for k in range(4):
       for j, i in enumerate(trainable_index[k]):
         trainable[i] = tf.constant(per_network[k][j])
-    state = _state(config, round_num=np.int32(round_num), active=np.array([1, 1, 1, 0], np.float32),
+    state = _state(config, round_num=np.int32(round_num), active=np.array([1, 1, 1, 0], bool),
                    examples_seen=np.array([300, 100, 50, 0], np.float32),
                    id_slot=np.array([0, 1, 2] + [-1] * 253, np.int32), slot_id=np.array([0, 1, 2, -1], np.int32))
     weights = tff.learning.models.ModelWeights(trainable=trainable, non_trainable=[])
@@ -195,16 +193,16 @@ class MergeExpertsTest(tf.test.TestCase):
   def test_similar_experts_merge_at_a_window_end_weighted_by_examples(self):
     state, merges = self._merge(round_num=10, second_scale=1.001)  # cos(n1, n2) = 1 > tau.
     self.assertEqual(float(merges), 1.0)
-    self.assertAllClose(state['mixing'][0], [0.75, 0.25, 0, 0])  # 300 and 100 examples.
-    self.assertAllEqual(state['active'], [1, 0, 1, 0])
-    self.assertEqual(int(state['id_slot'][1]), 0)  # Parties of expert id 1 follow the merged expert.
-    self.assertAllEqual(state['examples_seen'], [400, 0, 50, 0])
+    self.assertAllClose(state.mixing[0], [0.75, 0.25, 0, 0])  # 300 and 100 examples.
+    self.assertAllEqual(state.active, [True, False, True, False])
+    self.assertEqual(int(state.id_slot[1]), 0)  # Parties of expert id 1 follow the merged expert.
+    self.assertAllEqual(state.examples_seen, [400, 0, 50, 0])
 
   def test_no_merge_inside_a_window_or_of_dissimilar_experts(self):
     for round_num, scale in ((7, 1.001), (10, -1.0)):
       state, merges = self._merge(round_num, scale)
       self.assertEqual(float(merges), 0.0)
-      self.assertAllEqual(state['mixing'], np.eye(4))
+      self.assertAllEqual(state.mixing, np.eye(4))
 
 
 class ShiftExRunTest(absltest.TestCase):

@@ -93,6 +93,7 @@ per severity); `train_routing_accuracy` / `train_routing_ari` of the parties' ex
 
 import collections
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -190,35 +191,84 @@ class Config:
 def initial_client_state(input_shape: tuple, feature_dim: int, num_classes: int, config: Config) -> dict:
   """A party before its first round: expert id 0, no reference window (-1). The reference is a sample of the
   previous window's inputs (Algorithm 1 reads D_{t-1}), embedded anew with the current encoder when compared."""
-  return {'expert_id': np.float32(0), 'pending': np.float32(0), 'local_window': np.float32(-1),
-          'checked_window': np.float32(-1), 'ref_window': np.float32(-1),
+  return {'expert_id': np.int32(0), 'pending': np.bool_(False), 'local_window': np.int32(-1),
+          'checked_window': np.int32(-1), 'ref_window': np.int32(-1),
           'profile': np.zeros([feature_dim], np.float32),
           'ref_inputs': np.zeros((config.samples,) + tuple(input_shape), np.float32),
           'ref_weights': np.zeros([config.samples], np.float32),
-          'ref_counts': np.zeros([num_classes], np.float32), 'ref_domain': np.float32(-1)}
+          'ref_counts': np.zeros([num_classes], np.float32), 'ref_domain': np.int32(-1)}
 
 
-def initial_server_state(feature_dim: int, num_modes: int, num_classes: int,
-                         config: Config) -> collections.OrderedDict:
+class ServerState(NamedTuple):
+  """The server's pool of K expert slots, its memories and the bookkeeping of Algorithm 2 (the client work's state).
+  Slot K - 1 is the frozen bootstrap expert theta_0."""
+  domain_slots: np.ndarray  # [modes, K] float32: decaying counts of parties by true domain and slot (evaluation).
+  round_num: np.int32  # Rounds so far.
+  active: np.ndarray  # [K] bool: the slot holds an expert.
+  memory: np.ndarray  # [K, D] float32: each expert's latent memory M^(k).
+  memory_count: np.float32  # W0's profile weight behind expert 1's memory.
+  profile_gamma: np.float32  # The kernel bandwidth gamma_k of Eq. 1 (W0's median heuristic, averaged).
+  examples_seen: np.ndarray  # [K] float32: examples each slot trained on (the weights of a merge).
+  id_slot: np.ndarray  # [MAX_EXPERT_IDS] int32: the slot of an expert id, -1 for none.
+  slot_id: np.ndarray  # [K] int32: the expert id a slot holds, -1 for none.
+  next_id: np.int32  # The next expert id to give.
+  pending_profiles: np.ndarray  # [P, D] float32: the census's collected profiles (shifted parties; W0: everyone).
+  pending_count: np.int32  # Rows of the pending buffers in use.
+  pending_histograms: np.ndarray  # [P, C] float32: their label histograms.
+  pending_sizes: np.ndarray  # [P] float32: their examples.
+  objective: np.float32  # Eq. 2 of this round's assignment.
+  optimal_objective: np.float32  # Eq. 2's exact optimum when `solved_exactly`.
+  solved_exactly: np.bool_  # At most EXACT_PARTIES parties shifted, so the optimum was searched.
+  label_centroids: np.ndarray  # [L, C] float32: FLIPS' label clusters (W0's census).
+  num_label_clusters: np.int32
+  label_counts: np.ndarray  # [K, L] float32: decaying counts of each expert's parties by label cluster.
+  centroids: np.ndarray  # [L, D] float32: the last assignment's cluster centroids.
+  centroid_id: np.ndarray  # [L] int32: the expert id each centroid was assigned, -1 for local fine-tuning.
+  num_centroids: np.int32
+  assigned_window: np.int32  # The window of the last assignment, -1 for none.
+  mixing: np.ndarray  # [K, K] float32: this round's spawns, freeze and merges of the networks (`network_pool`).
+  spawned: np.int32  # This round's new experts.
+  reused: np.int32  # This round's clusters that reuse an expert.
+  reused_forced: np.int32  # Of those, the ones a full pool forced (the cluster was far from every memory).
+  match_mmd: np.float32  # The mean MMD of this round's clusters to the expert they joined.
+  match_radius: np.float32  # The mean radius epsilon they were held to (`match_radius`).
+  null_profiles: np.ndarray  # [P, D] float32: W0's census profiles, the radius' null.
+  null_count: np.int32
+
+
+def initial_server_state(feature_dim: int, num_modes: int, num_classes: int, config: Config) -> ServerState:
   k = config.num_branches
-  return collections.OrderedDict(
+  return ServerState(
       domain_slots=np.zeros([num_modes, k], np.float32),
-      round_num=np.int32(0), active=np.eye(k, dtype=np.float32)[0], memory=np.zeros([k, feature_dim], np.float32),
+      round_num=np.int32(0), active=np.arange(k) == 0, memory=np.zeros([k, feature_dim], np.float32),
       memory_count=np.float32(0), profile_gamma=np.float32(0), examples_seen=np.zeros([k], np.float32),
       id_slot=np.array([0] + [-1] * (MAX_EXPERT_IDS - 1), np.int32),
       slot_id=np.array([0] + [-1] * (k - 1), np.int32), next_id=np.int32(1),
       pending_profiles=np.zeros([config.census_capacity, feature_dim], np.float32), pending_count=np.int32(0),
       pending_histograms=np.zeros([config.census_capacity, num_classes], np.float32),
       pending_sizes=np.zeros([config.census_capacity], np.float32),
-      objective=np.float32(0), optimal_objective=np.float32(0), solved_exactly=np.float32(0),
+      objective=np.float32(0), optimal_objective=np.float32(0), solved_exactly=np.bool_(False),
       label_centroids=np.zeros([config.max_clusters, num_classes], np.float32), num_label_clusters=np.int32(0),
       label_counts=np.zeros([k, config.max_clusters], np.float32),
       centroids=np.zeros([config.max_clusters, feature_dim], np.float32),
       centroid_id=np.full([config.max_clusters], -1, np.int32), num_centroids=np.int32(0),
       assigned_window=np.int32(-1), mixing=np.eye(k, dtype=np.float32),
-      spawned=np.float32(0), reused=np.float32(0), reused_forced=np.float32(0), match_mmd=np.float32(0),
+      spawned=np.int32(0), reused=np.int32(0), reused_forced=np.int32(0), match_mmd=np.float32(0),
       match_radius=np.float32(0), null_profiles=np.zeros([config.census_capacity, feature_dim], np.float32),
       null_count=np.int32(0))
+
+
+class RoundView(NamedTuple):
+  """What the parties receive: the round, the last assignment and FLIPS' label clusters."""
+  round_num: tf.Tensor
+  centroids: tf.Tensor
+  centroid_id: tf.Tensor
+  num_centroids: tf.Tensor
+  assigned_window: tf.Tensor
+  id_slot: tf.Tensor
+  label_centroids: tf.Tensor
+  num_label_clusters: tf.Tensor
+  label_counts: tf.Tensor
 
 
 def point_mmd(a: tf.Tensor, b: tf.Tensor, gamma_k) -> tf.Tensor:
@@ -230,7 +280,7 @@ def nearest_active(profile: tf.Tensor, memory: tf.Tensor, active: tf.Tensor) -> 
   """The active slot whose memory is nearest (Euclidean, the order of the point-mass MMD) to profile [D] or to
   each of profiles [B, K, D] per slot."""
   distance = tf.reduce_sum(tf.square(profile - memory), -1)
-  return tf.argmin(tf.where(active > 0, distance, np.inf), -1, output_type=tf.int32)
+  return tf.argmin(tf.where(active, distance, np.inf), -1, output_type=tf.int32)
 
 
 def sample_rows(rows: tf.Tensor, size: int, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -253,7 +303,7 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
   @tf.function(autograph=False)
   def run(weights, state, dataset, stored):
     examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
-    round_num, position = state['round_num'], tf.cast(stored[client_state.POSITION], tf.int32)
+    round_num, position = state.round_num, stored[client_state.POSITION]
     window = method.window_of(round_num, config.window_rounds)
     seed = tf.stack([round_num, position])
 
@@ -261,18 +311,16 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
 
     # Adoption: a pending party takes the expert of the nearest centroid of the assignment of the census it shifted
     # in (at its next round, at the latest in the next census round, before that census's assignment).
-    expert_id = tf.cast(stored['expert_id'], tf.int32)
-    pending, local_window = stored['pending'] > 0, tf.cast(stored['local_window'], tf.int32)
-    adopt = pending & tf.equal(state['assigned_window'], tf.cast(stored['checked_window'], tf.int32)) & (
-        state['num_centroids'] > 0)
-    centroid = tf.argmin(tf.where(tf.range(config.max_clusters) < state['num_centroids'],
-                                  tf.reduce_sum(tf.square(stored['profile'] - state['centroids']), -1), np.inf),
+    expert_id, pending, local_window = stored['expert_id'], stored['pending'], stored['local_window']
+    adopt = pending & tf.equal(state.assigned_window, stored['checked_window']) & (state.num_centroids > 0)
+    centroid = tf.argmin(tf.where(tf.range(config.max_clusters) < state.num_centroids,
+                                  tf.reduce_sum(tf.square(stored['profile'] - state.centroids), -1), np.inf),
                          output_type=tf.int32)
-    chosen_id = state['centroid_id'][centroid]
+    chosen_id = state.centroid_id[centroid]
     expert_id = tf.where(adopt & (chosen_id >= 0), chosen_id, expert_id)
     local_window = tf.where(adopt & (chosen_id < 0), window, local_window)
     pending = pending & ~adopt
-    slot = tf.clip_by_value(state['id_slot'][expert_id], 0, config.bootstrap_slot - 1)
+    slot = tf.clip_by_value(state.id_slot[expert_id], 0, config.bootstrap_slot - 1)
 
     # Algorithm 1: embeddings, their sample and the label histogram.
     client_training.assign_weights(model, weights)
@@ -287,7 +335,7 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
 
     # Detection: every party in a census round of a window after the one of its reference, by two permutation
     # tests of level alpha (the previous window's sample through today's encoder).
-    ref_window = tf.cast(stored['ref_window'], tf.int32)
+    ref_window = stored['ref_window']
     check = census & (window >= 1) & (ref_window >= 0) & (ref_window < window)
 
     def tests():
@@ -302,7 +350,7 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
     covariate, label = check & covariate, check & label
     shifted = covariate | label
     domain = routing.client_mode(examples)  # Simulation only: scores the detector, never decides.
-    truly = tf.not_equal(domain, tf.cast(stored['ref_domain'], tf.int32))
+    truly = tf.not_equal(domain, stored['ref_domain'])
     detection = collections.OrderedDict(
         (key, tf.cast(value, tf.float32)) for key, value in (
             ('true_shifts', check & truly), ('detected_shifts', shifted & truly),
@@ -329,21 +377,20 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
                                  label_counts=label_counts)
     sums.update(client_training.exclude_unless(output.finite, detection))
     report = collections.OrderedDict(
-        valid=tf.cast(output.finite, tf.float32), census=tf.cast(census, tf.float32),
-        shifted=tf.cast(shifted, tf.float32), profile=profile,
-        histogram=histogram, size=tf.cast(tf.shape(examples['y'])[0], tf.float32))
+        valid=output.finite, census=census, shifted=shifted, profile=profile, histogram=histogram,
+        size=tf.cast(tf.shape(examples['y'])[0], tf.float32))
     new_state = collections.OrderedDict(
-        position=stored[client_state.POSITION], expert_id=tf.cast(expert_id, tf.float32),
-        pending=tf.cast(pending, tf.float32), local_window=tf.cast(local_window, tf.float32),
-        checked_window=tf.where(check, tf.cast(window, tf.float32), stored['checked_window']),
-        ref_window=tf.cast(window, tf.float32), profile=tf.where(shifted, profile, stored['profile']),
-        ref_inputs=inputs, ref_weights=sample_weights, ref_counts=counts, ref_domain=tf.cast(domain, tf.float32))
+        position=stored[client_state.POSITION], expert_id=expert_id, pending=pending, local_window=local_window,
+        checked_window=tf.where(check, window, stored['checked_window']), ref_window=window,
+        profile=tf.where(shifted, profile, stored['profile']), ref_inputs=inputs, ref_weights=sample_weights,
+        ref_counts=counts, ref_domain=domain)
     return result, report, sums, new_state
 
   return run
 
 
-def flips_balance(histogram: tf.Tensor, slot: tf.Tensor, state: dict, config: Config) -> tuple[tf.Tensor, tf.Tensor]:
+def flips_balance(histogram: tf.Tensor, slot: tf.Tensor, state: RoundView,
+                  config: Config) -> tuple[tf.Tensor, tf.Tensor]:
   """FLIPS (Bhope et al., 2023; ShiftEx's Sec. 2.4, Algorithm 2 lines 19 and 23) as aggregation weights: (the
   party's label cluster, the factor of its update weight).
 
@@ -355,13 +402,13 @@ def flips_balance(histogram: tf.Tensor, slot: tf.Tensor, state: dict, config: Co
   are those of W0's census (k-means, k by Davies-Bouldin); factor 1 before them and with
   `--shiftex_flips=false`.
   """
-  present = tf.range(config.max_clusters) < state['num_label_clusters']
-  cluster = tf.argmin(tf.where(present, tf.reduce_sum(tf.square(histogram - state['label_centroids']), -1), np.inf),
+  present = tf.range(config.max_clusters) < state.num_label_clusters
+  cluster = tf.argmin(tf.where(present, tf.reduce_sum(tf.square(histogram - state.label_centroids), -1), np.inf),
                       output_type=tf.int32)
-  counts = state['label_counts'][slot]
+  counts = state.label_counts[slot]
   share = tf.math.divide_no_nan(counts[cluster], tf.reduce_sum(counts))
   clusters = tf.reduce_sum(tf.cast(counts > 0, tf.float32))
-  factor = tf.where((share > 0) & (state['num_label_clusters'] > 0), 1.0 / tf.maximum(clusters * share, 1e-6), 1.0)
+  factor = tf.where((share > 0) & (state.num_label_clusters > 0), 1.0 / tf.maximum(clusters * share, 1e-6), 1.0)
   return cluster, factor if config.flips else tf.constant(1.0)
 
 
@@ -375,33 +422,33 @@ def _append(buffer: tf.Tensor, count: tf.Tensor, values: tf.Tensor, keep: tf.Ten
   return buffer, tf.minimum(count + tf.shape(kept)[0], capacity)
 
 
-def match_radius(state: dict, size: tf.Tensor, seed: tf.Tensor, config: Config) -> tf.Tensor:
+def match_radius(state: ServerState, size: tf.Tensor, seed: tf.Tensor, config: Config) -> tf.Tensor:
   """epsilon for a cluster of `size` parties: `--shiftex_epsilon`, or when 0 the (1 - alpha) quantile of
   MMD(mean of `size` of W0's census profiles drawn at random without replacement, mean of all of them) over
   MATCH_DRAWS draws: how far the centroid of that many parties of one distribution falls from its mean, so a
   cluster within it is one the expert's distribution would produce (reuse on merit)."""
   if config.epsilon > 0:
     return tf.constant(config.epsilon)
-  profiles, count = state['null_profiles'], state['null_count']
+  profiles, count = state.null_profiles, state.null_count
   valid = tf.range(config.census_capacity) < count
   keys = tf.where(valid[tf.newaxis], tf.random.stateless_uniform([MATCH_DRAWS, config.census_capacity], seed), 2.0)
   drawn = tf.cast(tf.argsort(tf.argsort(keys, axis=1), axis=1) < tf.minimum(size, count), tf.float32)  # [B, P]
   means = tf.math.divide_no_nan(tf.matmul(drawn, profiles), tf.reduce_sum(drawn, 1, keepdims=True))
   center = tf.math.divide_no_nan(tf.reduce_sum(tf.cast(valid, tf.float32)[:, tf.newaxis] * profiles, 0),
                                  tf.cast(count, tf.float32))
-  distances = tf.sort(point_mmd(means, center, state['profile_gamma']))
+  distances = tf.sort(point_mmd(means, center, state.profile_gamma))
   index = tf.cast(tf.math.ceil((1.0 - config.alpha) * MATCH_DRAWS), tf.int32) - 1
   return distances[tf.clip_by_value(index, 0, MATCH_DRAWS - 1)]
 
 
-def assign_clusters(state: dict, config: Config) -> dict:
+def assign_clusters(state: ServerState, config: Config) -> dict:
   """Algorithm 2 lines 12-27 on the collected profiles of shifted parties: k-means (k by Davies-Bouldin), then per
   cluster reuse (memory within epsilon), spawn (a free slot gets Clone(theta_0)) or local fine-tuning (< gamma)."""
-  mask = tf.range(config.census_capacity) < state['pending_count']
-  clustering = kmeans.cluster(state['pending_profiles'], mask, config.max_clusters, max_index=config.split_index)
-  gamma_k = state['profile_gamma']
-  active, memory, mixing = state['active'], state['memory'], state['mixing']
-  id_slot, slot_id, next_id = state['id_slot'], state['slot_id'], state['next_id']
+  mask = tf.range(config.census_capacity) < state.pending_count
+  clustering = kmeans.cluster(state.pending_profiles, mask, config.max_clusters, max_index=config.split_index)
+  gamma_k = state.profile_gamma
+  active, memory, mixing = state.active, state.memory, state.mixing
+  id_slot, slot_id, next_id = state.id_slot, state.slot_id, state.next_id
   centroid_id = tf.fill([config.max_clusters], -1)
   spawned = reused = forced = match_total = radius_total = tf.constant(0.0)
   slots = tf.range(config.num_branches)
@@ -412,11 +459,11 @@ def assign_clusters(state: dict, config: Config) -> dict:
     exists = (j < clustering.num_clusters) & (size > 0)
     trained = exists & (size >= config.min_cluster_size)
     c = clustering.centroids[j]
-    distance = tf.where(active > 0, point_mmd(c, memory, gamma_k), np.inf)
+    distance = tf.where(active, point_mmd(c, memory, gamma_k), np.inf)
     best = tf.argmin(distance, output_type=tf.int32)
-    free = (active <= 0) & (slots < config.bootstrap_slot)
+    free = ~active & (slots < config.bootstrap_slot)
     new_slot = tf.argmax(tf.cast(free, tf.int32), output_type=tf.int32)
-    radius = match_radius(state, size, tf.stack([state['round_num'], j]), config)
+    radius = match_radius(state, size, tf.stack([state.round_num, j]), config)
     far = distance[best] > radius
     spawn = trained & far & tf.reduce_any(free) & (next_id < MAX_EXPERT_IDS)
     reuse = trained & ~spawn
@@ -425,7 +472,7 @@ def assign_clusters(state: dict, config: Config) -> dict:
     moved = (1.0 - config.memory_rate) * memory[best] + config.memory_rate * c
     memory = tf.where((tf.equal(slots, best) & reuse)[:, tf.newaxis], moved, memory)
     memory = tf.where((tf.equal(slots, new_slot) & spawn)[:, tf.newaxis], c, memory)
-    active = tf.where(tf.equal(slots, new_slot) & spawn, 1.0, active)
+    active = active | (tf.equal(slots, new_slot) & spawn)
     clone_row = tf.one_hot(config.bootstrap_slot, config.num_branches)
     mixing = tf.where((tf.equal(slots, new_slot) & spawn)[:, tf.newaxis], clone_row, mixing)
     id_slot = tf.where(tf.equal(tf.range(MAX_EXPERT_IDS), next_id) & spawn, new_slot, id_slot)
@@ -444,96 +491,94 @@ def assign_clusters(state: dict, config: Config) -> dict:
   choice = tf.gather(tf.stack(choices), tf.maximum(clustering.labels, 0))
   scores = assignment_objectives(state, choice, mask, config)
   return dict(match_mmd=tf.math.divide_no_nan(match_total, spawned + reused),
-              match_radius=tf.math.divide_no_nan(radius_total, spawned + reused), reused_forced=forced,
-              active=active, memory=memory,
-              mixing=mixing, id_slot=id_slot, slot_id=slot_id, next_id=next_id, centroids=clustering.centroids,
-              centroid_id=centroid_id, num_centroids=clustering.num_clusters, spawned=spawned, reused=reused,
-              **scores)
+              match_radius=tf.math.divide_no_nan(radius_total, spawned + reused),
+              reused_forced=tf.cast(forced, tf.int32), active=active, memory=memory, mixing=mixing, id_slot=id_slot,
+              slot_id=slot_id, next_id=next_id, centroids=clustering.centroids, centroid_id=centroid_id,
+              num_centroids=clustering.num_clusters, spawned=tf.cast(spawned, tf.int32),
+              reused=tf.cast(reused, tf.int32), **scores)
 
 
+# What a round of the server reports and resets (`server_update`).
+ROUND_COUNTS = ('spawned', 'reused', 'reused_forced', 'match_mmd', 'match_radius', 'objective', 'optimal_objective',
+                'solved_exactly')
 ASSIGNMENT_KEYS = ('match_mmd', 'active', 'memory', 'mixing', 'id_slot', 'slot_id', 'next_id', 'centroids',
                    'centroid_id', 'num_centroids', 'spawned', 'reused', 'reused_forced', 'match_radius',
                    'objective', 'optimal_objective',
                    'solved_exactly')
 
 
-def assignment_objectives(state: dict, choice: tf.Tensor, mask: tf.Tensor, config: Config) -> dict:
+def assignment_objectives(state: ServerState, choice: tf.Tensor, mask: tf.Tensor, config: Config) -> dict:
   """Eq. 2 (`algorithms.core.facility_location`) of the heuristic's assignment `choice` [P] of the collected
   parties (-1: a small cluster's party, counted on its nearest existing expert, since the server does not know the
   expert it keeps), and when at most EXACT_PARTIES parties shifted, the exact optimum by exhaustive search."""
-  profiles, active, memory = state['pending_profiles'], state['active'] > 0, state['memory']
+  profiles, active, memory = state.pending_profiles, state.active, state.memory
   distance = tf.reduce_sum(tf.square(profiles[:, tf.newaxis] - memory[tf.newaxis]), -1)
   nearest = tf.argmin(tf.where(active[tf.newaxis], distance, np.inf), 1, output_type=tf.int32)
   choice = tf.where(choice < 0, nearest, choice)
-  sizes = state['pending_sizes'] * tf.cast(mask, tf.float32)
-  terms = dict(gamma_k=state['profile_gamma'], new_expert_cost=config.new_expert_cost,
+  sizes = state.pending_sizes * tf.cast(mask, tf.float32)
+  terms = dict(gamma_k=state.profile_gamma, new_expert_cost=config.new_expert_cost,
                imbalance_weight=config.imbalance_weight)
-  heuristic = facility_location.objective(choice[tf.newaxis], profiles, state['pending_histograms'], sizes, memory,
+  heuristic = facility_location.objective(choice[tf.newaxis], profiles, state.pending_histograms, sizes, memory,
                                           active, **terms)[0]
   small = min(EXACT_PARTIES, config.census_capacity)
   candidates = facility_location.assignments(small, config.num_branches)
-  optimal, _ = facility_location.optimum(candidates, profiles[:small], state['pending_histograms'][:small],
+  optimal, _ = facility_location.optimum(candidates, profiles[:small], state.pending_histograms[:small],
                                          sizes[:small], memory, active, **terms)
   solved = tf.reduce_sum(tf.cast(mask, tf.int32)) <= small
   return dict(objective=heuristic, optimal_objective=tf.where(solved, optimal, 0.0),
-              solved_exactly=tf.cast(solved, tf.float32))
+              solved_exactly=solved)
 
 
-def server_update(state: dict, reports: dict, sums: dict, config: Config):
+def server_update(state: ServerState, reports: dict, sums: dict, config: Config) -> ServerState:
   """The server's round after the parties' reports: W0's expert-1 memory, the window's collection of
   shifted profiles and, at the end of the detection period, the assignment (`assign_clusters`)."""
-  state = dict(state)
-  round_num = state['round_num']
+  round_num = state.round_num
   window = method.window_of(round_num, config.window_rounds)
-  valid = reports['valid'] > 0
-  census = tf.reduce_any(reports['census'] > 0)
+  valid = reports['valid']
+  census = tf.reduce_any(reports['census'])
   in_bootstrap = tf.equal(window, 0)
   w0 = tf.cast(valid & in_bootstrap, tf.float32)
   # W0: expert 1's memory and the matching bandwidth, moving averages of the rounds' profiles (rate rho).
   reporting = tf.reduce_sum(w0) > 0
-  rate = tf.where(state['memory_count'] > 0, config.memory_rate, 1.0)
+  rate = tf.where(state.memory_count > 0, config.memory_rate, 1.0)
   round_profile = tf.math.divide_no_nan(tf.reduce_sum(w0[:, tf.newaxis] * reports['profile'], 0), tf.reduce_sum(w0))
   round_gamma = drift_statistics.median_heuristic_gamma(reports['profile'], w0)
-  first_memory = tf.where(reporting, (1.0 - rate) * state['memory'][0] + rate * round_profile, state['memory'][0])
-  state['memory'] = tf.tensor_scatter_nd_update(state['memory'], [[0]], first_memory[tf.newaxis])
-  state['profile_gamma'] = tf.where(reporting, (1.0 - rate) * state['profile_gamma'] + rate * round_gamma,
-                                    state['profile_gamma'])
-  state['memory_count'] += tf.reduce_sum(w0)
+  first_memory = tf.where(reporting, (1.0 - rate) * state.memory[0] + rate * round_profile, state.memory[0])
   mixing = tf.eye(config.num_branches)
   if config.bootstrap_slot > 0:  # The end of W0 freezes expert 1 as theta_0.
     freeze = tf.equal(round_num, config.window_rounds)
     mixing = tf.where((tf.equal(tf.range(config.num_branches), config.bootstrap_slot) & freeze)[:, tf.newaxis],
                       tf.one_hot(0, config.num_branches), mixing)
-  state['mixing'] = mixing
   collecting = (window >= 1) & census  # A later window's census: the shifted parties' reports.
-  pending_count = tf.where(census, 0, state['pending_count'])
+  pending_count = tf.where(census, 0, state.pending_count)
   labelling = in_bootstrap & census  # W0's census: every party's label histogram, for FLIPS' label clusters.
-  collected = valid & (((reports['shifted'] > 0) & collecting) | labelling)
-  for key in ('histogram', 'size'):
-    state[f'pending_{key}s'], _ = _append(state[f'pending_{key}s'], pending_count, reports[key], collected)
-  profiles, pending_count = _append(state['pending_profiles'], pending_count, reports['profile'], collected)
-  state.update(pending_profiles=profiles, pending_count=pending_count)
-  state['null_profiles'] = tf.where(labelling, profiles, state['null_profiles'])  # W0's parties: the radius' null.
-  state['null_count'] = tf.where(labelling, pending_count, state['null_count'])
-  for key in ('spawned', 'reused', 'reused_forced', 'match_mmd', 'match_radius', 'objective', 'optimal_objective',
-              'solved_exactly'):
-    state[key] = tf.constant(0.0)
-  assign_round = collecting
-  kept = {key: state[key] for key in ASSIGNMENT_KEYS}
-  state.update(tf.cond(assign_round, lambda: assign_clusters(state, config), lambda: kept))
-  state['assigned_window'] = tf.where(assign_round, window, state['assigned_window'])
-  state['examples_seen'] += sums['slot_examples']
-  state['domain_slots'] = ASSIGNMENT_DECAY * state['domain_slots'] + sums['routing']
-  state['label_counts'] = ASSIGNMENT_DECAY * state['label_counts'] + sums['label_counts']
-  label_round = labelling
-  labels = tf.cond(label_round, lambda: kmeans.cluster(
-      state['pending_histograms'], tf.range(config.census_capacity) < state['pending_count'], config.max_clusters,
-      max_index=config.split_index)[1:], lambda: (state['label_centroids'], state['num_label_clusters']))
-  state['label_centroids'], state['num_label_clusters'] = labels
-  return collections.OrderedDict((key, state[key]) for key in initial_server_state(1, 1, 1, config))
+  collected = valid & ((reports['shifted'] & collecting) | labelling)
+  histograms, _ = _append(state.pending_histograms, pending_count, reports['histogram'], collected)
+  sizes, _ = _append(state.pending_sizes, pending_count, reports['size'], collected)
+  profiles, pending_count = _append(state.pending_profiles, pending_count, reports['profile'], collected)
+  state = state._replace(
+      memory=tf.tensor_scatter_nd_update(state.memory, [[0]], first_memory[tf.newaxis]),
+      profile_gamma=tf.where(reporting, (1.0 - rate) * state.profile_gamma + rate * round_gamma, state.profile_gamma),
+      memory_count=state.memory_count + tf.reduce_sum(w0), mixing=mixing,
+      pending_histograms=histograms, pending_sizes=sizes, pending_profiles=profiles, pending_count=pending_count,
+      null_profiles=tf.where(labelling, profiles, state.null_profiles),  # W0's parties: the radius' null.
+      null_count=tf.where(labelling, pending_count, state.null_count),
+      **{key: tf.zeros_like(getattr(state, key)) for key in ROUND_COUNTS})
+  kept = {key: getattr(state, key) for key in ASSIGNMENT_KEYS}
+  state = state._replace(**tf.cond(collecting, lambda: assign_clusters(state, config), lambda: kept))
+  state = state._replace(
+      assigned_window=tf.where(collecting, window, state.assigned_window),
+      examples_seen=state.examples_seen + sums['slot_examples'],
+      domain_slots=ASSIGNMENT_DECAY * state.domain_slots + sums['routing'],
+      label_counts=ASSIGNMENT_DECAY * state.label_counts + sums['label_counts'])
+  label_centroids, num_label_clusters = tf.cond(labelling, lambda: kmeans.cluster(
+      state.pending_histograms, tf.range(config.census_capacity) < state.pending_count, config.max_clusters,
+      max_index=config.split_index)[1:], lambda: (state.label_centroids, state.num_label_clusters))
+  return state._replace(label_centroids=label_centroids, num_label_clusters=num_label_clusters)
 
 
-def merge_experts(weights: tff.learning.models.ModelWeights, state: dict, trainable_index, config: Config):
+def merge_experts(weights: tff.learning.models.ModelWeights, state: ServerState, trainable_index,
+                  config: Config) -> tuple[ServerState, tf.Tensor]:
   """Algorithm 2 lines 36-40 in the last round of each window after W0: disjoint pairs of active experts whose
   flattened parameters have cosine similarity above tau, most similar first, become their average weighted by the
   examples each has trained on; returns (state with the merges' ids, memories and mixing rows, merges)."""
@@ -542,36 +587,33 @@ def merge_experts(weights: tff.learning.models.ModelWeights, state: dict, traina
                    for k in range(k_slots)])
   unit = tf.math.l2_normalize(flat, 1)
   similarity = tf.matmul(unit, unit, transpose_b=True)
-  round_num = state['round_num']
+  round_num = state.round_num
   window_end = (method.window_of(round_num, config.window_rounds) >= 1) & tf.equal(round_num % config.window_rounds, 0)
-  candidates = (state['active'][:, None] > 0) & (state['active'][None] > 0) & (
+  candidates = state.active[:, None] & state.active[None] & (
       tf.range(k_slots)[:, None] < tf.range(k_slots)[None]) & window_end
-  fresh = network_pool.changed_rows(state['mixing'])  # Spawned this round: their weights are not set yet.
+  fresh = network_pool.changed_rows(state.mixing)  # Spawned this round: their weights are not set yet.
   candidates = candidates & ~(fresh[:, None] | fresh[None])
-  state = dict(state)
-  mixing, merges = state['mixing'], tf.constant(0.0)
+  merges = tf.constant(0)
   for _ in range(k_slots // 2):
     score = tf.where(candidates, similarity, -np.inf)
     flat_best = tf.argmax(tf.reshape(score, [-1]), output_type=tf.int32)
     i, j = flat_best // k_slots, flat_best % k_slots
     merge = tf.reshape(score, [-1])[flat_best] > config.merge_similarity
-    n_i, n_j = state['examples_seen'][i], state['examples_seen'][j]
+    n_i, n_j = state.examples_seen[i], state.examples_seen[j]
     share = tf.math.divide_no_nan(n_i, n_i + n_j)
     share = tf.where(n_i + n_j > 0, share, 0.5)
     row = share * tf.one_hot(i, k_slots) + (1.0 - share) * tf.one_hot(j, k_slots)
     is_i = tf.equal(tf.range(k_slots), i) & merge
     is_j = tf.equal(tf.range(k_slots), j) & merge
-    mixing = tf.where(is_i[:, None], row, mixing)
-    state['memory'] = tf.where(is_i[:, None], share * state['memory'][i] + (1 - share) * state['memory'][j],
-                               state['memory'])
-    state['examples_seen'] = tf.where(is_i, n_i + n_j, tf.where(is_j, 0.0, state['examples_seen']))
-    state['active'] = tf.where(is_j, 0.0, state['active'])
-    state['id_slot'] = tf.where(merge & tf.equal(state['id_slot'], j), i, state['id_slot'])
-    state['slot_id'] = tf.where(is_j, -1, state['slot_id'])
+    state = state._replace(
+        mixing=tf.where(is_i[:, None], row, state.mixing),
+        memory=tf.where(is_i[:, None], share * state.memory[i] + (1 - share) * state.memory[j], state.memory),
+        examples_seen=tf.where(is_i, n_i + n_j, tf.where(is_j, 0.0, state.examples_seen)),
+        active=state.active & ~is_j, id_slot=tf.where(merge & tf.equal(state.id_slot, j), i, state.id_slot),
+        slot_id=tf.where(is_j, -1, state.slot_id))
     involved = tf.equal(tf.range(k_slots), i) | tf.equal(tf.range(k_slots), j)
     candidates = candidates & ~(merge & (involved[:, None] | involved[None]))
-    merges += tf.cast(merge, tf.float32)
-  state['mixing'] = mixing
+    merges += tf.cast(merge, tf.int32)
   return state, merges
 
 
@@ -580,13 +622,11 @@ def pool_step(config: Config, trainable_index, non_trainable_index):
   of the pool (W0's freeze of theta_0, spawns, merges) applied to the networks."""
 
   def step(learning_state):
-    state = dict(learning_state.client_work)
-    state, merges = merge_experts(learning_state.global_model_weights, state, trainable_index, config)
-    edited = network_pool.mixed_state(learning_state, trainable_index, non_trainable_index, state['mixing'])
-    state['mixing'] = tf.eye(config.num_branches)
-    client_work = collections.OrderedDict((key, state[key]) for key in learning_state.client_work)
-    return edited._replace(client_work=client_work), collections.OrderedDict(
-        merged=merges, num_experts=tf.reduce_sum(state['active']))
+    state, merges = merge_experts(learning_state.global_model_weights, learning_state.client_work, trainable_index,
+                                  config)
+    edited = network_pool.mixed_state(learning_state, trainable_index, non_trainable_index, state.mixing)
+    return edited._replace(client_work=state._replace(mixing=tf.eye(config.num_branches))), collections.OrderedDict(
+        merged=merges, num_experts=tf.reduce_sum(tf.cast(state.active, tf.int32)))
 
   return step
 
@@ -599,20 +639,13 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
   data_type = client_state.client_data_type(element_spec, initial_client_state(input_shape, feature_dim, num_classes,
                                                                                   config))
   state_value = initial_server_state(feature_dim, num_modes, num_classes, config)
-  state_type = tff.types.tensorflow_to_type(tf.nest.map_structure(
-      lambda a: tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)), state_value))
+  state_type = learning_process.struct_type(state_value)
 
   @tff.tensorflow.computation(state_type)
   def next_round(state):
     """The state with the round counted, and what the parties receive: the round and the latest assignment."""
-    state = collections.OrderedDict(state, round_num=state['round_num'] + 1)
-    view = collections.OrderedDict(
-        round_num=state['round_num'], centroids=state['centroids'],
-        centroid_id=state['centroid_id'], num_centroids=state['num_centroids'],
-        assigned_window=state['assigned_window'], id_slot=state['id_slot'],
-        label_centroids=state['label_centroids'], num_label_clusters=state['num_label_clusters'],
-        label_counts=state['label_counts'])
-    return state, view
+    state = state._replace(round_num=state.round_num + 1)
+    return state, RoundView(*(getattr(state, field) for field in RoundView._fields))
 
   view_type = next_round.type_signature.result[1]
 
@@ -633,11 +666,11 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
         **{key: sums[key] for key in DETECTION_COUNTS},
         **{f'{key}_{mode}': sums[f'{key}_by_domain'][mode]
            for key in ('moved', 'found') for mode in range(num_modes)},
-        spawned=new_state['spawned'], reused=new_state['reused'], reused_forced=new_state['reused_forced'],
-        match_mmd=new_state['match_mmd'], match_radius=new_state['match_radius'],
-        assignment_objective=new_state['objective'], optimal_objective=new_state['optimal_objective'],
-        solved_exactly=new_state['solved_exactly'],
-        label_clusters=tf.cast(new_state['num_label_clusters'], tf.float32))
+        spawned=new_state.spawned, reused=new_state.reused, reused_forced=new_state.reused_forced,
+        match_mmd=new_state.match_mmd, match_radius=new_state.match_radius,
+        assignment_objective=new_state.objective, optimal_objective=new_state.optimal_objective,
+        solved_exactly=tf.cast(new_state.solved_exactly, tf.float32),
+        label_clusters=tf.cast(new_state.num_label_clusters, tf.float32))
     return new_state, metrics
 
   return client_state.gathered_reports_work(state_value, next_round, client_round, finish)
@@ -687,7 +720,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
 
   evaluate = evaluation.routed_evaluation(
       evaluator.with_model(model_fn()), objective,
-      lambda state: (state['active'], state['memory'], state['domain_slots']), [num_modes, k_slots],
+      lambda state: (state.active, state.memory, state.domain_slots), [num_modes, k_slots],
       best_matching=True)
   return method.Algorithm(process, evaluate,
                           initial_client_state=initial_state, census=True,
