@@ -263,7 +263,7 @@ class MethodScenarioMatrixTest(parameterized.TestCase):
             if values is None:
               self.assertEqual(row[f'{column}_mean'], '')
               continue
-            # A column some seeds lack (windowed's corrupted domains are drawn per seed) averages the others.
+            # A column some seeds lack (domains a scenario draws per seed) averages the others.
             self.assertEqual(int(row['seeds']), len(_seeds(scenario, algorithm.split(' ')[0])))
             self.assertAlmostEqual(float(row[f'{column}_mean']), np.mean(values), places=5)
             error = abs(values[0] - values[1]) / 2 if len(values) == 2 else 0.0
