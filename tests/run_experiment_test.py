@@ -119,7 +119,7 @@ class BadInputTest(parameterized.TestCase):
       ('one_domain', ['--scenario=evolving_domains', '--num_domains=1'], 'num_domains must be >= 2'),
       ('no_window', ['--scenario=windowed', '--window_rounds=0'], '--window_rounds must be > 0'),
       ('one_concept', ['--scenario=concept_drift', '--num_concepts=1'], 'num_concepts must be >= 2'),
-      ('no_drift_length', ['--scenario=concept_drift', '--drift_length=0'], 'drift_length and concept_period'),
+      ('no_drift_length', ['--scenario=concept_drift', '--drift_length=0'], '--drift_length and --concept_period'),
       ('no_cycles', ['--scenario=mixture_drift', '--num_cycles=0'], 'num_cycles must be > 0'),
       ('no_period', ['--period=0'], 'period'),
       ('no_clients_per_round', ['--clients_per_round=0'], 'clients_per_round must be >= 1'),
