@@ -33,7 +33,8 @@ class Settings:
     if self.num_concepts < 2:
       raise ValueError(f'--num_concepts must be >= 2; got {self.num_concepts}.')
     if not 0.0 <= self.drift_start <= self.drift_end <= 1.0:
-      raise ValueError(f'--drift_start and --drift_end need 0 <= drift_start <= drift_end <= 1; got {self.drift_start:g}, {self.drift_end:g}.')
+      raise ValueError(f'--drift_start and --drift_end need 0 <= drift_start <= drift_end <= 1; got '
+                       f'{self.drift_start:g}, {self.drift_end:g}.')
     if self.drift_length < 1 or self.concept_period < 1:
       raise ValueError(f'--drift_length and --concept_period must be >= 1; got {self.drift_length}, '
                        f'{self.concept_period}.')

@@ -116,7 +116,8 @@ class AssemblyTest(absltest.TestCase):
     with mock.patch.object(fedprox, 'DEFAULTS', paper):
       # The method's optimizer brings its learning rate 1 (parameter averaging) unless the method gives one.
       self.assertEqual(chosen(resolved()), ('sgdm', 1.0, 0.5, 0.2, task[2]))
-      self.assertEqual(chosen(resolved(client_learning_rate=0.3, server_momentum=0.7)), ('sgdm', 1.0, 0.7, 0.3, task[2]))
+      self.assertEqual(chosen(resolved(client_learning_rate=0.3, server_momentum=0.7)),
+                       ('sgdm', 1.0, 0.7, 0.3, task[2]))
       # Another optimizer by flag: the method's server-step defaults go with its own optimizer.
       self.assertEqual(chosen(resolved(server_optimizer='adam')), ('adam', task[0], None, 0.2, task[2]))
       with mock.patch.object(fedprox, 'DEFAULTS', dict(paper, server_learning_rate=0.5)):

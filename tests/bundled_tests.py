@@ -4,7 +4,8 @@ Starting a test process costs seconds (importing TensorFlow and TFF), more than 
 lists the short test files in groups (`SHORT_TEST_GROUPS`), most of them beside the module they test: each is a
 `unit_test` (tests/defs.bzl), a target of its own that runs alone (`bazel test //algorithms/core:kmeans_test`) but not
 in `bazel test //...`, and each group is one target that runs its files here, one after another:
-`--bundled_tests=algorithms.core.kmeans_test,...` names the modules. A group is a target rather than a shard, so that a class's `setUpClass` runs once, not once per shard.
+`--bundled_tests=algorithms.core.kmeans_test,...` names the modules. A group is a target rather than a shard, so that a
+class's `setUpClass` runs once, not once per shard.
 
 TFF's execution context is installed once for all of them, as the files that execute computations do in their own
 `__main__`. A file belongs in the bundle only if it holds no process-wide state of its own: tests of the process

@@ -1,11 +1,11 @@
 """The differential-privacy budget of a run with `--aggregator=dp`, from the dp-accounting library's RDP accountant.
 
-Each round, TFF's DP-FedAvg aggregator (`learning_process.build_model_aggregator`) clips every participating
-client's update to the clip norm C and adds Gaussian noise of standard deviation z C to their sum: a Gaussian mechanism of noise
-multiplier z on the round's client-level contributions (a client's whole update is the unit protected, user-level
-DP; McMahan et al., "Learning Differentially Private Recurrent Language Models", 2018). T rounds compose T such
-mechanisms; the RDP accountant (Mironov, "Renyi Differential Privacy", 2017; `dp_accounting.rdp`) converts the
-composition to (epsilon, delta).
+Each round, TFF's DP-FedAvg aggregator (`learning_process.build_model_aggregator`) clips every participating client's
+update to the clip norm C and adds Gaussian noise of standard deviation z C to their sum: a Gaussian mechanism of noise
+multiplier z on the round's client-level contributions (a client's whole update is the unit protected, user-level DP;
+McMahan et al., "Learning Differentially Private Recurrent Language Models", 2018). T rounds compose T such mechanisms;
+the RDP accountant (Mironov, "Renyi Differential Privacy", 2017; `dp_accounting.rdp`) converts the composition to
+(epsilon, delta).
 
 Choice: no amplification by sampling is claimed. The scenarios choose each round's clients by schedule (a mode's
 share q(t), a mixture, windows), not by the uniform Poisson or fixed-size sampling the amplification theorems

@@ -211,8 +211,9 @@ CADENCE = frozenset({'rounds_per_eval', 'rounds_per_checkpoint', 'root_output_di
 _AVERAGING_OPTIMIZERS = ('sgd', 'sgdm')
 _SERVER_MOMENTUM = 0.9
 _SERVER_OPTIMIZER = 'adam'  # FedAdam, the server optimizer of "Diurnal or Nocturnal?" (Zhu et al., 2022).
-_POSITIVE = ('window_rounds', 'client_epochs', 'client_batch_size', 'total_rounds', 'rounds_per_eval', 'rounds_per_checkpoint',
-             'eval_batch_size', 'num_branches', 'client_learning_rate', 'server_learning_rate', 'server_adam_epsilon')
+_POSITIVE = ('window_rounds', 'client_epochs', 'client_batch_size', 'total_rounds', 'rounds_per_eval',
+             'rounds_per_checkpoint', 'eval_batch_size', 'num_branches', 'client_learning_rate', 'server_learning_rate',
+             'server_adam_epsilon')
 
 
 def settings_of(group) -> dict:

@@ -317,13 +317,13 @@ def completed_no_round(output_dir: str) -> bool:
 class MetricsReleaseManager(tff.program.CSVFileReleaseManager):
   """TFF's CSV release manager for metrics.csv, appending a round's row without first rewriting the file.
 
-  TFF 0.87's `release(value, key)` removes the rows with keys >= `key` by calling
-  `_remove_values_greater_than_key(key - 1)`, which returns at once only when `key - 1` is above the latest key; for
-  the row after the latest (`key - 1` equal to it) it reads and rewrites the whole file, at every release, so a run's
-  metrics cost grows with its rows, quadratically over the run (a concern for rows of thousands of columns, as
-  ShiftEx's routing counts make). Here a key above the latest only appends (as TFF's append mode does after its
-  removal); a key at or below the latest still removes the rows from it on, through TFF's own code. The rows a resumed run
-  follows are cut by `truncate_metrics` first, so its first release is also an append.
+  TFF 0.87's `release(value, key)` removes the rows with keys >= `key` by calling `_remove_values_greater_than_key(key -
+  1)`, which returns at once only when `key - 1` is above the latest key; for the row after the latest (`key - 1` equal
+  to it) it reads and rewrites the whole file, at every release, so a run's metrics cost grows with its rows,
+  quadratically over the run (a concern for rows of thousands of columns, as ShiftEx's routing counts make). Here a key
+  above the latest only appends (as TFF's append mode does after its removal); a key at or below the latest still
+  removes the rows from it on, through TFF's own code. The rows a resumed run follows are cut by `truncate_metrics`
+  first, so its first release is also an append.
   """
 
   async def _remove_values_greater_than_key(self, key: int) -> None:
