@@ -3,7 +3,8 @@ nothing claimed that did not happen, nothing deleted that could not be parsed, a
 
 Numbered as the findings they come from: (1) the open port is network_exposure_test's; (2) non-finite flags and
 the accountant; (3) a method that aggregates statistics of its own under --aggregator=dp (every method:
-server_step_contract_test); (4) a resume whose metrics.csv is missing, empty or truncated; (5) a rerun
+server_step_contract_test); (4) a resume whose metrics.csv is missing, empty or truncated, or whose checkpoints do
+not load; (5) a rerun
 over an unparsable metrics.csv; (6) a run that failed in its first round and the corrected rerun; (7) damaged SQLite
 files, garbage in metrics.csv and unknown flags; (8) a report over malformed, duplicate and unfinished runs; (9) the
 secure aggregator's simulation said in the log and summary.json.
@@ -131,6 +132,22 @@ class FaultInjectionTest(absltest.TestCase):
       self.assertIn('resumes after round 6', line)
       self.assertIn('--overwrite', line)
       self.assertEqual(_file_bytes(run_dir), before, damage)
+
+  def test_4_checkpoints_that_do_not_load_refuse_a_rerun_and_an_extension_touching_nothing(self):
+    # Checkpoints of another state (a single-network method's, in place of vanilla's two branches), as a run made
+    # before a change to its method's state leaves them: refused before the extension edits anything.
+    other = self.create_tempdir().full_path
+    status, stderr = in_process_run.run([*_SMALL, '--algorithm=fedavg_plus', '--total_rounds=2',
+                                         f'--root_output_dir={other}'])
+    self.assertEqual(status, 0, stderr[-2000:])
+    root, run_dir = self._copy_of_finished_run()
+    shutil.rmtree(os.path.join(run_dir, 'checkpoints'))
+    shutil.copytree(os.path.join(other, 'e', 'checkpoints'), os.path.join(run_dir, 'checkpoints'))
+    before = _file_bytes(run_dir)
+    for longer in ([], ['--total_rounds=10']):
+      line = _error_line(self, *in_process_run.run([*_SMALL, *longer, f'--root_output_dir={root}']))
+      self.assertIn('loads into this run\'s state', line)
+      self.assertEqual(_file_bytes(run_dir), before, longer)
 
   def test_4_a_killed_run_resumes_to_the_uninterrupted_summary(self):
     root, run_dir = self._copy_of_finished_run(at_round=7)

@@ -679,6 +679,8 @@ def run(config: ExperimentConfig) -> dict:
   experiment = build(resolved)
   training, outputs, output_dir = resolved.training, config.outputs, resolved.output_dir
   try:
+    if not outputs.overwrite:
+      training_loop.check_resumable(experiment.algorithm, output_dir)
     extended_from = run_directory.prepare(
         output_dir, resolved.record, outputs.overwrite,
         lambda r: r % config.evaluation.rounds_per_eval == 0 and r % outputs.rounds_per_checkpoint == 0)

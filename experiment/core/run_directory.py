@@ -405,6 +405,23 @@ class Checkpoints:
       os.rename(self.path(old), discarded)
       shutil.rmtree(discarded)
 
+  def check_loadable(self, structure) -> None:
+    """Raises RunDirectoryError when checkpoints exist and none loads with `structure`; reads only (a run checks this
+    before `prepare` edits the directory, as an extension does)."""
+    reasons = []
+    for round_num in reversed(self.rounds()):
+      try:
+        asyncio.run(self._manager.load(round_num, structure))
+        return
+      except Exception as error:  # pylint: disable=broad-except
+        reasons.append((round_num, str(error).splitlines()[0] if str(error) else type(error).__name__))
+    if reasons:
+      raise self._none_loads(*reasons[0])
+
+  def _none_loads(self, round_num: int, reason: str) -> 'RunDirectoryError':
+    return RunDirectoryError(f'no checkpoint in {self._root} loads into this run\'s state (round {round_num}: '
+                             f'{reason}); rerun with --overwrite to start afresh.')
+
   def load_latest(self, structure) -> 'Restored':
     """The newest checkpoint that loads with `structure` (state None and round 0 if there is no checkpoint).
 
@@ -424,9 +441,7 @@ class Checkpoints:
       return Restored(state, round_num, tuple(unloadable))
     if not rounds:
       return Restored(None, 0, ())
-    newest, reason = unloadable[0]
-    raise RunDirectoryError(f'no checkpoint in {self._root} loads into this run\'s state (round {newest}: {reason}); '
-                            f'rerun with --overwrite to start afresh.')
+    raise self._none_loads(*unloadable[0])
 
   def _move_aside(self, round_num: int) -> None:
     aside = os.path.join(self._root, _UNLOADABLE)

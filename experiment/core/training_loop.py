@@ -199,6 +199,17 @@ def final_metrics(rows: list[dict[str, float]], window_rounds: int) -> dict[str,
   return result
 
 
+def check_resumable(algorithm, output_dir: str) -> None:
+  """Raises RunDirectoryError, editing nothing, when `output_dir` holds checkpoints of which none loads into
+  `algorithm`'s state (a run of another version of the method's state)."""
+  if not os.path.isdir(os.path.join(output_dir, run_directory.CHECKPOINTS)):
+    return
+  store = None
+  if algorithm.initial_client_state is not None:
+    store = client_states.ClientStateStore(algorithm.initial_client_state)
+  run_directory.Checkpoints(output_dir).check_loadable(_checkpointed(algorithm.process.initialize(), store))
+
+
 def _checkpointed(state, store: Optional[client_states.ClientStateStore]):
   """What a checkpoint holds: the learning-process state, with the client-state store when there is one."""
   if store is None:
