@@ -110,8 +110,8 @@ def validate(name: str, task_name: str = None, num_branches: int = 2) -> None:
 
 
 def defaults(name: str) -> dict:
-  """The training settings method `name`'s paper uses (its module's `DEFAULTS`), flag name -> value."""
-  return dict(METHODS[name].module.DEFAULTS)
+  """The training settings method `name`'s paper uses (its module's `DEFAULTS.values`), flag name -> value."""
+  return dict(METHODS[name].module.DEFAULTS.values)
 
 
 def is_shift_free(name: str) -> bool:

@@ -11,6 +11,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 import tensorflow as tf
 
 from algorithms import registry as algorithms
+from algorithms.core import method
 from algorithms.methods import fedprox
 from experiment.core import assembly
 from periodic_shift import dirichlet_mixture
@@ -106,22 +107,66 @@ class AssemblyTest(absltest.TestCase):
 
   def test_a_flag_beats_the_methods_default_which_beats_the_optimizers_and_the_tasks(self):
     root = self.create_tempdir().full_path
-    resolved = lambda **training: assembly.resolve(_config(root, training=dataclasses.replace(
-        _config(root).training, **training))).training
+    resolve = lambda **training: assembly.resolve(_config(root, training=dataclasses.replace(
+        _config(root).training, **training)))
     chosen = lambda training: (training.server_optimizer, training.server_learning_rate, training.server_momentum,
                                training.client_learning_rate, training.client_batch_size)
     task = (0.01, 0.05, 20)  # The synthetic task's server and client learning rates and batch size.
-    self.assertEqual(chosen(resolved()), ('adam', task[0], None, task[1], task[2]))
+    with mock.patch.object(fedprox, 'DEFAULTS', method.Defaults()):
+      self.assertEqual(chosen(resolve().training), ('adam', task[0], None, task[1], task[2]))
     paper = {'server_optimizer': 'sgdm', 'server_momentum': 0.5, 'client_learning_rate': 0.2}
-    with mock.patch.object(fedprox, 'DEFAULTS', paper):
+    with mock.patch.object(fedprox, 'DEFAULTS', method.Defaults(paper, source='a paper')):
       # The method's optimizer brings its learning rate 1 (parameter averaging) unless the method gives one.
-      self.assertEqual(chosen(resolved()), ('sgdm', 1.0, 0.5, 0.2, task[2]))
-      self.assertEqual(chosen(resolved(client_learning_rate=0.3, server_momentum=0.7)),
+      self.assertEqual(chosen(resolve().training), ('sgdm', 1.0, 0.5, 0.2, task[2]))
+      self.assertEqual(resolve().sources | {'seed': None, 'period': None}, dict(
+          resolve().sources, server_optimizer=assembly.METHOD, server_momentum=assembly.METHOD,
+          client_learning_rate=assembly.METHOD, server_learning_rate=assembly.OPTIMIZER,
+          client_batch_size=assembly.TASK, client_epochs=assembly.SUITE, total_rounds=assembly.FLAG,
+          seed=None, period=None))
+      self.assertEqual(chosen(resolve(client_learning_rate=0.3, server_momentum=0.7).training),
                        ('sgdm', 1.0, 0.7, 0.3, task[2]))
       # Another optimizer by flag: the method's server-step defaults go with its own optimizer.
-      self.assertEqual(chosen(resolved(server_optimizer='adam')), ('adam', task[0], None, 0.2, task[2]))
-      with mock.patch.object(fedprox, 'DEFAULTS', dict(paper, server_learning_rate=0.5)):
-        self.assertEqual(chosen(resolved()), ('sgdm', 0.5, 0.5, 0.2, task[2]))
+      self.assertEqual(chosen(resolve(server_optimizer='adam').training), ('adam', task[0], None, 0.2, task[2]))
+    with mock.patch.object(fedprox, 'DEFAULTS', method.Defaults(dict(paper, server_learning_rate=0.5), 'a paper')):
+      self.assertEqual(chosen(resolve().training), ('sgdm', 0.5, 0.5, 0.2, task[2]))
+
+  def test_a_resumed_run_keeps_the_values_it_started_with_where_no_flag_sets_them(self):
+    root = self.create_tempdir().full_path
+    with mock.patch.object(fedprox, 'DEFAULTS', method.Defaults()), mock.patch('builtins.print') as printed:
+      assembly.run(_config(root))
+    self.assertIn(mock.call('Defaults of task synthetic: client_batch_size=20, client_learning_rate=0.05, '
+                            'server_adam_epsilon=0.0001, server_learning_rate=0.01'), printed.call_args_list)
+    with open(os.path.join(root, 'direct', 'config.json')) as f:
+      recorded = json.load(f)
+    self.assertEqual((recorded['server_optimizer'], recorded['value_sources']['server_optimizer'],
+                      recorded['value_sources']['total_rounds']), ('adam', assembly.SUITE, assembly.FLAG))
+    longer = _config(root, training=dataclasses.replace(_config(root).training, total_rounds=4))
+    with mock.patch.object(fedprox, 'DEFAULTS', method.Defaults({'server_optimizer': 'sgd'}, 'a paper')):
+      resumed = assembly.resolve(longer)  # The method's default changed since the run started: the record stands.
+      self.assertEqual((resumed.training.server_optimizer, resumed.training.server_learning_rate,
+                        resumed.sources['server_optimizer']), ('adam', 0.01, assembly.RECORDED))
+      self.assertEqual(assembly.resolve(dataclasses.replace(longer, outputs=dataclasses.replace(
+          longer.outputs, overwrite=True))).training.server_optimizer, 'sgd')
+      with self.assertRaisesRegex(Exception, 'server_optimizer'):  # A flag that differs is another configuration.
+        assembly.resolve(dataclasses.replace(longer, training=dataclasses.replace(
+            longer.training, server_optimizer='sgd')))
+
+  def test_the_paper_methods_run_by_name_average_parameters_and_diurnals_use_fedadam(self):
+    root = self.create_tempdir().full_path
+    for name in ('fedevp', 'fedevolve', 'fedgmm', 'pfedem', 'cfl', 'feddrift', 'shiftex', 'fedrep', 'vanilla',
+                 'fedtem', 'fedtkm'):
+      with self.subTest(method=name):
+        config = assembly.ExperimentConfig(
+            task=assembly.TaskChoice(task='synthetic'),
+            scenario=assembly.ScenarioChoice(scenario='evolving_domains' if name.startswith('fedev') else 'periodic'),
+            method=assembly.MethodChoice(algorithm=name),
+            outputs=assembly.OutputConfig(root_output_dir=root))
+        resolved = assembly.resolve(config)
+        averaging = name not in ('vanilla', 'fedtem', 'fedtkm')
+        self.assertEqual((resolved.training.server_optimizer, resolved.training.server_learning_rate),
+                         ('sgd', 1.0) if averaging else ('adam', 0.01))
+        self.assertEqual(resolved.sources['server_optimizer'], assembly.METHOD)
+        self.assertTrue(algorithms.METHODS[name].module.DEFAULTS.source)
 
   def test_every_methods_defaults_are_training_settings(self):
     training_settings = set(assembly.settings_of(assembly.TrainingConfig()))

@@ -14,8 +14,8 @@ An `Algorithm` is what the training loop needs from a method:
 
 Every method module owns its settings: a `NAME`, a frozen dataclass `Config` (empty for a method without settings of
 its own) with a `validate()` raising a one-line ValueError, `SENDS` (`Sends`: what its round sends besides the model
-update and the training metrics), `DEFAULTS` (the training settings its paper uses where they differ from the task's
-and the suite's, flag name -> value: `--algorithm=X` alone runs X as its paper does; an explicit flag overrides them)
+update and the training metrics), `DEFAULTS` (`Defaults`: the training settings its paper uses where they differ from the suite's,
+with their source: `--algorithm=X` alone runs X as its paper does; an explicit flag overrides them)
 and a `build_algorithm(task, element_spec, hparams, evaluator, config)`, which builds its process from the server step
 it is given (`hparams.server_step`). A field declared with
 `setting(default, help)` is a flag of the binary, named `<method>_<field>` (`flag_name`) or, for the settings of
@@ -80,6 +80,30 @@ class Sends:
   simulation_only: tuple[str, ...] = ()
   client_state: tuple[str, ...] = ()
   own_aggregation: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Defaults:
+  """The training settings a method's paper uses where they differ from the suite's, and where the paper says so.
+
+  `values`: flag name -> value (`--server_optimizer`, `--server_learning_rate`, `--client_batch_size`, ...), applied
+  to every setting the user leaves unset (`experiment.core.assembly`: flag > method > server optimizer > task >
+  suite); `source`: the paper and the section, equation or table the values come from (docs/running.md's table of
+  method defaults is made from it); `notes`: what the paper states that the suite does not take as a default, and
+  why (a setting the paper tunes per dataset, a unit the suite counts differently).
+  """
+  values: dict = dataclasses.field(default_factory=dict)
+  source: str = ''
+  notes: str = ''
+
+  def __post_init__(self):
+    if self.values and not self.source:
+      raise ValueError('a method\'s defaults name the paper they come from (`source`).')
+
+
+# The server step of federated averaging (McMahan et al., 2017): the mean update applied at learning rate 1, the new
+# model the example-weighted mean of the clients' models.
+PARAMETER_AVERAGING = {'server_optimizer': 'sgd', 'server_learning_rate': 1.0}
 
 
 class Algorithm(NamedTuple):

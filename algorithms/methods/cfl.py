@@ -63,7 +63,10 @@ from tasks import task as task_lib
 NAME = 'cfl'
 SENDS = method.Sends(simulation_only=('routing',), client_state=('cluster', 'weight', 'update'),
                      own_aggregation=True)
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    method.PARAMETER_AVERAGING,
+    source=('Sattler, Mueller and Samek, "Clustered Federated Learning", 2020, Algorithm 1 (each cluster\'s model '
+            "moves by the example-weighted mean of its clients' updates)"))
 UNASSIGNED = -1.0
 
 

@@ -27,7 +27,11 @@ from tasks import task as task_lib
 
 NAME = 'fedavg_plus'
 SENDS = method.Sends()
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    method.PARAMETER_AVERAGING,
+    source=('Jiang et al., "Improving Federated Learning Personalization via Model Agnostic Meta Learning", 2019, '
+            "Section 3 (FedAvg, McMahan et al., 2017: the server averages the clients' models, then each client "
+            'tunes)'))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -83,7 +83,10 @@ SENDS = method.Sends(
     simulation_only=('routing', 'true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms'),
     client_state=('drifted', 'best', 'model_id', 'ref_score', 'ref_window', 'checked_window', 'ref_domain'),
     own_aggregation=True)
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    method.PARAMETER_AVERAGING,
+    source=('Jothimurugesan et al., "Federated Learning under Distributed Concept Drift", 2023, Algorithm 1 (each '
+            "model is trained by FedAvg on its cluster's clients)"))
 STATISTICS = ('accuracy', 'loss')
 NEW_MODELS = ('client', 'window')
 ASSIGNMENT_DECAY = 0.9  # Per round, of the domain x model counts of the evaluation (as ShiftEx's).

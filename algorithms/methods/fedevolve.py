@@ -80,7 +80,13 @@ from tasks import task as task_lib
 
 NAME = 'fedevolve'
 SENDS = method.Sends()
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    method.PARAMETER_AVERAGING,
+    source=('Tan et al., "Federated Learning Under Evolving Distribution Shifts", 2024: Section 3 (the server '
+            "aggregates the clients' parameters by weighted averaging) and Algorithm 1 (the server's new parameters "
+            "are the clients' mean)"),
+    notes=("The local step size, local updates and batch size are in the paper's Appendix A, not in its main text: "
+           "the task's."))
 AGGREGATIONS = ('examples', 'uniform')
 BATCHINGS = ('stage_pairs', 'packed')
 TOWER_INITS = ('tied', 'independent')

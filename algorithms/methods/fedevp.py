@@ -67,7 +67,13 @@ from tasks import task as task_lib
 
 NAME = 'fedevp'
 SENDS = method.Sends()
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    method.PARAMETER_AVERAGING,
+    source=('Tan et al., "Federated Learning Under Evolving Distribution Shifts", 2024: Section 3 (the server '
+            "aggregates the clients' parameters by weighted averaging) and Algorithm 2 (the server's new f and w "
+            "are the clients' means)"),
+    notes=("The local step size, local updates and batch size are in the paper's Appendix A, not in its main text: "
+           "the task's."))
 FIRST_STAGE = ('included', 'skipped')
 PROTOTYPE_GRADIENTS = ('detached', 'through')
 AGGREGATIONS = ('examples', 'uniform')
@@ -90,6 +96,9 @@ class Config:
   batching: str = method.setting('packed', 'FedEvp: the client\'s mixed batches (packed) or batches with '
                                  'stage_batch_size examples of every stage (stage_strata).')
   stage_batch_size: int = method.setting(64, 'FedEvp: examples of each stage in a batch (stage_strata).')
+  alignment_weight: float = method.setting(1.0, 'FedEvp: weight of the alignment (Eq. 7) against the '
+                                           'cross-entropy; the paper names none (1); 0 trains the tower and head on '
+                                           'the cross-entropy alone.')
   personalization_epochs: int = method.setting(1, 'FedEvp: epochs of personalization of the head and the last '
                                                'representation layer before each client\'s test.')
   personalization_learning_rate: float = method.setting(0.0, 'FedEvp: SGD learning rate of the personalization; '
@@ -102,9 +111,10 @@ class Config:
                                               'stage_reduction': prototypes.STAGE_REDUCTIONS,
                                               'batching': BATCHINGS},
                           at_least_one=('personalization_epochs', 'stage_batch_size'))
-    if not 0 < self.momentum <= 1 or self.personalization_learning_rate < 0:
-      raise ValueError(f'--fedevp_momentum must be in (0, 1] and --fedevp_personalization_learning_rate >= 0; got '
-                       f'{self.momentum:g}, {self.personalization_learning_rate:g}.')
+    if not 0 < self.momentum <= 1 or self.personalization_learning_rate < 0 or self.alignment_weight < 0:
+      raise ValueError(f'--fedevp_momentum must be in (0, 1], --fedevp_personalization_learning_rate and '
+                       f'--fedevp_alignment_weight >= 0; got {self.momentum:g}, '
+                       f'{self.personalization_learning_rate:g}, {self.alignment_weight:g}.')
 
 
 def training_objective(num_stages: int, num_classes: int, config: Config):
@@ -126,7 +136,7 @@ def training_objective(num_stages: int, num_classes: int, config: Config):
                                          config.distance).loss
     if config.stage_reduction == 'mean':
       alignment /= tf.maximum(tf.reduce_sum(tf.cast(tf.reduce_sum(counts, axis=1) > 0, tf.float32)), 1.0)
-    return result._replace(loss=result.loss + alignment)
+    return result._replace(loss=result.loss + config.alignment_weight * alignment)
 
   return objective
 

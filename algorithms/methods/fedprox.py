@@ -25,7 +25,10 @@ from tasks import task as task_lib
 
 NAME = 'fedprox'
 SENDS = method.Sends()
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    method.PARAMETER_AVERAGING,
+    source=('Li et al., "Federated Optimization in Heterogeneous Networks", 2020, Algorithm 2 (the server averages '
+            "the clients' models)"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,7 +46,10 @@ from tasks import task as task_lib
 
 NAME = 'fedrep'
 SENDS = method.Sends(client_state=('initialized', 'head_0', 'head_1'))
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    method.PARAMETER_AVERAGING,
+    source=('Collins et al., "Exploiting Shared Representations for Personalized Federated Learning", 2021, '
+            "Algorithm 1 (the server averages the clients' representations)"))
 INITIALIZED = 'initialized'
 
 

@@ -97,7 +97,11 @@ SENDS = method.Sends(
                  'pass_count'),
     per_client=('key', 'included'),
     simulation_only=('routing',))
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    {'server_optimizer': 'adam'},
+    source=('Zhu et al., "Diurnal or Nocturnal? Federated Learning of Multi-branch Networks from Periodically '
+            'Shifting Distributions", 2022, Appendix, the table of hyperparameters (server optimizer Adam; its rate '
+            "and epsilon per task are the tasks' defaults)"))
 PRIORS = temporal_prior.PRIORS + ('none',)
 BRANCH_SELECTIONS = ('greedy', 'sample')
 CLIENT_ESTIMATES = ('mle', 'bayesian')

@@ -110,7 +110,11 @@ SENDS = method.Sends(
     method_sums=('assignment', 'weighted_count', 'weighted_feature_sum', 'participants', 'mode_one_count',
                  'pass_count'),
     simulation_only=('routing', 'mode_log_ratio', 'mode_clients'))
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    {'server_optimizer': 'adam'},
+    source=('Zhu et al., "Diurnal or Nocturnal? Federated Learning of Multi-branch Networks from Periodically '
+            'Shifting Distributions", 2022, Appendix, the table of hyperparameters (server optimizer Adam; its rate '
+            "and epsilon per task are the tasks' defaults)"))
 PRIORS = temporal_prior.PRIORS + ('none',)
 CLIENT_RULES = ('mean_distance', 'majority_vote')
 STEP_SCHEDULES = ('prior_weighted', 'constant')

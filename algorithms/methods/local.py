@@ -33,7 +33,7 @@ from tasks import task as task_lib
 
 NAME = 'local'
 SENDS = method.Sends()
-DEFAULTS = {}
+DEFAULTS = method.Defaults()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -119,7 +119,13 @@ NAME = 'pfedem'
 SENDS = method.Sends(
     method_sums=('count', 'weighted_means', 'weighted_variances'),
     simulation_only=('routing',))
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    method.PARAMETER_AVERAGING,
+    source=('Chen et al., "Adaptive Personalized FL for Non-IID Data with Continual Distribution Shift": Eq. 5 (the '
+            'server averages the K sub-models\' parameters)'),
+    notes=('Section IV-A, Hyperparameters: J = 20 local iterations (the suite counts local work in epochs, '
+           '--client_epochs), the learning rate per dataset (0.01 on EMNIST, 0.03 on CIFAR) and batch size 128 for '
+           'clients of thousands of examples: the task\'s.'))
 SUBMODELS = ('networks', 'branches')
 FEATURES = ('shared', 'fixed', 'pretrained', 'raw')
 FROZEN_ENCODERS = ('fixed', 'pretrained')

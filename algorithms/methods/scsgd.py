@@ -29,7 +29,11 @@ from tasks import task as task_lib
 
 NAME = 'scsgd'
 SENDS = method.Sends(simulation_only=('routing',))
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    {'server_optimizer': 'adam'},
+    source=('Zhu et al., "Diurnal or Nocturnal? Federated Learning of Multi-branch Networks from Periodically '
+            'Shifting Distributions", 2022, Appendix, the table of hyperparameters (server optimizer Adam; its rate '
+            "and epsilon per task are the tasks' defaults)"))
 HALVES = ('period', 'mode_centered')
 
 

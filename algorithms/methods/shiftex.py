@@ -123,7 +123,10 @@ SENDS = method.Sends(
     client_state=('expert_id', 'pending', 'local_window', 'checked_window', 'ref_window', 'profile', 'ref_inputs',
                   'ref_weights', 'ref_counts', 'ref_domain'),
     own_aggregation=True)
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    method.PARAMETER_AVERAGING,
+    source=('Bhope et al., "Shift Happens: Mixture of Experts based Continual Adaptation in Federated Learning", '
+            '2025, Section 3 (each expert is trained by federated averaging, FedAvg, on the parties assigned to it)'))
 DETECTION_COUNTS = ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms', 'detected_covariate',
                     'detected_label', 'false_alarms_covariate', 'false_alarms_label')
 MATCH_DRAWS = 200  # Random subsets of W0's parties behind a calibrated reuse radius (`match_radius`).

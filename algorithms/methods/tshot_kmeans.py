@@ -40,7 +40,11 @@ SENDS = method.Sends(
     method_sums=('centers', 'sizes', 'included'),
     per_client=('centers', 'sizes', 'included'),
     simulation_only=('routing',))
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    {'server_optimizer': 'adam'},
+    source=('Zhu et al., "Diurnal or Nocturnal? Federated Learning of Multi-branch Networks from Periodically '
+            'Shifting Distributions", 2022, Appendix, the table of hyperparameters (server optimizer Adam; its rate '
+            "and epsilon per task are the tasks' defaults)"))
 Config = settings_lib.NoSettings
 
 LLOYD_ITERATIONS = 10

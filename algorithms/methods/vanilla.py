@@ -20,7 +20,11 @@ from utils import settings as settings_lib
 
 NAME = 'vanilla'
 SENDS = method.Sends()
-DEFAULTS = {}
+DEFAULTS = method.Defaults(
+    {'server_optimizer': 'adam'},
+    source=('Zhu et al., "Diurnal or Nocturnal? Federated Learning of Multi-branch Networks from Periodically '
+            'Shifting Distributions", 2022, Appendix, the table of hyperparameters (server optimizer Adam; its rate '
+            "and epsilon per task are the tasks' defaults)"))
 Config = settings_lib.NoSettings
 
 

@@ -104,8 +104,8 @@ class TrainingConfig:
                                'step of the methods that act per window (ShiftEx, FedDrift).')
   total_rounds: Optional[int] = setting(None, 'Training rounds. Default: the task\'s.')
   clients_per_round: Optional[int] = setting(None, 'm. Default: the task\'s.')
-  client_epochs: int = setting(1, 'Local epochs per round.')
-  client_batch_size: Optional[int] = setting(None, 'Local batch size. Default: the task\'s.')
+  client_epochs: Optional[int] = setting(None, 'Local epochs per round. Default: the method\'s, else 1.')
+  client_batch_size: Optional[int] = setting(None, 'Local batch size. Default: the method\'s, else the task\'s.')
   max_elements_per_client: Optional[int] = setting(
       None, 'Cap on local examples per round. Default: the task\'s (512 for stackoverflow, none otherwise).')
   client_learning_rate: Optional[float] = setting(None, 'Client SGD learning rate. Default: the task\'s.')
@@ -130,7 +130,7 @@ class TrainingConfig:
       'method\'s SENDS); the protection then covers the model update only, and summary.json and the '
       'report name what it does not cover. Without it such a run is refused.')
   server_learning_rate: Optional[float] = setting(
-      None, 'Server learning rate. Default: the task\'s with --server_optimizer=adam, adagrad or yogi, 1.0 (parameter '
+      None, 'Server learning rate. Default: the method\'s, else the task\'s with --server_optimizer=adam, adagrad or yogi, 1.0 (parameter '
       'averaging) with sgd and sgdm.')
   server_adam_epsilon: Optional[float] = setting(
       None, 'Epsilon of the server optimizers adam, adagrad and yogi (their adaptivity). Default: the task\'s.')
@@ -234,6 +234,7 @@ class Resolved:
   output_dir: str
   record: dict  # config.json: flag name -> value.
   defaults: dict  # flag name -> the value a run that did not record it had.
+  sources: dict  # Training flag name -> where its value comes from (`FLAG`, `METHOD`, ...; `_resolve_training`).
 
   @property
   def schedule(self) -> scenario_lib.Schedule:
@@ -245,19 +246,39 @@ def _schedule(training: TrainingConfig) -> scenario_lib.Schedule:
                                training.window_rounds)
 
 
-def _resolve_training(config: ExperimentConfig) -> TrainingConfig:
-  """The training settings, each left None resolved as: the method's default (its module's `DEFAULTS`), else the
-  server optimizer's (learning rate 1 for sgd and sgdm, parameter averaging; sgdm's momentum), else the task's, else
+# Where a resolved training setting's value comes from (config.json's `value_sources`).
+FLAG, METHOD, OPTIMIZER, TASK, SUITE, RECORDED = 'flag', 'method', 'server optimizer', 'task', 'suite', 'recorded'
+_SUITE_DEFAULTS = {'server_optimizer': _SERVER_OPTIMIZER, 'client_epochs': 1}
+
+
+def _resolve_training(config: ExperimentConfig, recorded: Optional[dict] = None) -> tuple[TrainingConfig, dict]:
+  """(the training settings, flag name -> where its value comes from), each setting left None resolved as: the value
+  `recorded` in the run directory being resumed (an older run keeps the values it was started with when a default
+  changed since), else the method's default (its module's `DEFAULTS`, its paper's), else the server optimizer's
+  (learning rate 1 for sgd and sgdm, parameter averaging; sgdm's momentum), else the task's, else the suite's, else
   None. A method's server-step defaults (`server_*`) go with its server optimizer: with another optimizer chosen by
   flag they do not apply."""
+  recorded = {name: value for name, value in (recorded or {}).items() if value is not None}
   method_defaults = algorithms.defaults(config.method.algorithm)
-  optimizer = config.training.server_optimizer or method_defaults.get('server_optimizer', _SERVER_OPTIMIZER)
-  if optimizer != method_defaults.get('server_optimizer', _SERVER_OPTIMIZER):
+  chosen = config.training.server_optimizer
+  method_optimizer = method_defaults.get('server_optimizer', _SERVER_OPTIMIZER)
+  if chosen is not None and chosen != method_optimizer:
     method_defaults = {name: value for name, value in method_defaults.items() if not name.startswith('server_')}
-  layers = (method_defaults, _optimizer_defaults(optimizer), tasks.defaults(config.task.task))
-  return dataclasses.replace(config.training, server_optimizer=optimizer, **{
-      name: next((layer[name] for layer in layers if name in layer), None)
-      for name, value in settings_of(config.training).items() if value is None and name != 'server_optimizer'})
+  optimizer = chosen or recorded.get('server_optimizer', method_optimizer)
+  if optimizer != recorded.get('server_optimizer', optimizer):
+    recorded = {name: value for name, value in recorded.items() if not name.startswith('server_')}
+  layers = ((RECORDED, recorded), (METHOD, method_defaults), (OPTIMIZER, _optimizer_defaults(optimizer)),
+            (TASK, tasks.defaults(config.task.task)), (SUITE, _SUITE_DEFAULTS))
+  values, sources = {}, {}
+  declared = {field.name: field.default for field in settings_lib.declared(TrainingConfig)}
+  for name, value in settings_of(config.training).items():
+    if value is not None:  # A flag, or a setting the suite fixes unless a flag sets it.
+      values[name], sources[name] = value, FLAG if value != declared[name] else SUITE
+      continue
+    source = next((source for source, layer in layers if name in layer), None)
+    if source is not None:
+      values[name], sources[name] = dict(layers)[source][name], source
+  return dataclasses.replace(config.training, **values), sources
 
 
 def _optimizer_defaults(optimizer: str) -> dict:
@@ -431,9 +452,13 @@ def resolve(config: ExperimentConfig) -> Resolved:
   tasks.validate(task_name, task_settings)
   tasks.validate_scenario(task_name, choice.scenario)
   algorithms.validate(algorithm, task_name, algorithms.num_branches(algorithm, config.training.num_branches))
-  training = _resolve_training(config)
-  _check_training(config, training)
   scenario_settings = _with_task_defaults(scenario_settings, tasks.defaults(task_name))
+  training, sources = _resolve_training(config)
+  output_dir = _output_dir(config, training, scenario_settings)
+  recorded = None if config.outputs.overwrite else run_directory.read_config(output_dir)
+  if recorded is not None:  # Resuming: the values the run started with stand where no flag sets them.
+    training, sources = _resolve_training(config, recorded)
+  _check_training(config, training)
   scenarios.validate(choice.scenario, scenario_settings, _schedule(training))
   mixed_test_shares(config.evaluation)
   inference_groups(config.evaluation)
@@ -449,7 +474,6 @@ def resolve(config: ExperimentConfig) -> Resolved:
   if workers and training.aggregator == 'secure':
     raise ValueError('--aggregator=secure runs on this machine only: TFF splits a round over workers at its '
                      'aggregations, which it cannot do for secure sums; drop --workers.')
-  output_dir = _output_dir(config, training, scenario_settings)
   record, defaults = _record(config, training, task_settings, scenario_settings, method_config)
   if not config.outputs.overwrite:
     run_directory.check_compatible(output_dir, record, defaults, scenarios.length_dependence(choice.scenario))
@@ -457,7 +481,7 @@ def resolve(config: ExperimentConfig) -> Resolved:
       run_directory.check_metrics(output_dir, run_directory.newest_checkpoint_round(output_dir))
   shift_free = choice.no_shift or algorithms.is_shift_free(algorithm)
   return Resolved(config, training, task_settings, scenario_settings, method_config, hparams, shift_free, output_dir,
-                  record, defaults)
+                  record, defaults, sources)
 
 
 def _with_task_defaults(scenario_settings, task_defaults: dict):
@@ -573,6 +597,27 @@ def _evaluator(resolved: Resolved, task, scenario) -> evaluation.Evaluator:
                               task.novelty_dataset(batch), mixed, inference_groups(evaluation_config))
 
 
+def resolution_lines(resolved: Resolved) -> list[str]:
+  """The training settings no flag set, one line per source (the recorded run, the method, the server optimizer, the
+  task, the suite) with the values it gave and, for the method's, the paper they come from."""
+  algorithm, task = resolved.config.method.algorithm, resolved.config.task.task
+  labels = {RECORDED: f'recorded in {resolved.output_dir}', METHOD: f'{algorithm}\'s paper',
+            OPTIMIZER: f'--server_optimizer={resolved.training.server_optimizer}', TASK: f'task {task}',
+            SUITE: 'the suite'}
+  lines = []
+  for source, label in labels.items():
+    values = [f'{name}={_shown(getattr(resolved.training, name))}' for name, given in sorted(resolved.sources.items())
+              if given == source and (source != SUITE or name in _SUITE_DEFAULTS)]
+    if values:
+      cited = f' ({algorithms.METHODS[algorithm].module.DEFAULTS.source})' if source == METHOD else ''
+      lines.append(f'Defaults of {label}{cited}: {", ".join(values)}')
+  return lines
+
+
+def _shown(value) -> str:
+  return f'{value:g}' if isinstance(value, float) else str(value)
+
+
 def _report_model(task, parameters: dict, algorithm: str, training: TrainingConfig) -> None:
   print(f'Task {task.name}: {task.population_summary()}')
   branch = (f', one branch {parameters["branch"]:,} ({parameters["branch_overhead_percent"]:.1f}% of the '
@@ -676,6 +721,8 @@ def run(config: ExperimentConfig) -> dict:
     resolved = resolve(config)
   except ValueError as error:
     raise ExperimentError(str(error)) from error
+  for line in resolution_lines(resolved):
+    print(line)
   experiment = build(resolved)
   training, outputs, output_dir = resolved.training, config.outputs, resolved.output_dir
   try:
@@ -683,7 +730,8 @@ def run(config: ExperimentConfig) -> dict:
       training_loop.check_resumable(experiment.algorithm, output_dir)
     extended_from = run_directory.prepare(
         output_dir, resolved.record, outputs.overwrite,
-        lambda r: r % config.evaluation.rounds_per_eval == 0 and r % outputs.rounds_per_checkpoint == 0)
+        lambda r: r % config.evaluation.rounds_per_eval == 0 and r % outputs.rounds_per_checkpoint == 0,
+        resolved.sources)
   except ValueError as error:
     raise ExperimentError(str(error)) from error
   parameters = multi_branch.parameter_counts(experiment.model_fn())

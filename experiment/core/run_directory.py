@@ -49,6 +49,7 @@ import tree
 CONFIG = 'config.json'
 TOTAL_ROUNDS = 'total_rounds'
 HISTORY = 'total_rounds_history'  # The lengths an extended run had, in config.json.
+SOURCES = 'value_sources'  # In config.json: flag name -> where its value came from (a flag, the method's default ...).
 METRICS = 'metrics.csv'
 CHECKPOINTS = 'checkpoints'
 _OUTPUTS = (CONFIG, METRICS, CHECKPOINTS, 'tensorboard', 'summary.json')
@@ -69,7 +70,18 @@ def validate_name(name: str) -> None:
 
 
 def read_config(output_dir: str) -> Optional[dict]:
-  """The configuration recorded in `output_dir` (config.json: flag name -> value), or None."""
+  """The configuration recorded in `output_dir` (config.json: flag name -> value, without `SOURCES`), or None."""
+  recorded = _read_config_file(output_dir)
+  return None if recorded is None else {name: value for name, value in recorded.items() if name != SOURCES}
+
+
+def read_sources(output_dir: str) -> dict:
+  """Where the values recorded in `output_dir` came from (config.json's `SOURCES`: flag name -> source); empty for
+  a run that did not record them."""
+  return (_read_config_file(output_dir) or {}).get(SOURCES, {})
+
+
+def _read_config_file(output_dir: str) -> Optional[dict]:
   path = os.path.join(output_dir, CONFIG)
   if not os.path.exists(path):
     return None
@@ -139,8 +151,10 @@ def write_json(path: str, value: Mapping[str, object]) -> None:
 
 
 def prepare(output_dir: str, config: Mapping[str, object], overwrite: bool,
-            scheduled: Callable[[int], bool] = lambda round_num: True) -> Optional[int]:
-  """Creates `output_dir` (deleting the run's outputs first when `overwrite`) and records `config` in it.
+            scheduled: Callable[[int], bool] = lambda round_num: True,
+            sources: Optional[Mapping[str, str]] = None) -> Optional[int]:
+  """Creates `output_dir` (deleting the run's outputs first when `overwrite`) and records `config` in it, with
+  `sources` (where each value came from) as config.json's `SOURCES`.
 
   A run recorded with fewer `total_rounds` (`check_compatible` allowed it) is extended: its `config.json` takes
   the new length and keeps the lengths it had in `total_rounds_history`, its `summary.json` (of the shorter run) is
@@ -165,9 +179,9 @@ def prepare(output_dir: str, config: Mapping[str, object], overwrite: bool,
         elif os.path.exists(path):
           os.remove(path)
     os.makedirs(output_dir, exist_ok=True)
-    recorded = read_config(output_dir)
+    recorded = _read_config_file(output_dir)
     if recorded is None:
-      write_json(os.path.join(output_dir, CONFIG), dict(config))
+      write_json(os.path.join(output_dir, CONFIG), dict(config, **({SOURCES: dict(sources)} if sources else {})))
       return None
     before, now = recorded.get(TOTAL_ROUNDS), config.get(TOTAL_ROUNDS)
     if before is None or now is None or now <= before:

@@ -16,7 +16,9 @@ import os
 from typing import Optional
 
 # Flags that name or place a run, or repeat it, rather than set it.
-NOT_SETTINGS = frozenset({'seed', 'experiment_name', 'root_output_dir', 'overwrite', 'cache_dir', 'tfds_data_dir'})
+# Besides the flags that only place a run: where its values came from (`experiment.core.run_directory.SOURCES`).
+NOT_SETTINGS = frozenset({'seed', 'experiment_name', 'root_output_dir', 'overwrite', 'cache_dir', 'tfds_data_dir',
+                          'value_sources'})
 METHOD = 'algorithm'
 ORACLE_FLAG = 'oracle_test_labels'
 # Methods whose test-time choice reads the test labels with `--oracle_test_labels`, and always did before the flag
