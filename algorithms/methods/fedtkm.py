@@ -111,10 +111,10 @@ SENDS = method.Sends(
                  'pass_count'),
     simulation_only=('routing', 'mode_log_ratio', 'mode_clients'))
 DEFAULTS = method.Defaults(
-    {'server_optimizer': 'adam'},
+    {'server_optimizer': 'adam', 'client_epochs': 1},
     source=('Zhu et al., "Diurnal or Nocturnal? Federated Learning of Multi-branch Networks from Periodically '
-            'Shifting Distributions", 2022, Appendix, the table of hyperparameters (server optimizer Adam; its rate '
-            "and epsilon per task are the tasks' defaults)"))
+            'Shifting Distributions", 2022, Table 2 (server optimizer Adam, one local epoch; its rate and epsilon '
+            'per dataset are the tasks\' defaults)'))
 PRIORS = temporal_prior.PRIORS + ('none',)
 CLIENT_RULES = ('mean_distance', 'majority_vote')
 STEP_SCHEDULES = ('prior_weighted', 'constant')

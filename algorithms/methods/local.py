@@ -33,7 +33,7 @@ from tasks import task as task_lib
 
 NAME = 'local'
 SENDS = method.Sends()
-DEFAULTS = method.Defaults()
+DEFAULTS = method.Defaults(notes='Local sends no update: no server step moves its model.')
 
 
 @dataclasses.dataclass(frozen=True)

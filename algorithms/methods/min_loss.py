@@ -28,10 +28,10 @@ from tasks import task as task_lib
 NAME = 'min_loss'
 SENDS = method.Sends(simulation_only=('routing',))
 DEFAULTS = method.Defaults(
-    {'server_optimizer': 'adam'},
+    {'server_optimizer': 'adam', 'client_epochs': 1},
     source=('Zhu et al., "Diurnal or Nocturnal? Federated Learning of Multi-branch Networks from Periodically '
-            'Shifting Distributions", 2022, Appendix, the table of hyperparameters (server optimizer Adam; its rate '
-            "and epsilon per task are the tasks' defaults)"))
+            'Shifting Distributions", 2022, Table 2 (server optimizer Adam, one local epoch; its rate and epsilon '
+            'per dataset are the tasks\' defaults)'))
 
 
 @dataclasses.dataclass(frozen=True)

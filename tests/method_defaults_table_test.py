@@ -1,0 +1,33 @@
+"""docs/running.md's table of method defaults is what `experiment.method_defaults_table` writes from the method modules'
+`DEFAULTS`: a default changed, or a method added, without regenerating the table fails here."""
+
+import os
+
+from absl.testing import absltest
+
+from algorithms import registry as algorithms
+from experiment import method_defaults_table
+
+_PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, 'docs', 'running.md')
+
+
+class MethodDefaultsTableTest(absltest.TestCase):
+
+  def test_the_table_is_what_the_modules_declare(self):
+    with open(_PAGE) as f:
+      page = f.read()
+    self.assertEqual(page, method_defaults_table.regenerated(page), 'docs/running.md\'s table of method defaults is '
+                     'stale: regenerate it with `python -m experiment.method_defaults_table docs/running.md`.')
+
+  def test_every_method_is_in_one_row(self):
+    rows = [line.split('|')[1] for line in method_defaults_table.table().splitlines()[3:-1]]
+    listed = [name.strip() for row in rows for name in row.split(',')]
+    self.assertCountEqual(listed, algorithms.ALGORITHMS)
+
+  def test_a_page_without_the_region_is_refused(self):
+    with self.assertRaisesRegex(ValueError, 'no region'):
+      method_defaults_table.regenerated('# A page\n')
+
+
+if __name__ == '__main__':
+  absltest.main()
