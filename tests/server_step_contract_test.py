@@ -3,9 +3,9 @@
 
 Each method is built by run_experiment's `main` in this process on the first scenario it does not refuse (stopped
 before its first round, `in_process_run.build_on_first_scenario`), and:
-- server optimizer: with every `--server_optimizer` but the default (adam, which every other test runs) and a learning
-  rate and epsilon no default has, the built process's finalizer state is that optimizer's initial state, value for
-  value;
+- server optimizer: with every `--server_optimizer` but the method's default (its `DEFAULTS`', else adam: the one every
+  other test runs it with) and a learning rate and epsilon no default has, the built process's finalizer state is
+  that optimizer's initial state, value for value;
 - model aggregator, for `--aggregator` dp and secure:
   - a method that declares `own_aggregation` (`algorithms.core.method.Sends`) is refused in one line, and its round,
     built with the resolve check bypassed, really does aggregate its updates its own way (TFF's aggregator cannot be
@@ -40,7 +40,6 @@ _PRIVATE = ('dp', 'secure')
 # the adaptive clip's below-estimate count, both noised by the query), none for the secure aggregator.
 _AGGREGATOR_FIELDS = {'dp': {'sum_state', 'quantile_estimator_state'}, 'secure': set()}
 _OWN_WAY = 'aggregates its updates its own way'
-_OTHER_OPTIMIZERS = tuple(name for name in learning_process.SERVER_OPTIMIZERS if name != 'adam')
 _RATE, _EPSILON = 0.0123, 0.0456  # No default server learning rate or epsilon.
 
 
@@ -76,7 +75,9 @@ class ServerStepContractTest(parameterized.TestCase):
     for name, entry in algorithms.METHODS.items():
       self.assertIsInstance(entry.module.SENDS, method.Sends, name)  # AttributeError: a method that declares nothing.
 
-  @parameterized.parameters(*[(name, optimizer) for name in algorithms.ALGORITHMS for optimizer in _OTHER_OPTIMIZERS])
+  @parameterized.parameters(*[(name, optimizer) for name in algorithms.ALGORITHMS
+                               for optimizer in learning_process.SERVER_OPTIMIZERS
+                               if optimizer != algorithms.defaults(name).get('server_optimizer', 'adam')])
   def test_the_method_applies_the_server_optimizer_it_is_given(self, name, optimizer):
     _, built = in_process_run.build_on_first_scenario(
         name, f'--server_optimizer={optimizer}', f'--server_learning_rate={_RATE}', f'--server_adam_epsilon={_EPSILON}',

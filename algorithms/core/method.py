@@ -90,11 +90,18 @@ class Defaults:
   to every setting the user leaves unset (`experiment.core.assembly`: flag > method > server optimizer > task >
   suite); `source`: the paper and the section, equation or table the values come from (docs/running.md's table of
   method defaults is made from it); `notes`: what the paper states that the suite does not take as a default, and
-  why (a setting the paper tunes per dataset, a unit the suite counts differently).
+  why (a setting the paper tunes per dataset, a unit the suite counts differently); `scenario`: the scenario the
+  paper evaluates the method under (`periodic_shift.scenarios`), where tests/methods_learn_test.py checks that it
+  learns real handwriting at these defaults; `untuned_adaptive_step`: why an adaptive server optimizer (adam, adagrad,
+  yogi) at the task's learning rate is refused for this method on a task that gives it its paper's network
+  (`tasks.task.Task.representation`), for which the task's rate was not tuned (empty: it is not refused); with
+  `--server_learning_rate` set, the user has chosen a rate and the run goes on.
   """
   values: dict = dataclasses.field(default_factory=dict)
   source: str = ''
   notes: str = ''
+  scenario: str = 'periodic'
+  untuned_adaptive_step: str = ''
 
   def __post_init__(self):
     if self.values and not self.source:

@@ -21,7 +21,8 @@ How the suite realizes it (documented choices):
   receives that cluster's averaged update, so the networks of one cluster stay identical copies; a split hands
   half of the parent's networks to the new cluster, which thereby starts from a copy of the parent's model. A
   cluster owning one network cannot split further. Updates are averaged per tensor with the clients' example
-  counts on their cluster's networks (`algorithms.core.per_tensor_mean`) and applied by the suite's FedAdam finalizer.
+  counts on their cluster's networks (`algorithms.core.per_tensor_mean`) and applied by the server step (by
+  default parameter averaging, the paper's: `DEFAULTS`).
 - Partial participation (the paper has every client in every round): the criteria and the bipartition use the
   cluster's participants of the round; members of a split cluster that did not take part stay in the first half.
 - Cluster membership is client state (`algorithms.core.client_state`, checkpointed): a client keeps its cluster across
@@ -66,7 +67,8 @@ SENDS = method.Sends(simulation_only=('routing',), client_state=('cluster', 'wei
 DEFAULTS = method.Defaults(
     method.PARAMETER_AVERAGING,
     source=('Sattler, Mueller and Samek, "Clustered Federated Learning", 2020, Algorithm 1 (each cluster\'s model '
-            "moves by the example-weighted mean of its clients' updates)"))
+            "moves by the example-weighted mean of its clients' updates)"),
+    scenario='mixture_drift')
 UNASSIGNED = -1.0
 
 

@@ -1,9 +1,10 @@
 """FedAvg+ (Jiang et al., 2019, "Improving Federated Learning Personalization via Model Agnostic Meta Learning"):
 FedAvg followed by local tuning, a baseline of the FedGMM paper (Tables 2, 4 and 5).
 
-Training is the suite's FedAvg (`vanilla_single`: the task's single-branch network, example-weighted averaging,
-the FedAdam finalizer). Before a held-out client's test (`personalized_accuracy`: every training client's test
-split; `unseen_accuracy`: an unseen client's test half), the client tunes the global model on its own
+Training is FedAvg (`vanilla_single`'s process: the task's single-branch network, example-weighted averaging; by
+default the server averages parameters, McMahan et al.'s step: `DEFAULTS`). Before a held-out client's test
+(`personalized_accuracy`: every training client's test split; `unseen_accuracy`: an unseen client's test half),
+the client tunes the global model on its own
 personalization data (its training split; an unseen client's adaptation half) for `tuning_epochs` passes of SGD at
 `tuning_learning_rate`, one step per batch, and is tested with the tuned model
 (`algorithms.core.evaluation.LocalTuning`). Centralized test sets, novelty scores and the held-out clients'
@@ -30,8 +31,8 @@ SENDS = method.Sends()
 DEFAULTS = method.Defaults(
     method.PARAMETER_AVERAGING,
     source=('Jiang et al., "Improving Federated Learning Personalization via Model Agnostic Meta Learning", 2019, '
-            "Section 3 (FedAvg, McMahan et al., 2017: the server averages the clients' models, then each client "
-            'tunes)'))
+            "(FedAvg, McMahan et al., 2017, whose server averages the clients' models, then local tuning)"),
+    scenario='dirichlet_mixture')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -85,8 +85,9 @@ SENDS = method.Sends(
     own_aggregation=True)
 DEFAULTS = method.Defaults(
     method.PARAMETER_AVERAGING,
-    source=('Jothimurugesan et al., "Federated Learning under Distributed Concept Drift", 2023, Algorithm 1 (each '
-            "model is trained by FedAvg on its cluster's clients)"))
+    source=('Jothimurugesan et al., "Federated Learning under Distributed Concept Drift", 2023 (each global model is '
+            "trained by FedAvg, McMahan et al., 2017, on the clients of its cluster)"),
+    scenario='concept_drift')
 STATISTICS = ('accuracy', 'loss')
 NEW_MODELS = ('client', 'window')
 ASSIGNMENT_DECAY = 0.9  # Per round, of the domain x model counts of the evaluation (as ShiftEx's).

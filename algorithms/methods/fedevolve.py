@@ -12,8 +12,8 @@ Client objective, one step per pair of batches (B^m, B^{m+1}) (`algorithms.core.
   L^m = -(1 / |Q^{m+1}|) sum_{(x, y) in Q^{m+1}} log softmax_{y' in Y^m}(-d(phi(x), c^m_{y'}))_y   (Eq. 5 [R])
 
 Server: the towers are averaged (Algorithm 1, lines 23-24) through the suite's composition: the averaged update goes
-to the server step (`--server_optimizer`; `sgd` with learning rate 1 is Algorithm 1's averaging, the faithful reading
-the FedEvolve grids use; `adam`, the suite's default, is FedAdam).
+to the server step (`--server_optimizer`; `sgd` with learning rate 1, the default, `DEFAULTS`, is Algorithm 1's
+averaging; `adam` is FedAdam).
 Prediction on the target domain M + 1: prototypes c^M from the last source domain through psi, each target example
 mapped by phi and given the class of the nearest prototype.
 
@@ -86,7 +86,8 @@ DEFAULTS = method.Defaults(
             "aggregates the clients' parameters by weighted averaging) and Algorithm 1 (the server's new parameters "
             "are the clients' mean)"),
     notes=("The local step size, local updates and batch size are in the paper's Appendix A, not in its main text: "
-           "the task's."))
+           "the task's."),
+    scenario='evolving_domains')
 AGGREGATIONS = ('examples', 'uniform')
 BATCHINGS = ('stage_pairs', 'packed')
 TOWER_INITS = ('tied', 'independent')

@@ -73,7 +73,8 @@ DEFAULTS = method.Defaults(
             "aggregates the clients' parameters by weighted averaging) and Algorithm 2 (the server's new f and w "
             "are the clients' means)"),
     notes=("The local step size, local updates and batch size are in the paper's Appendix A, not in its main text: "
-           "the task's."))
+           "the task's."),
+    scenario='evolving_domains')
 FIRST_STAGE = ('included', 'skipped')
 PROTOTYPE_GRADIENTS = ('detached', 'through')
 AGGREGATIONS = ('examples', 'uniform')

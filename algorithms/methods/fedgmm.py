@@ -88,7 +88,8 @@ DEFAULTS = method.Defaults(
             'parameters)'),
     notes=('The learning rate is tuned per dataset by grid search (0.01 on CIFAR-10, 0.001 on CIFAR-100 and FEMNIST), '
            'the rounds (200) are the experiment\'s and the batch size 128 is for clients of hundreds to thousands of '
-           'examples: the task\'s (gaussian_mixture, the paper\'s synthetic task, has batches of 128).'))
+           'examples: the task\'s (gaussian_mixture, the paper\'s synthetic task, has batches of 128).'),
+    scenario='dirichlet_mixture')
 FEATURES = ('raw', 'random_projection')
 COVARIANCE_AGGREGATIONS = ('literal', 'exact')
 LEARNER_WEIGHT = 'learner_weight'

@@ -7,7 +7,7 @@ Client k approximately minimizes, from the broadcast weights w^t, its local obje
 
 here by the suite's local SGD pass (`client_training.local_training` with `proximal_strength` mu). The rest is the
 suite's FedAvg (the FedGMM paper's FedAvg is the suite's `vanilla_single`): the task's single-branch network, updates
-averaged with the clients' example counts and applied by the FedAdam finalizer every method shares (Li et al.
+averaged with the clients' example counts and applied by the server step (by default parameter averaging, Li et al.
 average with server learning rate 1; `--server_learning_rate` and the Adam epsilon are the suite's). Evaluation is
 the global model's, on the centralized test sets and on every held-out client.
 
@@ -28,7 +28,8 @@ SENDS = method.Sends()
 DEFAULTS = method.Defaults(
     method.PARAMETER_AVERAGING,
     source=('Li et al., "Federated Optimization in Heterogeneous Networks", 2020, Algorithm 2 (the server averages '
-            "the clients' models)"))
+            "the clients' models)"),
+    scenario='dirichlet_mixture')
 
 
 @dataclasses.dataclass(frozen=True)

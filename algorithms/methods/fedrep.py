@@ -10,7 +10,8 @@ checkpointed with the run). A client sampled in round t (Collins et al., Algorit
   3. trains the representation alone, its new head fixed: `representation_epochs` passes;
   4. stores its new head and sends (phi^t - phi_c, h^t - h_c), weighted by the examples of step 3.
 
-The server averages the updates (example-weighted mean and the FedAdam finalizer, as every method of the suite).
+The server averages the updates (example-weighted mean; the server step by default averages parameters, the
+paper's: `DEFAULTS`).
 
 Evaluation (`algorithms.core.evaluation.Evaluator.evaluate_personal`):
 - client accuracy (`target_accuracy` on `evolving_domains`, `personalized_accuracy` on `dirichlet_mixture`): each
@@ -49,7 +50,8 @@ SENDS = method.Sends(client_state=('initialized', 'head_0', 'head_1'))
 DEFAULTS = method.Defaults(
     method.PARAMETER_AVERAGING,
     source=('Collins et al., "Exploiting Shared Representations for Personalized Federated Learning", 2021, '
-            "Algorithm 1 (the server averages the clients' representations)"))
+            "Algorithm 1 (the server averages the clients' representations)"),
+    scenario='evolving_domains')
 INITIALIZED = 'initialized'
 
 

@@ -33,7 +33,8 @@ from tasks import task as task_lib
 
 NAME = 'local'
 SENDS = method.Sends()
-DEFAULTS = method.Defaults(notes='Local sends no update: no server step moves its model.')
+DEFAULTS = method.Defaults(notes='Local sends no update: no server step moves its model.',
+                           scenario='dirichlet_mixture')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -84,10 +84,9 @@ Choices (the literal reading is the default, each other reading a flag `--pfedem
   2-GMM of the pooled features does not separate the bases (`experiment/check_base_separability.py`). With the
   synthetic bases twice as far apart (`--synthetic_style_scale=0.3`) the correlation is 0.93-0.99 in seeds 0-2,
   and Algorithm 1 without the two departures still loses a base at the first cycle's end (docs/results/pfedem.md).
-- Server update: the server step applies Eq. 5's mean delta (`--server_optimizer`): `sgd` with learning rate 1 is
-  Eq. 5 as written (parameter averaging, the faithful reading, which the pFedEM grids use); `adam`, the suite's
-  default, applies FedAdam to it instead; local iterations J: the suite's schedule (`--client_epochs`,
-  `--client_batch_size`, `--max_elements_per_client`).
+- Server update: the server step applies Eq. 5's mean delta (`--server_optimizer`): `sgd` with learning rate 1, the
+  default (`DEFAULTS`), is Eq. 5 as written (parameter averaging); `adam` applies FedAdam to it instead; local
+  iterations J: the suite's schedule (`--client_epochs`, `--client_batch_size`, `--max_elements_per_client`).
 
 Metrics: `train_routing_accuracy` / `train_routing_ari` of the hard partition against the examples' true domains,
 `learned_share_<k>` = pi_k after aggregation (the paper's Figure 4 compares it with the imposed share), and on
@@ -125,7 +124,8 @@ DEFAULTS = method.Defaults(
             'server averages the K sub-models\' parameters)'),
     notes=('Section IV-A, Hyperparameters: J = 20 local iterations (the suite counts local work in epochs, '
            '--client_epochs), the learning rate per dataset (0.01 on EMNIST, 0.03 on CIFAR) and batch size 128 for '
-           'clients of thousands of examples: the task\'s.'))
+           'clients of thousands of examples: the task\'s.'),
+    scenario='mixture_drift')
 SUBMODELS = ('networks', 'branches')
 FEATURES = ('shared', 'fixed', 'pretrained', 'raw')
 FROZEN_ENCODERS = ('fixed', 'pretrained')

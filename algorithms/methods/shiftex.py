@@ -26,14 +26,16 @@ latent memory M^(k) is within epsilon,
 and moves that memory by an exponential moving average, M^(k) <- (1 - rho) M^(k) + rho c_j; otherwise it spawns a
 new expert, Clone(theta_0), with memory c_j. At the end of every window, experts whose flattened parameters have
 cosine similarity above tau are consolidated into their average weighted by the examples each has trained on.
-Each expert is trained by federated averaging (the suite's FedAdam) on the parties assigned to it.
+Each expert is trained by federated averaging on the parties assigned to it (the server step, by default parameter
+averaging: `DEFAULTS`).
 
 How the suite realizes it (documented choices; the paper gives no values):
 - Experts are the networks of a `build_multi_network_model`: K = `--num_branches` slots, of which the last holds
   theta_0, the bootstrap expert frozen at the end of W0 (copied by the server step, `algorithms.core.network_pool`,
-  with zero FedAdam moments so it never moves), and the others hold the pool (at most K - 1 experts). A spawn copies
-  the frozen slot; a merge averages two slots. Parties carry an expert id (client state); the server maps ids to
-  slots, so a party of a merged expert follows it.
+  its optimizer moments zeroed where the server step keeps any; no party trains it, so its update is zero and it
+  never moves), and the others hold the pool (at most K - 1 experts). A spawn copies the frozen slot; a merge
+  averages two slots. Parties carry an expert id (client state); the server maps ids to slots, so a party of a
+  merged expert follows it.
 - Protocol (Algorithm 2: every party reports at each window boundary): the scenario says which rounds are census
   rounds (`periodic_shift.scenario.Scenario.census_plan`: W0's last round, and in every later window its first
   round, or with sliding windows the first in which a mover's new regime holds more than half of its data). In a
@@ -126,7 +128,9 @@ SENDS = method.Sends(
 DEFAULTS = method.Defaults(
     method.PARAMETER_AVERAGING,
     source=('Bhope et al., "Shift Happens: Mixture of Experts based Continual Adaptation in Federated Learning", '
-            '2025, Section 3 (each expert is trained by federated averaging, FedAvg, on the parties assigned to it)'))
+            '2025, Section 3 ("set up to train a new expert model using a FL process among its members": FedAvg, '
+            'McMahan et al., 2017, which averages parameters; the server optimizer is not named)'),
+    scenario='windowed')
 DETECTION_COUNTS = ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms', 'detected_covariate',
                     'detected_label', 'false_alarms_covariate', 'false_alarms_label')
 MATCH_DRAWS = 200  # Random subsets of W0's parties behind a calibrated reuse radius (`match_radius`).

@@ -209,6 +209,7 @@ CADENCE = frozenset({'rounds_per_eval', 'rounds_per_checkpoint', 'root_output_di
                      'overlap_evaluation', 'state_on_worker', 'accept_unprotected_sums'})
 # The server optimizers whose learning rate 1 is parameter averaging (their default rate), and sgdm's momentum.
 _AVERAGING_OPTIMIZERS = ('sgd', 'sgdm')
+_ADAPTIVE_OPTIMIZERS = ('adam', 'adagrad', 'yogi')
 _SERVER_MOMENTUM = 0.9
 _SERVER_OPTIMIZER = 'adam'  # FedAdam, the server optimizer of "Diurnal or Nocturnal?" (Zhu et al., 2022).
 _POSITIVE = ('window_rounds', 'client_epochs', 'client_batch_size', 'total_rounds', 'rounds_per_eval',
@@ -314,6 +315,20 @@ def _check_training(config: ExperimentConfig, training: TrainingConfig) -> None:
   if config.evaluation.eval_routing not in certainty.ROUTINGS:
     raise ValueError(f'--eval_routing must be one of {", ".join(certainty.ROUTINGS)}; got '
                      f'{config.evaluation.eval_routing!r}.')
+
+
+def _check_adaptive_step(resolved: Resolved, task) -> None:
+  """Refuses (ValueError, one line) an adaptive server optimizer at the task's learning rate for a method that does
+  not learn under it on its paper's network (its `DEFAULTS.untuned_adaptive_step` says why), when the task gives it
+  that network (`Task.representation`: the task's rate is tuned for its own); a rate set by flag is the user's
+  choice."""
+  algorithm, training = resolved.config.method.algorithm, resolved.training
+  reason = algorithms.METHODS[algorithm].module.DEFAULTS.untuned_adaptive_step
+  if (reason and task.representation is not None and training.server_optimizer in _ADAPTIVE_OPTIMIZERS
+      and resolved.sources.get('server_learning_rate') != FLAG):
+    raise ValueError(f'--server_optimizer={training.server_optimizer} at task {task.name}\'s learning rate is refused '
+                     f'for {algorithm}: {reason}; set --server_learning_rate (and --server_adam_epsilon) to tune it '
+                     'for this network, or keep its default server step.')
 
 
 def _check_private_aggregation(algorithm: str, training: TrainingConfig) -> None:
@@ -705,6 +720,7 @@ def build(resolved: Resolved) -> Experiment:
   name = config.method.algorithm
   evaluator = _evaluator(resolved, data.task, data.scenario)
   try:
+    _check_adaptive_step(resolved, data.task)
     algorithm = algorithms.build(name, data.task, data.element_spec, resolved.hparams, evaluator,
                                  resolved.method_config)
     for computation in (algorithm.split_round or [algorithm.process.next]) if workers else ():
@@ -782,6 +798,7 @@ def _summarize(resolved: Resolved, task, scenario, parameters: dict, seconds: fl
       'resolved_hyperparameters': dict(
           settings_of(training),
           **settings_of(resolved.scenario_settings), shift_free=resolved.shift_free),
+      run_directory.SOURCES: resolved.sources,
       'headline_metric': scenarios.module(config.scenario.scenario).HEADLINE_METRIC,
       'population': task.population_summary(),
       'parameters': parameters,
