@@ -1,12 +1,17 @@
 """Every method, run by name at its own defaults (its module's `DEFAULTS`: its paper's server step ...) under the
 scenario its paper evaluates it on, learns real handwriting: the `digits` task (scikit-learn's 1,797 handwritten
-digits; day as written, night mirrored), 60 rounds of 10 clients.
+digits; day as written, night mirrored: 20 classes, 10 a mode), 40 rounds of 10 clients.
 
-What a run must reach: training accuracy averaged over its last 10 rounds of at least `_LEARNED` (chance is 1/20 on
-the two-mode scenarios and 1/10 on one mode); Local, which trains nothing in the rounds (each held-out client trains
-from scratch at evaluation), its clients' personalized accuracy. A method whose defaults leave it at chance, as
-FedEvp and FedEvolve were under FedAdam at the task's rate, fails here. The runs go through run_experiment's `main`
-in this process (`tests.in_process_run`), with nothing set but the schedule and each scenario's size on this task.
+What a run must reach: training accuracy averaged over its last 10 rounds of at least `_LEARNED` (3 times the chance
+of one mode's 10 classes, 6 times that of 20); Local, which trains nothing in the rounds (each held-out client trains
+from scratch at evaluation), its clients' personalized accuracy of at least 3 times the chance of 20 classes. A
+method whose defaults leave it near chance fails here, as FedEvp did under FedAdam at the emnist task's rate.
+
+The scale is the test's: rounds, clients, each scenario's size on this task, and five local epochs. The digits
+task's clients hold 20 digits, two batches; the papers' one local epoch runs over clients of hundreds of examples,
+and with parameter averaging (most papers' server step) two local steps a round leave a windowed run at chance for
+60 rounds; five epochs give a round the local work of one epoch over a client of 100 digits. The runs go through
+run_experiment's `main` in this process (`tests.in_process_run`).
 """
 
 import csv
@@ -18,8 +23,9 @@ from absl.testing import parameterized
 from algorithms import registry as algorithms
 from tests import in_process_run
 
-_ROUNDS, _LAST = 60, 10
+_ROUNDS, _LAST = 40, 10
 _LEARNED = 0.3
+_CHANCE = 1 / 20
 # The scenarios' sizes for the digits task's 62 clients of 20 digits, 31 a mode (a scenario not listed runs at its
 # defaults), after the flags every run has.
 _SCENARIO_FLAGS = {
@@ -44,14 +50,14 @@ class MethodsLearnTest(parameterized.TestCase):
     root = self.create_tempdir().full_path
     status, stderr = in_process_run.run([
         '--task=digits', f'--scenario={scenario}', f'--algorithm={name}', f'--total_rounds={_ROUNDS}', '--period=8',
-        '--clients_per_round=10', f'--rounds_per_eval={_ROUNDS}', f'--rounds_per_checkpoint={_ROUNDS}',
+        '--clients_per_round=10', '--client_epochs=5', f'--rounds_per_eval={_ROUNDS}', f'--rounds_per_checkpoint={_ROUNDS}',
         f'--root_output_dir={root}', '--experiment_name=run', *_SCENARIO_FLAGS.get(scenario, [])])
     self.assertEqual(status, 0, stderr)
     rows = _rows(os.path.join(root, 'run'))
     if name == 'local':  # Its rounds train nothing.
-      learned = float(rows[-1]['personalized_accuracy'])
-    else:
-      learned = sum(float(row['train_accuracy']) for row in rows[-_LAST:]) / _LAST
+      self.assertGreaterEqual(float(rows[-1]['personalized_accuracy']), 3 * _CHANCE, f'{name} on {scenario}')
+      return
+    learned = sum(float(row['train_accuracy']) for row in rows[-_LAST:]) / _LAST
     self.assertGreaterEqual(learned, _LEARNED, f'{name} on {scenario} at its defaults')
 
 
