@@ -31,10 +31,12 @@ CONV_CHANNELS = (64, 128, 128, 128)
 
 class Representation(NamedTuple):
   """tower(): a Keras model x -> features [B, d]; head(): features -> logits [B, C]; last_layers: the tower's
-  trailing weighted layers that personalization also tunes."""
+  trailing weighted layers that personalization also tunes; own_network: whether it is the task's own network (or
+  the same architecture), for which the task's server learning rate was chosen, rather than another paper's."""
   tower: Callable[[], tf.keras.Model]
   head: Callable[[], tf.keras.Model]
   last_layers: int
+  own_network: bool = True
 
 
 def conv_tower(input_shape: tuple[int, ...]) -> tf.keras.Model:
@@ -53,7 +55,8 @@ def conv_head(num_classes: int) -> tf.keras.Model:
 
 
 def conv_representation(input_shape: tuple[int, ...], num_classes: int) -> Representation:
-  return Representation(lambda: conv_tower(input_shape), lambda: conv_head(num_classes), last_layers=2)
+  return Representation(lambda: conv_tower(input_shape), lambda: conv_head(num_classes), last_layers=2,
+                        own_network=False)
 
 
 def mlp_representation(input_dim: int, num_classes: int, units: int = 32) -> Representation:

@@ -44,13 +44,19 @@ def _rows(output_dir: str) -> list[dict]:
 
 class MethodsLearnTest(parameterized.TestCase):
 
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    in_process_run.start_worker()
+
   @parameterized.named_parameters((name, name) for name in algorithms.ALGORITHMS)
   def test_learns_real_digits_at_its_defaults(self, name):
     scenario = algorithms.METHODS[name].module.DEFAULTS.scenario
     root = self.create_tempdir().full_path
     status, stderr = in_process_run.run([
         '--task=digits', f'--scenario={scenario}', f'--algorithm={name}', f'--total_rounds={_ROUNDS}', '--period=8',
-        '--clients_per_round=10', '--client_epochs=5', f'--rounds_per_eval={_ROUNDS}', f'--rounds_per_checkpoint={_ROUNDS}',
+        '--clients_per_round=10', '--client_epochs=5', f'--rounds_per_eval={_ROUNDS}',
+        f'--rounds_per_checkpoint={_ROUNDS}',
         f'--root_output_dir={root}', '--experiment_name=run', *_SCENARIO_FLAGS.get(scenario, [])])
     self.assertEqual(status, 0, stderr)
     rows = _rows(os.path.join(root, 'run'))

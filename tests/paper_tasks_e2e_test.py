@@ -63,6 +63,19 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
     self.assertBetween(float(rows[-1]['test_accuracy']), 0.0, 1.0)
     self.assertGreater(float(rows[-1]['train_examples']), 0.0)
 
+  @parameterized.parameters('fedevp', 'fedevolve')
+  def test_fedadam_at_the_tasks_rate_is_refused_on_the_papers_network_unless_a_rate_is_chosen(self, algorithm):
+    args = ['--task=emnist', f'--cache_dir={self.cache_dir}', '--scenario=evolving_domains', '--num_domains=3',
+            '--num_clients=2', f'--algorithm={algorithm}', f'--root_output_dir={self.create_tempdir().full_path}']
+    status, stderr, built = in_process_run.build_only([*args, '--server_optimizer=adam'])
+    self.assertEqual((status, built), (2, None), stderr[-2000:])
+    self.assertRegex(stderr.strip().splitlines()[-1], f'^run_experiment: error: --server_optimizer=adam at task '
+                     f"emnist's learning rate is refused for {algorithm}: .*; set --server_learning_rate")
+    for chosen in (['--server_optimizer=adam', '--server_learning_rate=0.01'], []):  # A rate chosen; the default.
+      status, stderr, built = in_process_run.build_only([*args, *chosen])
+      self.assertEqual(status, 0, stderr[-2000:])
+      self.assertIsNotNone(built)
+
   @parameterized.parameters(
       ('emnist', 'evolving_domains', ['--num_domains=3', '--num_clients=2']),
       # CIFAR's ResNet runs in test_two_rounds (a minute of building and tracing per run here): not once more.

@@ -14,9 +14,9 @@ An `Algorithm` is what the training loop needs from a method:
 
 Every method module owns its settings: a `NAME`, a frozen dataclass `Config` (empty for a method without settings of
 its own) with a `validate()` raising a one-line ValueError, `SENDS` (`Sends`: what its round sends besides the model
-update and the training metrics), `DEFAULTS` (`Defaults`: the training settings its paper uses where they differ from the suite's,
-with their source: `--algorithm=X` alone runs X as its paper does; an explicit flag overrides them)
-and a `build_algorithm(task, element_spec, hparams, evaluator, config)`, which builds its process from the server step
+update and the training metrics), `DEFAULTS` (`Defaults`: the training settings its paper uses where they differ from
+the suite's, with their source: `--algorithm=X` alone runs X as its paper does; an explicit flag overrides them) and a
+`build_algorithm(task, element_spec, hparams, evaluator, config)`, which builds its process from the server step
 it is given (`hparams.server_step`). A field declared with
 `setting(default, help)` is a flag of the binary, named `<method>_<field>` (`flag_name`) or, for the settings of
 the Diurnal-or-Nocturnal paper's methods that users already pass by their first names (`--prior`, `--eta_max`), the
@@ -93,8 +93,9 @@ class Defaults:
   why (a setting the paper tunes per dataset, a unit the suite counts differently); `scenario`: the scenario the
   paper evaluates the method under (`periodic_shift.scenarios`), where tests/methods_learn_test.py checks that it
   learns real handwriting at these defaults; `untuned_adaptive_step`: why an adaptive server optimizer (adam, adagrad,
-  yogi) at the task's learning rate is refused for this method on a task that gives it its paper's network
-  (`tasks.task.Task.representation`), for which the task's rate was not tuned (empty: it is not refused); with
+  yogi) at the task's learning rate is refused for this method on a task that gives it a network other than the
+  task's own (`models.representation.Representation.own_network`), for which the task's rate was not chosen (empty:
+  it is not refused); with
   `--server_learning_rate` set, the user has chosen a rate and the run goes on.
   """
   values: dict = dataclasses.field(default_factory=dict)

@@ -130,8 +130,8 @@ class TrainingConfig:
       'method\'s SENDS); the protection then covers the model update only, and summary.json and the '
       'report name what it does not cover. Without it such a run is refused.')
   server_learning_rate: Optional[float] = setting(
-      None, 'Server learning rate. Default: the method\'s, else the task\'s with --server_optimizer=adam, adagrad or yogi, 1.0 (parameter '
-      'averaging) with sgd and sgdm.')
+      None, 'Server learning rate. Default: the method\'s, else 1.0 (parameter averaging) with --server_optimizer=sgd '
+      'and sgdm, the task\'s with adam, adagrad and yogi.')
   server_adam_epsilon: Optional[float] = setting(
       None, 'Epsilon of the server optimizers adam, adagrad and yogi (their adaptivity). Default: the task\'s.')
   num_branches: int = setting(2, 'Branches K of the network (1 = single-branch).')
@@ -320,11 +320,11 @@ def _check_training(config: ExperimentConfig, training: TrainingConfig) -> None:
 def _check_adaptive_step(resolved: Resolved, task) -> None:
   """Refuses (ValueError, one line) an adaptive server optimizer at the task's learning rate for a method that does
   not learn under it on its paper's network (its `DEFAULTS.untuned_adaptive_step` says why), when the task gives it
-  that network (`Task.representation`: the task's rate is tuned for its own); a rate set by flag is the user's
-  choice."""
+  a network other than its own (`models.representation.Representation.own_network`: the task's rate was chosen for
+  its own); a rate set by flag is the user's choice."""
   algorithm, training = resolved.config.method.algorithm, resolved.training
   reason = algorithms.METHODS[algorithm].module.DEFAULTS.untuned_adaptive_step
-  if (reason and task.representation is not None and training.server_optimizer in _ADAPTIVE_OPTIMIZERS
+  if (reason and not task.representation_split().own_network and training.server_optimizer in _ADAPTIVE_OPTIMIZERS
       and resolved.sources.get('server_learning_rate') != FLAG):
     raise ValueError(f'--server_optimizer={training.server_optimizer} at task {task.name}\'s learning rate is refused '
                      f'for {algorithm}: {reason}; set --server_learning_rate (and --server_adam_epsilon) to tune it '
