@@ -65,14 +65,15 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
 
   @parameterized.parameters('fedevp', 'fedevolve')
   def test_fedadam_at_the_tasks_rate_is_refused_on_the_papers_network_unless_a_rate_is_chosen(self, algorithm):
-    args = ['--task=emnist', f'--cache_dir={self.cache_dir}', '--scenario=evolving_domains', '--num_domains=3',
-            '--num_clients=2', f'--algorithm={algorithm}', f'--root_output_dir={self.create_tempdir().full_path}']
-    status, stderr, built = in_process_run.build_only([*args, '--server_optimizer=adam'])
+    args = lambda: ['--task=emnist', f'--cache_dir={self.cache_dir}', '--scenario=evolving_domains',
+                    '--num_domains=3', '--num_clients=2', '--clients_per_round=2', f'--algorithm={algorithm}',
+                    f'--root_output_dir={self.create_tempdir().full_path}']  # A directory of its own each.
+    status, stderr, built = in_process_run.build_only([*args(), '--server_optimizer=adam'])
     self.assertEqual((status, built), (2, None), stderr[-2000:])
     self.assertRegex(stderr.strip().splitlines()[-1], f'^run_experiment: error: --server_optimizer=adam at task '
                      f"emnist's learning rate is refused for {algorithm}: .*; set --server_learning_rate")
     for chosen in (['--server_optimizer=adam', '--server_learning_rate=0.01'], []):  # A rate chosen; the default.
-      status, stderr, built = in_process_run.build_only([*args, *chosen])
+      status, stderr, built = in_process_run.build_only([*args(), *chosen])
       self.assertEqual(status, 0, stderr[-2000:])
       self.assertIsNotNone(built)
 

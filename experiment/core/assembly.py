@@ -321,11 +321,11 @@ def _check_adaptive_step(resolved: Resolved, task) -> None:
   """Refuses (ValueError, one line) an adaptive server optimizer at the task's learning rate for a method that does
   not learn under it on its paper's network (its `DEFAULTS.untuned_adaptive_step` says why), when the task gives it
   a network other than its own (`models.representation.Representation.own_network`: the task's rate was chosen for
-  its own); a rate set by flag is the user's choice."""
+  its own); a rate set by flag is the user's choice, and a run in progress resumes with the rate it started with."""
   algorithm, training = resolved.config.method.algorithm, resolved.training
   reason = algorithms.METHODS[algorithm].module.DEFAULTS.untuned_adaptive_step
   if (reason and not task.representation_split().own_network and training.server_optimizer in _ADAPTIVE_OPTIMIZERS
-      and resolved.sources.get('server_learning_rate') != FLAG):
+      and resolved.sources.get('server_learning_rate') not in (FLAG, RECORDED)):
     raise ValueError(f'--server_optimizer={training.server_optimizer} at task {task.name}\'s learning rate is refused '
                      f'for {algorithm}: {reason}; set --server_learning_rate (and --server_adam_epsilon) to tune it '
                      'for this network, or keep its default server step.')
