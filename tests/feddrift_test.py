@@ -165,10 +165,11 @@ class FedDriftRunTest(absltest.TestCase):
     status, stderr = in_process_run.run([
         '--task=synthetic', '--algorithm=feddrift', '--scenario=concept_drift', '--window_rounds=8',
         '--num_branches=4', '--total_rounds=24', '--clients_per_round=40', '--rounds_per_eval=8',
-        '--eval_batch_size=500', f'--root_output_dir={root}', '--experiment_name=d'])
+        '--eval_batch_size=500', '--server_optimizer=adam', f'--root_output_dir={root}', '--experiment_name=d'])
     self.assertEqual(status, 0, stderr[-3000:])
     rows = [{k: float(v) for k, v in row.items() if v} for row in in_process_run.metrics_rows(os.path.join(root, 'd'))]
     total = lambda key: sum(row.get(key, 0.0) for row in rows)
+    # Under FedAdam (the measurements'; FedDrift's own default averages, which trains this task more slowly).
     # Measured (seed 0): 43 of the 133 checks of relabelled clients flagged (a client whose best model already fits
     # its new concept is not flagged), 0 false alarms in 127 stable checks, 5 models created, last-window ARI 0.53.
     self.assertGreaterEqual(total('detected_shifts'), 20)

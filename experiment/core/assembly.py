@@ -470,8 +470,11 @@ def resolve(config: ExperimentConfig) -> Resolved:
   scenario_settings = _with_task_defaults(scenario_settings, tasks.defaults(task_name))
   training, sources = _resolve_training(config)
   output_dir = _output_dir(config, training, scenario_settings)
-  recorded = None if config.outputs.overwrite else run_directory.read_config(output_dir)
-  if recorded is not None:  # Resuming: the values the run started with stand where no flag sets them.
+  # Resuming: the values the run started with stand where no flag sets them (an attempt that completed no round holds
+  # no result and is replaced, `run_directory.prepare`).
+  resuming = not config.outputs.overwrite and not run_directory.completed_no_round(output_dir)
+  recorded = run_directory.read_config(output_dir) if resuming else None
+  if recorded is not None:
     training, sources = _resolve_training(config, recorded)
   _check_training(config, training)
   scenarios.validate(choice.scenario, scenario_settings, _schedule(training))
