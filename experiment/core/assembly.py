@@ -619,16 +619,17 @@ def resolution_lines(resolved: Resolved) -> list[str]:
   """The training settings no flag set, one line per source (the recorded run, the method, the server optimizer, the
   task, the suite) with the values it gave and, for the method's, the paper they come from."""
   algorithm, task = resolved.config.method.algorithm, resolved.config.task.task
-  labels = {RECORDED: f'recorded in {resolved.output_dir}', METHOD: f'{algorithm}\'s paper',
-            OPTIMIZER: f'--server_optimizer={resolved.training.server_optimizer}', TASK: f'task {task}',
-            SUITE: 'the suite'}
+  labels = {RECORDED: f'Recorded in {resolved.output_dir} (the run resumed)',
+            METHOD: f'Defaults of {algorithm}\'s paper',
+            OPTIMIZER: f'Defaults of --server_optimizer={resolved.training.server_optimizer}',
+            TASK: f'Defaults of task {task}', SUITE: 'Defaults of the suite'}
   lines = []
   for source, label in labels.items():
     values = [f'{name}={_shown(getattr(resolved.training, name))}' for name, given in sorted(resolved.sources.items())
               if given == source and (source != SUITE or name in _SUITE_DEFAULTS)]
     if values:
       cited = f' ({algorithms.METHODS[algorithm].module.DEFAULTS.source})' if source == METHOD else ''
-      lines.append(f'Defaults of {label}{cited}: {", ".join(values)}')
+      lines.append(f'{label}{cited}: {", ".join(values)}')
   return lines
 
 
