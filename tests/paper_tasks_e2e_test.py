@@ -76,6 +76,13 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
       status, stderr, built = in_process_run.build_only([*args(), *chosen])
       self.assertEqual(status, 0, stderr[-2000:])
       self.assertIsNotNone(built)
+    # A run started with a chosen rate resumes without the flag: the rate it recorded stands and is not refused.
+    started = [*args(), '--server_optimizer=adam', '--total_rounds=1', '--rounds_per_eval=1']
+    status, stderr = in_process_run.run([*started, '--server_learning_rate=0.01'])
+    self.assertEqual(status, 0, stderr[-2000:])
+    status, stdout, stderr = in_process_run.run_with_stdout([*started[:-2], '--total_rounds=2', '--rounds_per_eval=1'])
+    self.assertEqual(status, 0, stderr[-2000:])
+    self.assertIn('server_learning_rate=0.01', stdout)
 
   @parameterized.parameters(
       ('emnist', 'evolving_domains', ['--num_domains=3', '--num_clients=2']),
