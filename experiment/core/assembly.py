@@ -276,9 +276,9 @@ def _resolve_training(config: ExperimentConfig, recorded: Optional[dict] = None)
     if value is not None:  # A flag, or a setting the suite fixes unless a flag sets it.
       values[name], sources[name] = value, FLAG if value != declared[name] else SUITE
       continue
-    source = next((source for source, layer in layers if name in layer), None)
-    if source is not None:
-      values[name], sources[name] = dict(layers)[source][name], source
+    found = next(((source, layer[name]) for source, layer in layers if name in layer), None)
+    if found is not None:
+      sources[name], values[name] = found
   return dataclasses.replace(config.training, **values), sources
 
 
