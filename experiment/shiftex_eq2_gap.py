@@ -5,8 +5,8 @@ states the assignment as a facility-location problem (Eq. 2: the parties' MMD to
 expert, mu times the experts' label imbalance) and solves it by a heuristic (k-means of the shifted parties, then
 reuse within epsilon or spawn) that uses neither lambda nor mu. On random small instances (5 shifted parties, 2-D
 profiles in two groups: one near expert 1's memory, one 2 units away; sizes Uniform(20, 100), label histograms
-Dir(0.5) over 4 classes; gamma_k = 0.5; 2 free slots; the radius calibrated from 600 W0 profiles) this prints, per
-(lambda, mu), the heuristic's mean relative gap (H - O) / O to the exact optimum O (exhaustive search,
+Dir(0.5) over 4 classes; gamma_k = 0.5; 2 free slots; expert 1's memory keeps 128 profiles ~ N(0, 0.3^2 I), the
+reference of the reuse test) this prints, per (lambda, mu), the heuristic's mean relative gap (H - O) / O to the exact optimum O (exhaustive search,
 `algorithms.core.facility_location`) and the mean number of new experts each opens, which is where the gap comes
 from: the heuristic's spawns do not change with lambda, its clusters ignore the label imbalance mu prices, and
 Eq. 2 as stated has no limit on new experts while the heuristic has the pool's free slots (2 here), so at a small
@@ -38,11 +38,12 @@ def _instance(rng: np.random.Generator, config: shiftex.Config) -> shiftex.Serve
   histograms[:_PARTIES] = rng.dirichlet(np.full(4, 0.5), _PARTIES)
   sizes = np.zeros(config.census_capacity, np.float32)
   sizes[:_PARTIES] = rng.uniform(20, 100, _PARTIES)
-  null = np.zeros((config.census_capacity, 2), np.float32)
-  null[:600] = rng.normal(0.0, 0.3, (600, 2))
+  kept = np.zeros((_SLOTS, shiftex.MEMORY_PROFILES, 2), np.float32)
+  kept[0] = rng.normal(0.0, 0.3, (shiftex.MEMORY_PROFILES, 2))
   state = shiftex.initial_server_state(2, 1, 4, config)._replace(
       pending_profiles=profiles, pending_histograms=histograms, pending_sizes=sizes, pending_count=np.int32(_PARTIES),
-      null_profiles=null, null_count=np.int32(600), profile_gamma=np.float32(0.5),
+      memory_profiles=kept, memory_sizes=np.array([shiftex.MEMORY_PROFILES] + [0] * (_SLOTS - 1), np.int32),
+      profile_gamma=np.float32(0.5),
       round_num=np.int32(rng.integers(1 << 20)))
   return tf.nest.map_structure(tf.constant, state)
 

@@ -132,25 +132,27 @@ class AllocateTest(tf.test.TestCase):
 
 class EvaluationTest(tf.test.TestCase):
 
-  def test_an_unseen_domain_goes_to_the_most_certain_model_unless_the_oracle_reads_labels(self):
+  def test_a_batch_goes_to_the_most_certain_model_unless_an_oracle_reads_labels_or_domains(self):
     config = feddrift.Config(num_branches=3)
     logits = np.zeros([4, 3, 5], np.float32)
     logits[:, 0, 1] = 8.0  # Model 0: confident, class 1.
     logits[:, 1, 2] = 1.0  # Model 1: mildly sure, class 2.
     logits[:, 2, 3] = 9.0  # Model 2: the most confident, but not active.
     active, unseen = np.array([True, True, False]), np.zeros([2, 3], np.float32)
+    seen = np.array([[0.0, 3.0, 1.0], [0.0, 0.0, 0.0]], np.float32)  # Domain 0's clients used models 1 and 2.
     outputs = {'logits': logits}
-    routed = lambda objective, labels: objective(outputs, {'y': np.full(4, labels), 'mode': np.zeros(4, np.int32)},
-                                                 active, unseen).routing.numpy()[0]
-    label_free = feddrift.evaluation_objective(config, num_modes=2, oracle_test_labels=False)
+    routed = lambda objective, labels, slots=unseen: objective(
+        outputs, {'y': np.full(4, labels), 'mode': np.zeros(4, np.int32)}, active, slots).routing.numpy()[0]
+    label_free = feddrift.evaluation_objective(config, 2, oracle_test_labels=False, oracle_test_domains=False)
     for labels in (1, 2):
       self.assertAllClose(routed(label_free, labels), [4.0, 0.0, 0.0])
-    oracle = feddrift.evaluation_objective(config, num_modes=2, oracle_test_labels=True)
-    self.assertAllClose(routed(oracle, 1), [4.0, 0.0, 0.0])
-    self.assertAllClose(routed(oracle, 2), [0.0, 4.0, 0.0])
-    seen = np.array([[0.0, 3.0, 1.0], [0.0, 0.0, 0.0]], np.float32)  # Domain 0's clients used models 1 and 2.
-    self.assertAllClose(label_free(outputs, {'y': np.full(4, 1), 'mode': np.zeros(4, np.int32)}, active,
-                                   seen).routing.numpy()[0], [0.0, 3.0, 1.0])
+      self.assertAllClose(routed(label_free, labels, seen), [4.0, 0.0, 0.0])  # The domain's clients unread.
+    labels_oracle = feddrift.evaluation_objective(config, 2, oracle_test_labels=True, oracle_test_domains=False)
+    self.assertAllClose(routed(labels_oracle, 1), [4.0, 0.0, 0.0])
+    self.assertAllClose(routed(labels_oracle, 2), [0.0, 4.0, 0.0])
+    domains_oracle = feddrift.evaluation_objective(config, 2, oracle_test_labels=False, oracle_test_domains=True)
+    self.assertAllClose(routed(domains_oracle, 1, seen), [0.0, 3.0, 1.0])  # By its domain's clients' models.
+    self.assertAllClose(routed(domains_oracle, 1), [4.0, 0.0, 0.0])  # A domain no client held: the most certain.
 
 
 class FedDriftRunTest(absltest.TestCase):

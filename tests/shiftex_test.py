@@ -126,28 +126,47 @@ class AssignClustersTest(tf.test.TestCase):
     self.assertEqual(float(result['spawned']), 0.0)
     self.assertEqual((float(result['reused']), float(result['reused_forced'])), (1.0, 1.0))  # Not on merit.
 
-  def test_the_calibrated_radius_reuses_clusters_of_the_experts_distribution(self):
-    # W0's parties: 600 profiles ~ N(0, I_2), expert 1's memory their mean. A cluster of m parties of the same
-    # distribution lands within the radius with probability 1 - alpha; one shifted by 1.5 standard deviations does
-    # not. The pool has free slots, so every decision is on merit.
-    config = shiftex.Config(num_branches=4, census_capacity=600, min_cluster_size=2, max_clusters=1)
+  def test_the_reuse_test_reuses_clusters_of_the_experts_distribution(self):
+    # Expert 1's memory keeps MEMORY_PROFILES profiles ~ N(0, I_2). A cluster of 20 parties of the same distribution
+    # reuses it with probability 1 - alpha; one shifted by 1.5 standard deviations does not. The pool has free slots,
+    # so every decision is on merit.
+    config = shiftex.Config(num_branches=4, census_capacity=64, min_cluster_size=2, max_clusters=1)
     rng = np.random.default_rng(7)
-    null = rng.normal(size=(600, 2)).astype(np.float32)
-    memory = np.zeros((4, 2), np.float32)
-    memory[0] = null.mean(0)
     reuses = {0.0: 0, 1.5: 0}
     for trial in range(100):
+      kept = np.zeros((4, shiftex.MEMORY_PROFILES, 2), np.float32)
+      kept[0] = rng.normal(size=(shiftex.MEMORY_PROFILES, 2))
+      memory = np.zeros((4, 2), np.float32)
+      memory[0] = kept[0].mean(0)
       for shift in reuses:
-        profiles = np.zeros((600, 2), np.float32)
+        profiles = np.zeros((64, 2), np.float32)
         profiles[:20] = rng.normal(size=(20, 2)) + [shift, 0]
-        state = _state(config, pending_profiles=profiles, pending_count=np.int32(20), null_profiles=null,
-                       null_count=np.int32(600), memory=memory, profile_gamma=np.float32(0.5),
-                       round_num=np.int32(trial))
+        state = _state(config, pending_profiles=profiles, pending_count=np.int32(20), memory=memory,
+                       memory_profiles=kept, memory_sizes=np.array([shiftex.MEMORY_PROFILES, 0, 0, 0], np.int32),
+                       profile_gamma=np.float32(0.5), round_num=np.int32(trial))
         result = shiftex.assign_clusters(state, config)
         reuses[shift] += int(result['reused'])
         self.assertEqual(float(result['reused_forced']), 0.0)
+        if int(result['spawned']):  # A new expert keeps its cluster's 20 profiles.
+          self.assertEqual(int(result['memory_sizes'][1]), 20)
+          self.assertAllClose(np.sort(result['memory_profiles'][1, :20].numpy(), 0), np.sort(profiles[:20], 0))
     self.assertBetween(reuses[0.0], 85, 99)  # 1 - alpha = 95%: Binomial(100, 0.95) within about 3 sd.
     self.assertLess(reuses[1.5], 5)
+
+  def test_a_memory_moves_a_share_rho_of_its_profiles_to_the_cluster(self):
+    rows = np.zeros((shiftex.MEMORY_PROFILES, 1), np.float32)
+    new_rows = np.arange(1, 301, dtype=np.float32)[:, None]
+    valid = np.arange(300) < 250
+    moved, size = shiftex.mixed_sample(tf.constant(rows), tf.constant(100), tf.constant(new_rows), tf.constant(valid),
+                                       0.5, tf.constant([0, 1]))
+    moved = moved.numpy()[:, 0]
+    self.assertEqual(int(size), shiftex.MEMORY_PROFILES)
+    replaced = moved[:100] > 0
+    self.assertBetween(replaced.mean(), 0.35, 0.65)  # Binomial(100, 0.5) within 3 sd.
+    self.assertTrue(np.all(moved[100:] > 0))  # Free rows filled ...
+    taken = moved[moved > 0]
+    self.assertEqual(len(set(taken)), len(taken))  # ... with distinct new rows,
+    self.assertTrue(np.all(taken <= 250))  # and only valid ones.
 
 
 class FlipsTest(tf.test.TestCase):
@@ -231,6 +250,28 @@ class ShiftExRunTest(absltest.TestCase):
     self.assertGreaterEqual(rows[-1]['num_experts'], 2.0)
     with open(os.path.join(root, 's', 'summary.json')) as f:
       self.assertGreater(json.load(f)['final_metrics']['test_mixture_accuracy'], 0.5)
+
+  def test_sliding_windows_check_every_party_at_every_census(self):
+    # Sliding windows hold W1's census in round 11 (start 9 + (overlap 4 + 1) // 2): the parties that trained in
+    # rounds 9-10 compare with their W0 data too, not with their data of those rounds.
+    root = self.create_tempdir().full_path
+    status, stderr = in_process_run.run([
+        '--task=synthetic', '--algorithm=shiftex', '--scenario=windowed', '--windowing=sliding', '--window_overlap=4',
+        '--window_rounds=8', '--num_branches=4', '--total_rounds=16', '--clients_per_round=40', '--num_clients=200',
+        '--rounds_per_eval=8', '--eval_batch_size=500', f'--root_output_dir={root}', '--experiment_name=s'])
+    self.assertEqual(status, 0, stderr[-3000:])
+    rows = [{k: float(v) for k, v in row.items() if v} for row in in_process_run.metrics_rows(os.path.join(root, 's'))]
+    censuses = [row for row in rows if row.get('census_reporters', 0.0) > 0]
+    self.assertEqual([int(row['round']) for row in censuses], [11])
+    trained_before = {int(row['round']) for row in rows if row['round'] in (9.0, 10.0)}
+    self.assertEqual(trained_before, {9, 10})  # 80 participations before the census, in W1.
+    self.assertEqual(censuses[0]['census_checked'], 200.0)
+    self.assertEqual(censuses[0]['census_reporters'], 200.0)
+    self.assertEqual(censuses[0]['true_shifts'] + censuses[0]['stable_checks'], 200.0)
+    with open(os.path.join(root, 's', 'summary.json')) as f:
+      detection = json.load(f)['detection']
+    self.assertEqual(detection['census_checked'], [{'round': 11, 'scope': 200.0, 'checked': 200.0}])
+    self.assertEqual(detection['unchecked'], 0.0)
 
 
 if __name__ == '__main__':

@@ -52,6 +52,9 @@ class Hyperparameters:
   # Test-time decisions (branch, component, cluster, model) may read the test labels: the oracle protocol some
   # papers grant a baseline (Zhu et al., 2022 grant FedEM the labels of its test batches); reports mark such runs.
   oracle_test_labels: bool = False
+  # Test-time scoring may read each test batch's true domain: the stand-in of methods whose parties score their own
+  # test data with their own model (ShiftEx, FedDrift); an oracle, marked in reports.
+  oracle_test_domains: bool = False
 
 
 # The training metrics every method's round sums over its clients (`client_training`), reported as TFF's own

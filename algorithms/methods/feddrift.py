@@ -42,12 +42,13 @@ How the suite realizes it (documented choices):
 - `--feddrift_statistic`: `accuracy` (the code) or `loss` (the paper states the rules with losses; then
   s = -loss and delta, delta' are in nats).
 
-Evaluation: a domain's test data are scored by the models its clients were assigned to, weighted by a decaying
-count of the clients seen per domain and model (what the code measures, each client's model on its concept's test
-data; the true domain is used for this metric only, as for ShiftEx), and, for a domain no client has held yet, by
-the active model whose predictions on the batch are the most certain (largest mean KL to uniform,
-`algorithms.core.certainty`; no label read). With `--oracle_test_labels`, that fallback is the active model with the
-best score on the batch's labels (the client rule applied to test data: an oracle, marked in reports).
+Evaluation: a test batch is scored by the active model whose predictions on it are the most certain (largest mean
+KL to uniform, `algorithms.core.certainty`): no label and no true domain is read. With `--oracle_test_domains` a
+domain's test data are scored instead by the models its clients were assigned to, weighted by a decaying count of
+the clients seen per domain and model (what the authors' code measures, each client's model on its concept's test
+data; it reads each batch's true domain, an oracle marked in reports), the most certain model for a domain no client
+has held yet. With `--oracle_test_labels` the most certain model becomes the one with the best score on the batch's
+labels (the client rule applied to test data: an oracle, marked in reports).
 
 Metrics: `num_models`, `created`, `evicted`, `exhausted`, `merged`; against the true domains (simulation only):
 `true_shifts` / `detected_shifts` (clients whose domain changed since their reference, and those flagged) and
@@ -406,10 +407,10 @@ def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparame
   return model_fn, process
 
 
-def evaluation_objective(config: Config, num_modes: int, oracle_test_labels: bool):
-  """objective(outputs, batch, active [K] bool, domain_slots [modes, K]): a test batch (one domain) scored by its
-  clients' models, weighted by their counts; for a domain no client has held, the active model most certain on the
-  batch (with `oracle_test_labels`: the one best scored on its labels)."""
+def evaluation_objective(config: Config, num_modes: int, oracle_test_labels: bool, oracle_test_domains: bool):
+  """objective(outputs, batch, active [K] bool, domain_slots [modes, K]): a test batch scored by the active model
+  most certain on it (with `oracle_test_labels`: the one best scored on its labels); with `oracle_test_domains`, a
+  batch of a domain some client has held by that domain's clients' models, weighted by their counts."""
 
   def objective(outputs, batch, active, domain_slots):
     if oracle_test_labels:
@@ -417,7 +418,8 @@ def evaluation_objective(config: Config, num_modes: int, oracle_test_labels: boo
     else:
       scores = tf.reduce_mean(certainty.branch_certainty(outputs, batch), axis=0)
     best = tf.one_hot(tf.argmax(tf.where(active, scores, -np.inf)), config.num_branches)
-    return routing.shared_result(outputs, batch, routing.assigned_share(domain_slots, batch, best), num_modes)
+    share = routing.assigned_share(domain_slots, batch, best) if oracle_test_domains else best
+    return routing.shared_result(outputs, batch, share, num_modes)
 
   return objective
 
@@ -426,7 +428,7 @@ def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperpara
                     evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
   model_fn, process = build_process(task, element_spec, hparams, config)
   num_modes = task.num_modes
-  objective = evaluation_objective(config, num_modes, hparams.oracle_test_labels)
+  objective = evaluation_objective(config, num_modes, hparams.oracle_test_labels, hparams.oracle_test_domains)
   evaluate = evaluation.routed_evaluation(
       evaluator.with_model(model_fn()), objective, lambda state: (state.active, state.domain_slots),
       [num_modes, config.num_branches], best_matching=True)

@@ -31,7 +31,8 @@ averaging: `DEFAULTS`).
 
 How the suite realizes it (documented choices; the paper gives no values):
 - Experts are the networks of a `build_multi_network_model`: K = `--num_branches` slots, of which the last holds
-  theta_0, the bootstrap expert frozen at the end of W0 (copied by the server step, `algorithms.core.network_pool`,
+  theta_0, the bootstrap expert frozen at the end of W0's second-to-last round, as W0's census round receives it
+  (copied by the server step, `algorithms.core.network_pool`,
   its optimizer moments zeroed where the server step keeps any; no party trains it, so its update is zero and it
   never moves), and the others hold the pool (at most K - 1 experts). A spawn copies the frozen slot; a merge
   averages two slots. Parties carry an expert id (client state); the server maps ids to slots, so a party of a
@@ -41,17 +42,17 @@ How the suite realizes it (documented choices; the paper gives no values):
   round, or with sliding windows the first in which a mover's new regime holds more than half of its data). In a
   census round every party of the population runs the client round on the data it holds then; the round's
   participants train as in any round, the others only report (`client_state.TRAINS`). Each party compares a sample
-  of `--shiftex_samples` inputs and its label counts with those it kept from its last round in an earlier window
-  (Algorithm 1 reads D_{t-1}; the kept inputs are embedded anew with the current encoder, so the MMD compares
-  data, not two states of a model in training). The server clusters the profiles of all the census's shifted
+  of `--shiftex_samples` inputs and its label counts with those it kept from its last round in an earlier window,
+  whatever rounds of the current window it trained in before the census (`initial_client_state`; Algorithm 1 reads
+  D_{t-1}; the kept inputs are embedded anew with the current encoder, so the MMD compares data, not two states of
+  a model in training). The server clusters the profiles of all the census's shifted
   parties at once and assigns the clusters at the end of the round; a shifted party sits out of training until it
   takes the expert of its nearest cluster centroid, at its next round (at the latest in the next census round).
   Parties of clusters smaller than gamma (|G_j| < gamma) keep their expert and fine-tune locally: they train
   without sending their update for the rest of the window (Algorithm 2 line 31). Where the simulation still
   departs: training participation per round is the scenario's (a random share of the parties, 20% in the
-  ShiftEx grid), not every party; W0's census is its last round, so W0's profiles (the reuse radius, expert 1's memory)
-  are embedded by expert 1 one round before it is frozen as theta_0; the reference a party keeps is its data of
-  its last round in the previous window (for a party that trained after the census, its latest data of it).
+  ShiftEx grid), not every party; W0's census is its last round, where expert 1 is still trained while the
+  profiles are embedded by theta_0 (expert 1 as that round receives it).
 - Encoder (`--shiftex_encoder`): `bootstrap` (default) embeds with the frozen theta_0, so tests, profiles and
   memories live in one space (an open choice of the paper); `assigned` embeds with the party's own expert (the paper's
   words), so profiles of parties on different experts live in different spaces. In W0 both use expert 1.
@@ -60,15 +61,20 @@ How the suite realizes it (documented choices; the paper gives no values):
 - MMD: the V-statistic (`--shiftex_unbiased_mmd` for the U-statistic) between the current window's sample and the
   reference's (`--shiftex_samples` each), gamma_k by the median heuristic of the pooled samples; JSD between the
   two windows' label histograms (all their labels).
-- Matching: profiles are mean embeddings ("a single d-dimensional feature vector" per party, seed Sec. 5.4), so
-  the matching MMD is that of two point masses, with gamma_k = 1 / the median squared distance between the parties'
-  profiles in W0 (a moving average over its rounds). The reuse radius epsilon has no value in the paper; by default
-  it is calibrated per cluster (`match_radius`): the (1 - alpha) quantile of the MMD between the mean of as many of
-  W0's parties (its census's profiles) drawn at random and the mean of all of them, so a cluster reuses an expert
-  when its centroid is as close to the memory as a cluster of the expert's own distribution would be; a reuse
-  beyond it happens only when the pool is full and is counted apart (`reused_forced`). `--shiftex_epsilon` > 0
-  fixes it instead (a fixed radius has no scale of its own: the match MMDs depend on the embedding, so a value that
-  suits one task forces every reuse on another).
+- Matching: profiles are mean embeddings ("a single d-dimensional feature vector" per party, Section 5.4); a
+  cluster's nearest expert is the one whose memory M^(k) (a moving average of its clusters' centroids) is nearest
+  its centroid (the point-mass MMD of Eq. 1, gamma_k = 1 / the median squared distance between W0's census
+  profiles). Whether it reuses that expert is a two-sample test, which Algorithm 2's "latent memory" allows: each
+  memory also keeps MEMORY_PROFILES of its parties' profiles (W0's census for expert 1, a new expert's cluster, moved
+  by `mixed_sample` at rate rho on reuse), and the cluster reuses the expert unless the permutation test of the MMD
+  between the cluster's profiles and the kept ones (`reuse_test`, `--shiftex_permutations`) rejects at level alpha.
+  Under "the cluster's parties come from the expert's distribution" the two sets are exchangeable, so such a
+  cluster spawns at rate alpha whatever its size and the embedding's dimension (a radius calibrated on means of W0
+  profiles bounds a different statistic: the centroid's spread about W0's mean, ~ 1/n - 1/N, against a centroid's
+  distance to a memory, ~ 1/n + 1/m). A reuse of a rejected cluster happens only when the pool is full and is
+  counted apart (`reused_forced`). `--shiftex_epsilon` > 0 replaces the test by a fixed radius on the point-mass
+  MMD (the paper's form; a fixed radius has no scale of its own, so a value that suits one embedding forces every
+  reuse on another).
 - k = 1 unless some k >= 2 has a Davies-Bouldin index below `--shiftex_split_index` (`algorithms.core.kmeans`).
 - Consolidation is checked in the last round of each window after W0, greedily over disjoint pairs.
 - FLIPS' label clusters come from W0's census (every party's label histogram); before them the balance is 1.
@@ -77,17 +83,19 @@ How the suite realizes it (documented choices; the paper gives no values):
   parties shifted (`algorithms.core.facility_location`); the heuristic does not use lambda and mu
   (`experiment/shiftex_eq2_gap.py` sweeps them against the optimum).
 
-Evaluation (`--shiftex_evaluation`): `assigned` (default) scores a domain's test data with the experts its parties
-are assigned to, weighted by a decaying count of the parties seen per domain and expert (the paper's measure: each
-party's expert on its current-window data, the paper's Section 3.2; the true domain is used for this metric only), and
-falls back to `memory` for a domain no party holds; `memory` sends a test batch to the active expert whose latent
-memory is nearest to the batch's mean embedding (how a new party would be matched).
+Evaluation: a test batch (test data come per domain, so a batch stands for one party's test data) is scored by the
+active expert whose latent memory is nearest the batch's mean embedding, as a census matches a party; no label and no
+true domain is read. `--oracle_test_domains` scores a domain's test data by the experts its parties are assigned to
+instead, weighted by a decaying count of the parties seen per domain and expert (the paper's measure, each party's
+expert on its current-window data, Section 3.2); that reads each batch's true domain, an oracle marked in reports.
 
-Metrics: `num_experts`, `spawned`, `reused` (of which `reused_forced`: farther than epsilon from every memory, reused
-because the pool was full), `merged`, `match_mmd` and `match_radius` (the means over the assignment's trained
-clusters of their MMD to the nearest memory and of their epsilon), `assignment_objective` / `optimal_objective` /
+Metrics: `num_experts`, `spawned`, `reused` (of which `reused_forced`: judged far from every memory, reused because
+the pool was full), `merged`, `match_mmd` and `match_p_value` (the means over the assignment's trained clusters of
+their point-mass MMD to the nearest memory and of their reuse test's p-value), `assignment_objective` / `optimal_objective` /
 `solved_exactly` (Eq. 2), `label_clusters` (FLIPS'); scored against the true domains (simulation only):
-`true_shifts` / `detected_shifts` (parties whose domain changed since their reference, and those flagged) and
+`census_reporters` / `census_checked` (parties reporting in a census after W0, and those holding a sample of an
+earlier window to compare with), `true_shifts` / `detected_shifts` (parties whose domain changed since their
+reference, and those flagged) and
 `stable_checks` / `false_alarms`, the same per test (`detected_covariate`, `detected_label`,
 `false_alarms_covariate`, `false_alarms_label`), and per new domain i `moved_<i>` / `found_<i>` (the report's power
 per severity); `train_routing_accuracy` / `train_routing_ari` of the parties' experts against their domains.
@@ -116,14 +124,16 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'shiftex'
+KEPT_WINDOWS = ('last', 'ref')  # A party's two kept samples of a window (`initial_client_state`) ...
+KEPT_FIELDS = ('window', 'inputs', 'weights', 'counts', 'domain')  # ... and what each holds.
 SENDS = method.Sends(
     method_sums=('slot_examples', 'label_counts', 'valid', 'census', 'shifted', 'profile', 'histogram', 'size'),
     per_client=('valid', 'census', 'shifted', 'profile', 'histogram', 'size'),
-    simulation_only=('routing', 'true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms', 'detected_covariate',
+    simulation_only=('routing', 'census_reporters', 'census_checked', 'true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms', 'detected_covariate',
                      'detected_label', 'false_alarms_covariate', 'false_alarms_label', 'moved_by_domain',
                      'found_by_domain'),
-    client_state=('expert_id', 'pending', 'local_window', 'checked_window', 'ref_window', 'profile', 'ref_inputs',
-                  'ref_weights', 'ref_counts', 'ref_domain'),
+    client_state=('expert_id', 'pending', 'local_window', 'checked_window', 'profile') + tuple(
+        f'{kept}_{field}' for kept in KEPT_WINDOWS for field in KEPT_FIELDS),
     own_aggregation=True)
 DEFAULTS = method.Defaults(
     method.PARAMETER_AVERAGING,
@@ -131,11 +141,10 @@ DEFAULTS = method.Defaults(
             '2025, Section 3 ("set up to train a new expert model using a FL process among its members": FedAvg, '
             'McMahan et al., 2017, which averages parameters; the server optimizer is not named)'),
     scenario='windowed')
-DETECTION_COUNTS = ('true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms', 'detected_covariate',
+DETECTION_COUNTS = ('census_reporters', 'census_checked', 'true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms', 'detected_covariate',
                     'detected_label', 'false_alarms_covariate', 'false_alarms_label')
-MATCH_DRAWS = 200  # Random subsets of W0's parties behind a calibrated reuse radius (`match_radius`).
+MEMORY_PROFILES = 128  # Profiles an expert's latent memory keeps (`mixed_sample`), the reference of its reuse test.
 ENCODERS = ('bootstrap', 'assigned')
-EVALUATIONS = ('assigned', 'memory')
 ASSIGNMENT_DECAY = 0.9  # Per round, of the domain x expert counts of the `assigned` evaluation.
 MAX_EXPERT_IDS = 256
 EXACT_PARTIES = 5  # Assignments of at most this many shifted parties are also solved exactly (Eq. 2).
@@ -145,7 +154,8 @@ EXACT_PARTIES = 5  # Assignments of at most this many shifted parties are also s
 class Config:
   encoder: str = method.setting('bootstrap', 'ShiftEx: embeddings for detection and matching from the frozen '
                                 'bootstrap expert (bootstrap) or the party\'s own expert (assigned).')
-  samples: int = method.setting(32, 'ShiftEx: embeddings a party keeps per window (half enter each MMD).')
+  samples: int = method.setting(32, 'ShiftEx: inputs a party keeps per window; its covariate test compares this '
+                                'many embeddings of the window with as many of the previous window\'s.')
   alpha: float = method.setting(0.05, 'ShiftEx: level of each shift test (covariate, label).')
   permutations: int = method.setting(99, 'ShiftEx: random relabellings of each permutation test.')
   unbiased_mmd: bool = method.setting(False, 'ShiftEx: U-statistic MMD^2 (default: V-statistic).')
@@ -155,8 +165,8 @@ class Config:
   split_index: float = method.setting(1.0, 'ShiftEx: shifted parties form one cluster unless some k >= 2 has a '
                                       'Davies-Bouldin index below this.')
   epsilon: float = method.setting(0.0, 'ShiftEx: a cluster reuses an expert whose memory is within this MMD; 0: '
-                                  'calibrated per cluster, the (1 - alpha) quantile of the MMD between the mean of '
-                                  'as many W0 parties, drawn at random, and the mean of all of them.')
+                                  'unless the permutation test of the MMD between the cluster\'s profiles and those '
+                                  'the memory keeps rejects at level alpha.')
   memory_rate: float = method.setting(0.5, 'ShiftEx: rate rho of the latent memories\' moving average.')
   min_cluster_size: int = method.setting(2, 'ShiftEx: gamma, the smallest cluster trained by FL.')
   merge_similarity: float = method.setting(0.999, 'ShiftEx: tau, experts more cosine-similar are merged.')
@@ -166,15 +176,12 @@ class Config:
                                            'imbalance (reported objective only).')
   flips: bool = method.setting(True, 'ShiftEx: FLIPS label balance: a party\'s update weight is divided by its '
                                'label cluster\'s share of its expert\'s recent parties.')
-  evaluation: str = method.setting('assigned', 'ShiftEx: a domain\'s test data are scored by the experts its '
-                                   'parties are assigned to (assigned) or by the expert with the nearest memory '
-                                   '(memory).')
   window_rounds: int = 32
   num_branches: int = 4
   clients_per_round: int = 10
 
   def validate(self) -> None:
-    method.check_settings(self, NAME, choices={'encoder': ENCODERS, 'evaluation': EVALUATIONS},
+    method.check_settings(self, NAME, choices={'encoder': ENCODERS},
                           at_least_one=('census_capacity', 'max_clusters', 'min_cluster_size'),
                           positive=('memory_rate', 'split_index'))
     if self.epsilon < 0:
@@ -196,14 +203,17 @@ class Config:
 
 
 def initial_client_state(input_shape: tuple, feature_dim: int, num_classes: int, config: Config) -> dict:
-  """A party before its first round: expert id 0, no reference window (-1). The reference is a sample of the
-  previous window's inputs (Algorithm 1 reads D_{t-1}), embedded anew with the current encoder when compared."""
+  """A party before its first round: expert id 0, no kept window (-1). A party keeps two samples of its inputs and
+  label counts (`KEPT_WINDOWS`): `last_*` of its latest round, and `ref_*` of its latest round in a window before
+  last_window's. Its reference in window w (Algorithm 1 reads D_{t-1}) is `last_*` when that is from a window
+  before w and `ref_*` otherwise, so a party that trained in w before w's census still compares with its previous
+  window's data (sliding windows hold the census rounds after a window's first). The inputs are embedded anew with
+  the current encoder when compared."""
   return {'expert_id': np.int32(0), 'pending': np.bool_(False), 'local_window': np.int32(-1),
-          'checked_window': np.int32(-1), 'ref_window': np.int32(-1),
-          'profile': np.zeros([feature_dim], np.float32),
-          'ref_inputs': np.zeros((config.samples,) + tuple(input_shape), np.float32),
-          'ref_weights': np.zeros([config.samples], np.float32),
-          'ref_counts': np.zeros([num_classes], np.float32), 'ref_domain': np.int32(-1)}
+          'checked_window': np.int32(-1), 'profile': np.zeros([feature_dim], np.float32),
+          **{f'{kept}_{field}': value for kept in KEPT_WINDOWS for field, value in zip(KEPT_FIELDS, (
+              np.int32(-1), np.zeros((config.samples,) + tuple(input_shape), np.float32),
+              np.zeros([config.samples], np.float32), np.zeros([num_classes], np.float32), np.int32(-1)))}}
 
 
 class ServerState(NamedTuple):
@@ -212,9 +222,10 @@ class ServerState(NamedTuple):
   domain_slots: np.ndarray  # [modes, K] float32: decaying counts of parties by true domain and slot (evaluation).
   round_num: np.int32  # Rounds so far.
   active: np.ndarray  # [K] bool: the slot holds an expert.
-  memory: np.ndarray  # [K, D] float32: each expert's latent memory M^(k).
-  memory_count: np.float32  # W0's profile weight behind expert 1's memory.
-  profile_gamma: np.float32  # The kernel bandwidth gamma_k of Eq. 1 (W0's median heuristic, averaged).
+  memory: np.ndarray  # [K, D] float32: each expert's latent memory M^(k), a moving average of its clusters' centroids.
+  memory_profiles: np.ndarray  # [K, MEMORY_PROFILES, D] float32: the profiles each memory keeps (its reuse test).
+  memory_sizes: np.ndarray  # [K] int32: rows of memory_profiles in use.
+  profile_gamma: np.float32  # The kernel bandwidth gamma_k of Eq. 1 (median heuristic of W0's census profiles).
   examples_seen: np.ndarray  # [K] float32: examples each slot trained on (the weights of a merge).
   id_slot: np.ndarray  # [MAX_EXPERT_IDS] int32: the slot of an expert id, -1 for none.
   slot_id: np.ndarray  # [K] int32: the expert id a slot holds, -1 for none.
@@ -238,9 +249,7 @@ class ServerState(NamedTuple):
   reused: np.int32  # This round's clusters that reuse an expert.
   reused_forced: np.int32  # Of those, the ones a full pool forced (the cluster was far from every memory).
   match_mmd: np.float32  # The mean MMD of this round's clusters to the expert they joined.
-  match_radius: np.float32  # The mean radius epsilon they were held to (`match_radius`).
-  null_profiles: np.ndarray  # [P, D] float32: W0's census profiles, the radius' null.
-  null_count: np.int32
+  match_p_value: np.float32  # The mean p-value of their reuse tests (`reuse_test`; 0 with a fixed epsilon).
 
 
 def initial_server_state(feature_dim: int, num_modes: int, num_classes: int, config: Config) -> ServerState:
@@ -248,7 +257,8 @@ def initial_server_state(feature_dim: int, num_modes: int, num_classes: int, con
   return ServerState(
       domain_slots=np.zeros([num_modes, k], np.float32),
       round_num=np.int32(0), active=np.arange(k) == 0, memory=np.zeros([k, feature_dim], np.float32),
-      memory_count=np.float32(0), profile_gamma=np.float32(0), examples_seen=np.zeros([k], np.float32),
+      memory_profiles=np.zeros([k, MEMORY_PROFILES, feature_dim], np.float32), memory_sizes=np.zeros([k], np.int32),
+      profile_gamma=np.float32(0), examples_seen=np.zeros([k], np.float32),
       id_slot=np.array([0] + [-1] * (MAX_EXPERT_IDS - 1), np.int32),
       slot_id=np.array([0] + [-1] * (k - 1), np.int32), next_id=np.int32(1),
       pending_profiles=np.zeros([config.census_capacity, feature_dim], np.float32), pending_count=np.int32(0),
@@ -261,8 +271,7 @@ def initial_server_state(feature_dim: int, num_modes: int, num_classes: int, con
       centroid_id=np.full([config.max_clusters], -1, np.int32), num_centroids=np.int32(0),
       assigned_window=np.int32(-1), mixing=np.eye(k, dtype=np.float32),
       spawned=np.int32(0), reused=np.int32(0), reused_forced=np.int32(0), match_mmd=np.float32(0),
-      match_radius=np.float32(0), null_profiles=np.zeros([config.census_capacity, feature_dim], np.float32),
-      null_count=np.int32(0))
+      match_p_value=np.float32(0))
 
 
 class RoundView(NamedTuple):
@@ -342,25 +351,26 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
 
     # Detection: every party in a census round of a window after the one of its reference, by two permutation
     # tests of level alpha (the previous window's sample through today's encoder).
-    ref_window = stored['ref_window']
-    check = census & (window >= 1) & (ref_window >= 0) & (ref_window < window)
+    earlier = stored['last_window'] < window  # Its latest kept sample is of an earlier window: the reference.
+    reference = {field: tf.where(earlier, stored[f'last_{field}'], stored[f'ref_{field}']) for field in KEPT_FIELDS}
+    check = census & (window >= 1) & (reference['window'] >= 0)
 
     def tests():
-      reference = tf.gather(model(tf.cast(stored['ref_inputs'], model.inputs[0].dtype), training=False)[
+      embedded = tf.gather(model(tf.cast(reference['inputs'], model.inputs[0].dtype), training=False)[
           multi_branch.FEATURES], encoder, axis=1)
-      _, p_covariate = drift_statistics.mmd_permutation_test(sample, sample_weights, reference, stored['ref_weights'],
+      _, p_covariate = drift_statistics.mmd_permutation_test(sample, sample_weights, embedded, reference['weights'],
                                                              seed + 2, config.permutations, config.unbiased_mmd)
-      _, p_label = drift_statistics.jsd_permutation_test(counts, stored['ref_counts'], seed + 4, config.permutations)
+      _, p_label = drift_statistics.jsd_permutation_test(counts, reference['counts'], seed + 4, config.permutations)
       return p_covariate <= config.alpha, p_label <= config.alpha
 
     covariate, label = tf.cond(check, tests, lambda: (tf.constant(False), tf.constant(False)))
     covariate, label = check & covariate, check & label
     shifted = covariate | label
     domain = routing.client_mode(examples)  # Simulation only: scores the detector, never decides.
-    truly = tf.not_equal(domain, stored['ref_domain'])
+    truly = tf.not_equal(domain, reference['domain'])
     detection = collections.OrderedDict(
         (key, tf.cast(value, tf.float32)) for key, value in (
-            ('true_shifts', check & truly), ('detected_shifts', shifted & truly),
+            ('census_reporters', census & (window >= 1)), ('census_checked', check), ('true_shifts', check & truly), ('detected_shifts', shifted & truly),
             ('stable_checks', check & ~truly), ('false_alarms', shifted & ~truly),
             ('detected_covariate', covariate & truly), ('detected_label', label & truly),
             ('false_alarms_covariate', covariate & ~truly), ('false_alarms_label', label & ~truly)))
@@ -388,9 +398,11 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
         size=tf.cast(tf.shape(examples['y'])[0], tf.float32))
     new_state = collections.OrderedDict(
         position=stored[client_state.POSITION], expert_id=expert_id, pending=pending, local_window=local_window,
-        checked_window=tf.where(check, window, stored['checked_window']), ref_window=window,
-        profile=tf.where(shifted, profile, stored['profile']), ref_inputs=inputs, ref_weights=sample_weights,
-        ref_counts=counts, ref_domain=domain)
+        checked_window=tf.where(check, window, stored['checked_window']),
+        profile=tf.where(shifted, profile, stored['profile']),
+        **{f'last_{field}': value for field, value in zip(KEPT_FIELDS, (window, inputs, sample_weights, counts,
+                                                                         domain))},
+        **{f'ref_{field}': value for field, value in reference.items()})
     return result, report, sums, new_state
 
   return run
@@ -429,23 +441,37 @@ def _append(buffer: tf.Tensor, count: tf.Tensor, values: tf.Tensor, keep: tf.Ten
   return buffer, tf.minimum(count + tf.shape(kept)[0], capacity)
 
 
-def match_radius(state: ServerState, size: tf.Tensor, seed: tf.Tensor, config: Config) -> tf.Tensor:
-  """epsilon for a cluster of `size` parties: `--shiftex_epsilon`, or when 0 the (1 - alpha) quantile of
-  MMD(mean of `size` of W0's census profiles drawn at random without replacement, mean of all of them) over
-  MATCH_DRAWS draws: how far the centroid of that many parties of one distribution falls from its mean, so a
-  cluster within it is one the expert's distribution would produce (reuse on merit)."""
-  if config.epsilon > 0:
-    return tf.constant(config.epsilon)
-  profiles, count = state.null_profiles, state.null_count
-  valid = tf.range(config.census_capacity) < count
-  keys = tf.where(valid[tf.newaxis], tf.random.stateless_uniform([MATCH_DRAWS, config.census_capacity], seed), 2.0)
-  drawn = tf.cast(tf.argsort(tf.argsort(keys, axis=1), axis=1) < tf.minimum(size, count), tf.float32)  # [B, P]
-  means = tf.math.divide_no_nan(tf.matmul(drawn, profiles), tf.reduce_sum(drawn, 1, keepdims=True))
-  center = tf.math.divide_no_nan(tf.reduce_sum(tf.cast(valid, tf.float32)[:, tf.newaxis] * profiles, 0),
-                                 tf.cast(count, tf.float32))
-  distances = tf.sort(point_mmd(means, center, state.profile_gamma))
-  index = tf.cast(tf.math.ceil((1.0 - config.alpha) * MATCH_DRAWS), tf.int32) - 1
-  return distances[tf.clip_by_value(index, 0, MATCH_DRAWS - 1)]
+def mixed_sample(rows: tf.Tensor, size: tf.Tensor, new_rows: tf.Tensor, new_valid: tf.Tensor, rate,
+                 seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+  """A latent memory's profiles moved towards new ones, the sample analogue of M <- (1 - rate) M + rate c: each of
+  the `size` kept rows of rows [S, D] is replaced with probability `rate` by a row of new_rows [N, D] (those with
+  new_valid [N]; in a random order, without repeating one while any is unused), and free rows are filled with
+  further new rows; returns (rows, size). rate 1 with size 0 (a new memory) takes up to S of the new rows."""
+  capacity = int(rows.shape[0])
+  count = tf.reduce_sum(tf.cast(new_valid, tf.int32))
+  keys = tf.where(new_valid, tf.random.stateless_uniform(tf.shape(new_valid), seed), 2.0)
+  order = tf.argsort(keys)  # The valid new rows first, at random.
+  index = tf.range(capacity)
+  replaced = (tf.random.stateless_uniform([capacity], seed + 1) < rate) & (index < size)
+  filled = (index >= size) & (index - size < count)
+  taken = tf.where(filled, index - size + tf.reduce_sum(tf.cast(replaced, tf.int32)),
+                   tf.cumsum(tf.cast(replaced, tf.int32)) - 1)
+  picked = tf.gather(new_rows, tf.gather(order, tf.math.floormod(taken, tf.maximum(count, 1))))
+  chosen = (replaced | filled) & (count > 0)
+  return tf.where(chosen[:, tf.newaxis], picked, rows), tf.minimum(size + count, capacity)
+
+
+def reuse_test(profiles: tf.Tensor, members: tf.Tensor, memory_profiles: tf.Tensor, memory_size: tf.Tensor,
+               seed: tf.Tensor, config: Config) -> tf.Tensor:
+  """The p-value of "cluster and expert draw their parties from one distribution": the permutation test of the MMD
+  (Eq. 1, the median heuristic's bandwidth) between the cluster's profiles (rows of profiles [P, D] where members
+  [P]) and the expert's kept profiles (the first memory_size rows of memory_profiles [S, D]). Under that null the
+  two sets are exchangeable, so a cluster of the expert's own distribution is judged far (p <= alpha) at rate alpha
+  whatever its size and the dimension; `algorithms/methods/shiftex_calibration_test.py` measures it."""
+  kept = tf.cast(tf.range(int(memory_profiles.shape[0])) < memory_size, tf.float32)
+  _, p_value = drift_statistics.mmd_permutation_test(profiles, tf.cast(members, tf.float32), memory_profiles, kept,
+                                                     seed, config.permutations, config.unbiased_mmd)
+  return p_value
 
 
 def assign_clusters(state: ServerState, config: Config) -> dict:
@@ -457,7 +483,8 @@ def assign_clusters(state: ServerState, config: Config) -> dict:
   active, memory, mixing = state.active, state.memory, state.mixing
   id_slot, slot_id, next_id = state.id_slot, state.slot_id, state.next_id
   centroid_id = tf.fill([config.max_clusters], -1)
-  spawned = reused = forced = match_total = radius_total = tf.constant(0.0)
+  memory_profiles, memory_sizes = state.memory_profiles, state.memory_sizes
+  spawned = reused = forced = match_total = p_total = tf.constant(0.0)
   slots = tf.range(config.num_branches)
   choices = []  # Per cluster, its expert in Eq. 2's numbering: a slot, K + b for the b-th new expert, -1 local.
   new_expert = tf.fill([config.num_branches], -1)  # b of the slots spawned in this assignment.
@@ -470,15 +497,27 @@ def assign_clusters(state: ServerState, config: Config) -> dict:
     best = tf.argmin(distance, output_type=tf.int32)
     free = ~active & (slots < config.bootstrap_slot)
     new_slot = tf.argmax(tf.cast(free, tf.int32), output_type=tf.int32)
-    radius = match_radius(state, size, tf.stack([state.round_num, j]), config)
-    far = distance[best] > radius
+    members = tf.equal(clustering.labels, j) & mask
+    seed = tf.stack([state.round_num, j])
+    if config.epsilon > 0:  # A fixed radius.
+      p_value = tf.constant(0.0)
+      far = distance[best] > config.epsilon
+    else:
+      p_value = reuse_test(state.pending_profiles, members, memory_profiles[best], memory_sizes[best], seed, config)
+      far = p_value <= config.alpha
     spawn = trained & far & tf.reduce_any(free) & (next_id < MAX_EXPERT_IDS)
     reuse = trained & ~spawn
     forced += tf.cast(reuse & far, tf.float32)  # A full pool (or ids) leaves no spawn: reused, not on merit.
-    radius_total += tf.where(trained, radius, 0.0)
+    p_total += tf.where(trained, p_value, 0.0)
     moved = (1.0 - config.memory_rate) * memory[best] + config.memory_rate * c
     memory = tf.where((tf.equal(slots, best) & reuse)[:, tf.newaxis], moved, memory)
     memory = tf.where((tf.equal(slots, new_slot) & spawn)[:, tf.newaxis], c, memory)
+    target = tf.where(spawn, new_slot, best)
+    rows, kept = mixed_sample(memory_profiles[target], tf.where(spawn, 0, memory_sizes[target]),
+                              state.pending_profiles, members, tf.where(spawn, 1.0, config.memory_rate), seed + 5)
+    edit = tf.equal(slots, target) & (spawn | reuse)
+    memory_profiles = tf.where(edit[:, tf.newaxis, tf.newaxis], rows[tf.newaxis], memory_profiles)
+    memory_sizes = tf.where(edit, kept, memory_sizes)
     active = active | (tf.equal(slots, new_slot) & spawn)
     clone_row = tf.one_hot(config.bootstrap_slot, config.num_branches)
     mixing = tf.where((tf.equal(slots, new_slot) & spawn)[:, tf.newaxis], clone_row, mixing)
@@ -498,7 +537,8 @@ def assign_clusters(state: ServerState, config: Config) -> dict:
   choice = tf.gather(tf.stack(choices), tf.maximum(clustering.labels, 0))
   scores = assignment_objectives(state, choice, mask, config)
   return dict(match_mmd=tf.math.divide_no_nan(match_total, spawned + reused),
-              match_radius=tf.math.divide_no_nan(radius_total, spawned + reused),
+              match_p_value=tf.math.divide_no_nan(p_total, spawned + reused),
+              memory_profiles=memory_profiles, memory_sizes=memory_sizes,
               reused_forced=tf.cast(forced, tf.int32), active=active, memory=memory, mixing=mixing, id_slot=id_slot,
               slot_id=slot_id, next_id=next_id, centroids=clustering.centroids, centroid_id=centroid_id,
               num_centroids=clustering.num_clusters, spawned=tf.cast(spawned, tf.int32),
@@ -506,12 +546,11 @@ def assign_clusters(state: ServerState, config: Config) -> dict:
 
 
 # What a round of the server reports and resets (`server_update`).
-ROUND_COUNTS = ('spawned', 'reused', 'reused_forced', 'match_mmd', 'match_radius', 'objective', 'optimal_objective',
-                'solved_exactly')
-ASSIGNMENT_KEYS = ('match_mmd', 'active', 'memory', 'mixing', 'id_slot', 'slot_id', 'next_id', 'centroids',
-                   'centroid_id', 'num_centroids', 'spawned', 'reused', 'reused_forced', 'match_radius',
-                   'objective', 'optimal_objective',
-                   'solved_exactly')
+ROUND_COUNTS = ('spawned', 'reused', 'reused_forced', 'match_mmd', 'match_p_value', 'objective',
+                'optimal_objective', 'solved_exactly')
+ASSIGNMENT_KEYS = ('match_mmd', 'active', 'memory', 'memory_profiles', 'memory_sizes', 'mixing', 'id_slot', 'slot_id',
+                   'next_id', 'centroids', 'centroid_id', 'num_centroids', 'spawned', 'reused', 'reused_forced',
+                   'match_p_value', 'objective', 'optimal_objective', 'solved_exactly')
 
 
 def assignment_objectives(state: ServerState, choice: tf.Tensor, mask: tf.Tensor, config: Config) -> dict:
@@ -537,39 +576,46 @@ def assignment_objectives(state: ServerState, choice: tf.Tensor, mask: tf.Tensor
 
 
 def server_update(state: ServerState, reports: dict, sums: dict, config: Config) -> ServerState:
-  """The server's round after the parties' reports: W0's expert-1 memory, the window's collection of
-  shifted profiles and, at the end of the detection period, the assignment (`assign_clusters`)."""
+  """The server's round after the parties' reports: at W0's census expert 1's memory (every party's profile,
+  embedded by theta_0), in a later census the collection of shifted profiles and the assignment
+  (`assign_clusters`)."""
   round_num = state.round_num
   window = method.window_of(round_num, config.window_rounds)
   valid = reports['valid']
   census = tf.reduce_any(reports['census'])
   in_bootstrap = tf.equal(window, 0)
-  w0 = tf.cast(valid & in_bootstrap, tf.float32)
-  # W0: expert 1's memory and the matching bandwidth, moving averages of the rounds' profiles (rate rho).
-  reporting = tf.reduce_sum(w0) > 0
-  rate = tf.where(state.memory_count > 0, config.memory_rate, 1.0)
-  round_profile = tf.math.divide_no_nan(tf.reduce_sum(w0[:, tf.newaxis] * reports['profile'], 0), tf.reduce_sum(w0))
-  round_gamma = drift_statistics.median_heuristic_gamma(reports['profile'], w0)
-  first_memory = tf.where(reporting, (1.0 - rate) * state.memory[0] + rate * round_profile, state.memory[0])
+  labelling = in_bootstrap & census  # W0's census: every party's label histogram and profile.
+  w0 = valid & reports['census'] & labelling
+  # Expert 1's memory: W0's census profiles, their mean and the matching bandwidth (their median heuristic).
+  census_profile = tf.math.divide_no_nan(tf.reduce_sum(tf.cast(w0, tf.float32)[:, tf.newaxis] * reports['profile'], 0),
+                                         tf.reduce_sum(tf.cast(w0, tf.float32)))
+  first_profiles, first_size = mixed_sample(state.memory_profiles[0], 0, reports['profile'], w0, 1.0,
+                                            tf.stack([round_num, -1]))
   mixing = tf.eye(config.num_branches)
-  if config.bootstrap_slot > 0:  # The end of W0 freezes expert 1 as theta_0.
-    freeze = tf.equal(round_num, config.window_rounds)
+  if config.bootstrap_slot > 0:
+    # theta_0 is expert 1 as W0's census round receives it (frozen at the end of the round before), so W0's
+    # census profiles, expert 1's memory, are embedded by theta_0 as every later profile is.
+    freeze = tf.equal(round_num, config.window_rounds - 1)
     mixing = tf.where((tf.equal(tf.range(config.num_branches), config.bootstrap_slot) & freeze)[:, tf.newaxis],
                       tf.one_hot(0, config.num_branches), mixing)
   collecting = (window >= 1) & census  # A later window's census: the shifted parties' reports.
   pending_count = tf.where(census, 0, state.pending_count)
-  labelling = in_bootstrap & census  # W0's census: every party's label histogram, for FLIPS' label clusters.
   collected = valid & ((reports['shifted'] & collecting) | labelling)
   histograms, _ = _append(state.pending_histograms, pending_count, reports['histogram'], collected)
   sizes, _ = _append(state.pending_sizes, pending_count, reports['size'], collected)
   profiles, pending_count = _append(state.pending_profiles, pending_count, reports['profile'], collected)
   state = state._replace(
-      memory=tf.tensor_scatter_nd_update(state.memory, [[0]], first_memory[tf.newaxis]),
-      profile_gamma=tf.where(reporting, (1.0 - rate) * state.profile_gamma + rate * round_gamma, state.profile_gamma),
-      memory_count=state.memory_count + tf.reduce_sum(w0), mixing=mixing,
-      pending_histograms=histograms, pending_sizes=sizes, pending_profiles=profiles, pending_count=pending_count,
-      null_profiles=tf.where(labelling, profiles, state.null_profiles),  # W0's parties: the radius' null.
-      null_count=tf.where(labelling, pending_count, state.null_count),
+      memory=tf.where(labelling & tf.equal(tf.range(config.num_branches), 0)[:, tf.newaxis], census_profile,
+                      state.memory),
+      memory_profiles=tf.where(labelling, tf.tensor_scatter_nd_update(state.memory_profiles, [[0]],
+                                                                      first_profiles[tf.newaxis]),
+                               state.memory_profiles),
+      memory_sizes=tf.where(labelling, tf.tensor_scatter_nd_update(state.memory_sizes, [[0]], [first_size]),
+                            state.memory_sizes),
+      profile_gamma=tf.where(labelling, drift_statistics.median_heuristic_gamma(
+          reports['profile'], tf.cast(w0, tf.float32)), state.profile_gamma),
+      mixing=mixing, pending_histograms=histograms, pending_sizes=sizes, pending_profiles=profiles,
+      pending_count=pending_count,
       **{key: tf.zeros_like(getattr(state, key)) for key in ROUND_COUNTS})
   kept = {key: getattr(state, key) for key in ASSIGNMENT_KEYS}
   state = state._replace(**tf.cond(collecting, lambda: assign_clusters(state, config), lambda: kept))
@@ -588,7 +634,7 @@ def merge_experts(weights: tff.learning.models.ModelWeights, state: ServerState,
                   config: Config) -> tuple[ServerState, tf.Tensor]:
   """Algorithm 2 lines 36-40 in the last round of each window after W0: disjoint pairs of active experts whose
   flattened parameters have cosine similarity above tau, most similar first, become their average weighted by the
-  examples each has trained on; returns (state with the merges' ids, memories and mixing rows, merges)."""
+  examples each has trained on (their memories too: the kept profiles by `mixed_sample`); returns (state with the merges' ids, memories and mixing rows, merges)."""
   k_slots = config.num_branches
   flat = tf.stack([tf.concat([tf.reshape(weights.trainable[i], [-1]) for i in trainable_index[k]], 0)
                    for k in range(k_slots)])
@@ -612,9 +658,14 @@ def merge_experts(weights: tff.learning.models.ModelWeights, state: ServerState,
     row = share * tf.one_hot(i, k_slots) + (1.0 - share) * tf.one_hot(j, k_slots)
     is_i = tf.equal(tf.range(k_slots), i) & merge
     is_j = tf.equal(tf.range(k_slots), j) & merge
+    kept_j = tf.range(MEMORY_PROFILES) < state.memory_sizes[j]
+    rows, size = mixed_sample(state.memory_profiles[i], state.memory_sizes[i], state.memory_profiles[j], kept_j,
+                              1.0 - share, tf.stack([round_num, i * k_slots + j]))
     state = state._replace(
         mixing=tf.where(is_i[:, None], row, state.mixing),
         memory=tf.where(is_i[:, None], share * state.memory[i] + (1 - share) * state.memory[j], state.memory),
+        memory_profiles=tf.where(is_i[:, None, None], rows[tf.newaxis], state.memory_profiles),
+        memory_sizes=tf.where(is_i, size, tf.where(is_j, 0, state.memory_sizes)),
         examples_seen=tf.where(is_i, n_i + n_j, tf.where(is_j, 0.0, state.examples_seen)),
         active=state.active & ~is_j, id_slot=tf.where(merge & tf.equal(state.id_slot, j), i, state.id_slot),
         slot_id=tf.where(is_j, -1, state.slot_id))
@@ -674,7 +725,7 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
         **{f'{key}_{mode}': sums[f'{key}_by_domain'][mode]
            for key in ('moved', 'found') for mode in range(num_modes)},
         spawned=new_state.spawned, reused=new_state.reused, reused_forced=new_state.reused_forced,
-        match_mmd=new_state.match_mmd, match_radius=new_state.match_radius,
+        match_mmd=new_state.match_mmd, match_p_value=new_state.match_p_value,
         assignment_objective=new_state.objective, optimal_objective=new_state.optimal_objective,
         solved_exactly=tf.cast(new_state.solved_exactly, tf.float32),
         label_clusters=tf.cast(new_state.num_label_clusters, tf.float32))
@@ -705,26 +756,33 @@ def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparame
   return model_fn, process, initial_client_state(input_shape, feature_dim, task.num_classes, config)
 
 
+def evaluation_objective(config: Config, num_modes: int, oracle_test_domains: bool):
+  """objective(outputs, batch, active [K], memory [K, D], domain_slots [modes, K]): a test batch (one party's test
+  data, of one domain) scored by the active expert whose memory is nearest the batch's mean embedding, as a party's
+  census matches it; with `oracle_test_domains`, a batch of a domain some party holds by the experts of that domain's
+  parties, weighted by their counts (reads the true domain)."""
+
+  def objective(outputs, batch, active, memory, domain_slots):
+    features = outputs[multi_branch.FEATURES]  # [B, K, D]
+    if config.encoder == 'bootstrap':
+      profile = tf.reduce_mean(features[:, config.bootstrap_slot], 0)
+    else:
+      profile = tf.reduce_mean(features, 0)
+    share = tf.one_hot(nearest_active(profile, memory, active), config.num_branches)
+    if oracle_test_domains:
+      share = routing.assigned_share(domain_slots, batch, share)
+    return routing.shared_result(outputs, batch, share, num_modes)
+
+  return objective
+
+
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
                     evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
   model_fn, process, initial_state = build_process(task, element_spec, hparams, config)
   k_slots = config.num_branches
   num_modes = task.num_modes
 
-  def objective(outputs, batch, active, memory, domain_slots):
-    """A test batch (one domain) scored by the experts of its domain's parties, weighted by their counts
-    (`assigned`; a domain no party holds, or `memory`: the expert whose memory is nearest the batch's mean
-    embedding)."""
-    features = outputs[multi_branch.FEATURES]  # [B, K, D]
-    if config.encoder == 'bootstrap':
-      profile = tf.reduce_mean(features[:, config.bootstrap_slot], 0)
-    else:
-      profile = tf.reduce_mean(features, 0)
-    share = tf.one_hot(nearest_active(profile, memory, active), k_slots)
-    if config.evaluation == 'assigned':
-      share = routing.assigned_share(domain_slots, batch, share)
-    return routing.shared_result(outputs, batch, share, num_modes)
-
+  objective = evaluation_objective(config, num_modes, hparams.oracle_test_domains)
   evaluate = evaluation.routed_evaluation(
       evaluator.with_model(model_fn()), objective,
       lambda state: (state.active, state.memory, state.domain_slots), [num_modes, k_slots],

@@ -153,6 +153,11 @@ class EvaluationConfig:
       '(FedEM\'s EM on the labeled batch, CFL\'s and FedDrift\'s lowest-loss model): the oracle protocol of "Diurnal '
       'or Nocturnal?" (Zhu et al., 2022) for FedEM. Default: no test label decides anything; reports mark oracle '
       'runs.')
+  oracle_test_domains: bool = setting(
+      False, 'Let methods whose parties score their own test data with their own model (ShiftEx, FedDrift) score a '
+      'domain\'s test data by the models of the clients that held that domain, which reads each test batch\'s true '
+      'domain: an oracle, marked in reports. Default: no true domain is read (ShiftEx: the expert whose memory is '
+      'nearest the batch\'s mean embedding; FedDrift: the active model most certain on the batch).')
   overlap_evaluation: bool = setting(
       True, 'Evaluate round t while round t + 1 trains (on a thread beside TFF\'s worker; the same rows, checkpoints '
       'and metrics as evaluating in turn); off for debugging or profiling one at a time.')
@@ -393,7 +398,8 @@ def _hyperparameters(config: ExperimentConfig, training: TrainingConfig) -> meth
       num_branches=algorithms.num_branches(config.method.algorithm, training.num_branches), period=training.period,
       clients_per_round=training.clients_per_round, window_rounds=training.window_rounds,
       eval_routing=config.evaluation.eval_routing, seed=training.seed,
-      oracle_test_labels=config.evaluation.oracle_test_labels)
+      oracle_test_labels=config.evaluation.oracle_test_labels,
+      oracle_test_domains=config.evaluation.oracle_test_domains)
 
 
 def server_step(training: TrainingConfig) -> learning_process.ServerStep:

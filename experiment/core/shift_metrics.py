@@ -38,7 +38,9 @@ independent, would give a much lower and misleading floor. A share correlation i
 Detection (the ShiftEx paper's detector, scored against the simulation's truth; `detection_summary`): over a run's
 census checks, the share of the parties whose regime changed that were flagged (by either test, and by each) and the
 share of the others that were (false alarms), and the first share per severity (1-5) of the regime moved to: a power
-curve. The assignment against the true regime (`regime_ari`): per window after W0, the adjusted Rand index of the
+curve. `census_checked` lists per census round after W0 the parties that reported (`scope`) and those checked
+(`checked`: a party is checked when it holds a sample of an earlier window); `unchecked` sums the difference, 0 when
+every party of every census was checked, and then the rates are over every party that moved. The assignment against the true regime (`regime_ari`): per window after W0, the adjusted Rand index of the
 training parties' experts against their regimes (the window's training routing counts, domains pooled by regime, so
 the two bases of one regime count as one class), the measure the regimes' experts are meant to recover.
 """
@@ -198,7 +200,10 @@ def detection_summary(rows: Sequence[dict], severities: Sequence[int]) -> Option
   if total('true_shifts') + total('stable_checks') == 0:
     return None
   rate = lambda part, whole: total(part) / total(whole) if total(whole) else None
-  summary = {'checks_moved': total('true_shifts'), 'checks_stayed': total('stable_checks'),
+  censuses = [{'round': int(row['round']), 'scope': row['census_reporters'], 'checked': row.get('census_checked', 0.0)}
+              for row in rows if row.get('census_reporters', 0.0) > 0]
+  summary = {'census_checked': censuses, 'unchecked': sum(c['scope'] - c['checked'] for c in censuses),
+             'checks_moved': total('true_shifts'), 'checks_stayed': total('stable_checks'),
              'detection_rate': rate('detected_shifts', 'true_shifts'),
              'false_alarm_rate': rate('false_alarms', 'stable_checks')}
   for test in ('covariate', 'label'):

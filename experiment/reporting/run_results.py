@@ -25,6 +25,11 @@ ORACLE_FLAG = 'oracle_test_labels'
 # existed (runs that do not record it).
 ORACLE_METHODS = frozenset({'fedem', 'cfl', 'feddrift'})
 ORACLE_MARK = ' (oracle: test labels)'
+DOMAIN_ORACLE_FLAG = 'oracle_test_domains'
+# Methods whose evaluation reads the test batches' true domains with `--oracle_test_domains`, and always did before
+# the flag existed (runs that do not record it).
+DOMAIN_ORACLE_METHODS = frozenset({'shiftex', 'feddrift'})
+DOMAIN_ORACLE_MARK = ' (oracle: test domains)'
 # No-Dist-Shift (`--no_shift`; `nds` and `nds_single` are Vanilla without the shift): a reference, not a competitor.
 NO_SHIFT_METHODS = frozenset({'nds', 'nds_single'})
 NO_SHIFT_MARK = ' (reference: no shift)'
@@ -197,6 +202,12 @@ def uses_test_labels(run: RunResult) -> bool:
   return run.config.get(METHOD) in ORACLE_METHODS and bool(run.config.get(ORACLE_FLAG, True))
 
 
+def uses_test_domains(run: RunResult) -> bool:
+  """Whether the run's evaluation read the test batches' true domains (`--oracle_test_domains`, or a
+  domain-reading method run before that flag existed)."""
+  return run.config.get(METHOD) in DOMAIN_ORACLE_METHODS and bool(run.config.get(DOMAIN_ORACLE_FLAG, True))
+
+
 def is_no_shift(run: RunResult) -> bool:
   """Whether the run is the No-Dist-Shift reference (its scenario without its shift)."""
   return run.config.get(METHOD) in NO_SHIFT_METHODS or bool(run.config.get('no_shift', False))
@@ -204,7 +215,7 @@ def is_no_shift(run: RunResult) -> bool:
 
 def is_reference_name(method: str) -> bool:
   """Whether a method as `setting` names it is a reference (no shift, or test labels decided)."""
-  return method.endswith((ORACLE_MARK, NO_SHIFT_MARK))
+  return method.endswith((ORACLE_MARK, DOMAIN_ORACLE_MARK, NO_SHIFT_MARK))
 
 
 def method_name(run: RunResult) -> Optional[str]:
@@ -214,6 +225,8 @@ def method_name(run: RunResult) -> Optional[str]:
     return None
   if uses_test_labels(run):
     name += ORACLE_MARK
+  if uses_test_domains(run):
+    name += DOMAIN_ORACLE_MARK
   if is_partly_private(run):
     name += PARTLY_PRIVATE_MARK
   return name + NO_SHIFT_MARK if is_no_shift(run) else name
