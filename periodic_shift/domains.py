@@ -50,10 +50,29 @@ import numpy as np
 import tensorflow as tf
 
 
-CORRUPTIONS = ('noise', 'blur', 'brightness', 'contrast', 'haze', 'rotation', 'scale', 'jitter')
-IMAGE_ONLY_CORRUPTIONS = frozenset({'blur', 'haze', 'jitter'})
+CORRUPTIONS = ('noise', 'blur', 'brightness', 'contrast', 'haze', 'rotation', 'scale', 'jitter', 'shot_noise',
+               'impulse_noise', 'defocus_blur', 'motion_blur', 'fog', 'pixelate', 'jpeg')
+# The families of CIFAR-10-C (Hendrycks and Dietterich, 2019) this module has, with its severity ladders: what a
+# windowed scenario draws its image regimes from (`periodic_shift.windowed`).
+COMMON_CORRUPTIONS = ('noise', 'shot_noise', 'impulse_noise', 'defocus_blur', 'motion_blur', 'contrast', 'brightness',
+                      'fog', 'pixelate', 'jpeg')
+# What a windowed scenario draws from for vector inputs (the image-only families excluded).
+VECTOR_CORRUPTIONS = ('noise', 'brightness', 'contrast', 'rotation', 'scale')
+IMAGE_ONLY_CORRUPTIONS = frozenset({'blur', 'haze', 'jitter', 'shot_noise', 'impulse_noise', 'defocus_blur',
+                                    'motion_blur', 'fog', 'pixelate', 'jpeg'})
+# Families whose value per severity is a tuple (`Domain.corruption_parameters`); the first entry is the value.
+_SEVERITY_PARAMETERS = {
+    'defocus_blur': ((0.3, 0.4), (0.4, 0.5), (0.5, 0.6), (1.0, 0.2), (1.5, 0.1)),  # Disk radius, its Gaussian.
+    'motion_blur': ((6, 1.0), (6, 1.5), (6, 2.0), (8, 2.0), (9, 2.5)),  # Trail length, Gaussian sigma (pixels).
+    'fog': ((0.2, 3.0), (0.5, 3.0), (0.75, 2.5), (1.0, 2.0), (1.5, 1.75)),  # Amplitude, octave decay.
+}
 _SEVERITIES = {
     'noise': (0.04, 0.06, 0.08, 0.09, 0.10),
+    'shot_noise': (500.0, 250.0, 100.0, 75.0, 50.0),
+    'impulse_noise': (0.01, 0.02, 0.03, 0.05, 0.07),
+    'pixelate': (0.95, 0.9, 0.85, 0.75, 0.65),
+    'jpeg': (80.0, 65.0, 58.0, 50.0, 40.0),
+    **{family: tuple(float(value[0]) for value in values) for family, values in _SEVERITY_PARAMETERS.items()},
     'blur': (0.4, 0.6, 0.7, 0.8, 1.0),
     'brightness': (0.05, 0.1, 0.15, 0.2, 0.3),
     'contrast': (0.75, 0.5, 0.4, 0.3, 0.15),
@@ -99,6 +118,13 @@ class Domain:
   def corruption_value(self) -> float:
     """The family's parameter at this severity (0 without a corruption)."""
     return _SEVERITIES[self.corruption][self.severity - 1] if self.corruption else 0.0
+
+  @property
+  def corruption_parameters(self) -> tuple[float, ...]:
+    """All of the family's parameters at this severity (one for most families)."""
+    if self.corruption in _SEVERITY_PARAMETERS:
+      return tuple(float(v) for v in _SEVERITY_PARAMETERS[self.corruption][self.severity - 1])
+    return (self.corruption_value,)
 
 
 def plain_domains(base_names: Sequence[str]) -> tuple[Domain, ...]:
@@ -148,6 +174,10 @@ class DomainTransform:
                                        np.float32)
                       for family in CORRUPTIONS if family != 'rotation' and any(d.corruption == family
                                                                                 for d in domains)}
+    self._kernels = {family: _kernel_table(domains, family, plane_seed) for family in ('defocus_blur', 'motion_blur')
+                     if family in self._families}
+    self._decays = np.array([d.corruption_parameters[1] if d.corruption == 'fog' else 1.0 for d in domains],
+                            np.float32)
     self._flips = np.array([d.flip for d in domains])
     self._rotation_planes = np.array([d.rotation_planes for d in domains], np.int32)
     self._inverts = np.array([d.invert for d in domains])
@@ -212,11 +242,46 @@ class DomainTransform:
         corrupted = (1.0 - value) * x + value * top
       elif family == 'scale':
         corrupted = self._zoom(x, value) if is_image else x * value
-      else:  # jitter
+      elif family == 'jitter':
         directions = np.random.default_rng(self._plane_seed + 1).uniform(-1.0, 1.0, size=int(x.shape[-1]))
         corrupted = x * (1.0 + value * directions.astype(np.float32))
+      else:  # The common corruptions' image families, on intensities in [0, 1].
+        corrupted = self._common_corruption(x, family, value, domain_ids)
       x = tf.where(selected, corrupted, x)
     return x
+
+  def _unit_range(self, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(x scaled to [0, 1], lo, hi): by `input_range`, or per image by its min and max for standardized inputs."""
+    if self._input_range:
+      lo, hi = (tf.constant(v, x.dtype) for v in self._input_range)
+    else:
+      lo = tf.reduce_min(x, axis=[1, 2, 3], keepdims=True)
+      hi = tf.maximum(tf.reduce_max(x, axis=[1, 2, 3], keepdims=True), lo + 1e-6)
+    return (x - lo) / (hi - lo), lo, hi
+
+  def _common_corruption(self, x: tf.Tensor, family: str, value: tf.Tensor, domain_ids: tf.Tensor) -> tf.Tensor:
+    """Images [B, H, W, C] under `family` at each example's value [B, 1, 1, 1] (module docstring), clipped to the
+    input range as the benchmark clips to [0, 255]."""
+    unit, lo, hi = self._unit_range(x)
+    key = tf.cast(tf.reduce_sum(tf.abs(x)) * 1000.0, tf.int64)  # Fresh per batch, reproducible for the same batch.
+    if family == 'shot_noise':
+      rate = tf.where(value > 0, value, 1.0)
+      unit = tf.random.stateless_poisson(tf.shape(unit), tf.stack([key, 8]), unit * rate, unit.dtype) / rate
+    elif family == 'impulse_noise':
+      draw = tf.random.stateless_uniform(tf.shape(unit), tf.stack([key, 9]))
+      unit = tf.where(draw < value / 2, 1.0, tf.where(draw > 1 - value / 2, 0.0, unit))
+    elif family in self._kernels:
+      unit = _filter_each(unit, tf.gather(self._kernels[family], domain_ids))
+    elif family == 'fog':
+      field = _plasma(tf.shape(unit), tf.gather(self._decays, domain_ids), tf.stack([key, 10]), unit.dtype)
+      top = tf.reduce_max(unit, axis=[1, 2, 3], keepdims=True)
+      unit = (unit + value * field) * top / (top + value)
+    elif family == 'pixelate':
+      unit = _per_value(unit, value, self._families[family], _pixelated)
+    else:  # jpeg
+      unit = _per_value(unit, value, self._families[family], lambda images, quality: tf.map_fn(
+          lambda image: tf.image.adjust_jpeg_quality(image, int(quality)), images))
+    return lo + tf.clip_by_value(unit, 0.0, 1.0) * (hi - lo)
 
   def _zoom(self, x: tf.Tensor, factors: tf.Tensor) -> tf.Tensor:
     """Images zoomed in about their centre by `factors` [B, 1, 1, 1] (1 keeps an image as it is)."""
@@ -275,3 +340,105 @@ def _gaussian_blur(x: tf.Tensor, sigmas: tf.Tensor) -> tf.Tensor:
   height, width = int(x.shape[1]), int(x.shape[2])
   rows = sum(kernel[:, i, None, None, None] * padded[:, i:i + height] for i in range(5))
   return sum(kernel[:, j, None, None, None] * rows[:, :, j:j + width] for j in range(5))
+
+
+def _defocus_kernel(radius: float, alias_sigma: float) -> np.ndarray:
+  """CIFAR-10-C's defocus kernel: a disk of `radius` pixels, normalized, smoothed by a 3 x 3 Gaussian of
+  `alias_sigma` (its anti-aliasing): [5, 5]."""
+  grid = np.arange(-1, 2)
+  disk = (grid[:, None] ** 2 + grid[None] ** 2 <= radius ** 2).astype(np.float64)
+  gaussian = np.exp(-0.5 * (grid / alias_sigma) ** 2)
+  gaussian = np.outer(gaussian, gaussian) / np.outer(gaussian, gaussian).sum()
+  kernel = np.zeros((5, 5))
+  for i in range(3):
+    for j in range(3):
+      kernel[i:i + 3, j:j + 3] += disk[i, j] * gaussian
+  return kernel / kernel.sum()
+
+
+def _motion_kernel(length: float, sigma: float, angle: float) -> np.ndarray:
+  """A motion blur's kernel: a trail of `length` pixels in direction `angle` (radians) behind the pixel, weights
+  exp(-t^2 / (2 sigma^2)) at t = 0 .. length (ImageMagick's motion blur, which CIFAR-10-C calls), each sample split
+  bilinearly between its neighbouring pixels: [2 length + 1, 2 length + 1]."""
+  size = 2 * int(np.ceil(length)) + 1
+  kernel = np.zeros((size, size))
+  center = size // 2
+  for t in np.arange(0.0, length + 1e-9, 0.25):
+    weight = np.exp(-t ** 2 / (2 * sigma ** 2))
+    row, column = center + t * np.sin(angle), center + t * np.cos(angle)
+    r0, c0 = int(np.floor(row)), int(np.floor(column))
+    for r, wr in ((r0, 1 - (row - r0)), (r0 + 1, row - r0)):
+      for c, wc in ((c0, 1 - (column - c0)), (c0 + 1, column - c0)):
+        if 0 <= r < size and 0 <= c < size:
+          kernel[r, c] += weight * wr * wc
+  return kernel / kernel.sum()
+
+
+def _kernel_table(domains: Sequence[Domain], family: str, seed: int) -> np.ndarray:
+  """Each domain's kernel of `family` [domains, k, k] (centred, one size), the identity for other domains. A motion
+  blur's direction is drawn per domain (seeded) in [-45, 45] degrees, where CIFAR-10-C draws one per image."""
+  rng = np.random.default_rng([seed, 19])
+  kernels = []
+  for domain in domains:
+    angle = np.radians(rng.uniform(-45.0, 45.0))
+    if domain.corruption != family:
+      kernels.append(np.ones((1, 1)))
+    elif family == 'defocus_blur':
+      kernels.append(_defocus_kernel(*domain.corruption_parameters))
+    else:
+      kernels.append(_motion_kernel(*domain.corruption_parameters, angle))
+  size = max(k.shape[0] for k in kernels)
+  table = np.zeros((len(kernels), size, size), np.float32)
+  for index, kernel in enumerate(kernels):
+    offset = (size - kernel.shape[0]) // 2
+    table[index, offset:offset + kernel.shape[0], offset:offset + kernel.shape[0]] = kernel
+  return table
+
+
+def _filter_each(x: tf.Tensor, kernels: tf.Tensor) -> tf.Tensor:
+  """Images x [B, H, W, C], each filtered by its kernel [B, k, k] (k odd; every channel alike), edges extended: one
+  depthwise convolution over the batch folded into channels."""
+  size = int(kernels.shape[-1])
+  half = size // 2
+  height, width, channels = (int(d) for d in x.shape[1:])
+  rows = tf.clip_by_value(tf.range(-half, height + half), 0, height - 1)
+  columns = tf.clip_by_value(tf.range(-half, width + half), 0, width - 1)
+  padded = tf.gather(tf.gather(x, rows, axis=1), columns, axis=2)  # [B, H + k - 1, W + k - 1, C]
+  batch = tf.shape(x)[0]
+  folded = tf.reshape(tf.transpose(padded, [1, 2, 0, 3]), [1, height + 2 * half, width + 2 * half, -1])
+  filters = tf.reshape(tf.repeat(tf.transpose(kernels, [1, 2, 0]), channels, axis=2), [size, size, -1, 1])
+  filtered = tf.nn.depthwise_conv2d(folded, filters, [1, 1, 1, 1], 'VALID')  # [1, H, W, B C]
+  return tf.transpose(tf.reshape(filtered, [height, width, batch, channels]), [2, 0, 1, 3])
+
+
+def _plasma(shape: tf.Tensor, decays: tf.Tensor, seed: tf.Tensor, dtype) -> tf.Tensor:
+  """A fog field [B, H, W, 1] in [0, 1]: random grids of 2^o + 1 points per side (o = 1, 2, ...) up to the image's
+  size, resized bilinearly and summed with amplitudes decays^-(o - 1) per image (decays [B]; CIFAR-10-C's plasma
+  fractal, whose diamond-square steps divide the noise by the decay per octave), then scaled to [0, 1] per image."""
+  height, width = shape[1], shape[2]
+  octaves = 6  # 65 points a side: finer than the largest image here (64 x 64).
+  field = tf.zeros([shape[0], height, width, 1], dtype)
+  for octave in range(1, octaves + 1):
+    points = 2 ** octave + 1
+    grid = tf.random.stateless_uniform([shape[0], points, points, 1], seed + octave, -1.0, 1.0, dtype)
+    amplitude = tf.reshape(tf.pow(decays, -(octave - 1.0)), [-1, 1, 1, 1])
+    field += amplitude * tf.image.resize(grid, tf.stack([height, width]), 'bilinear')
+  low = tf.reduce_min(field, axis=[1, 2, 3], keepdims=True)
+  high = tf.reduce_max(field, axis=[1, 2, 3], keepdims=True)
+  return (field - low) / tf.maximum(high - low, 1e-6)
+
+
+def _pixelated(images: tf.Tensor, factor: float) -> tf.Tensor:
+  """CIFAR-10-C's pixelate: box-downsampled to int(side x factor) and back up (nearest)."""
+  height, width = int(images.shape[1]), int(images.shape[2])
+  small = tf.image.resize(images, [max(1, int(height * factor)), max(1, int(width * factor))], 'area')
+  return tf.image.resize(small, [height, width], 'nearest')
+
+
+def _per_value(images: tf.Tensor, value: tf.Tensor, levels: np.ndarray, corrupt) -> tf.Tensor:
+  """`corrupt(images, v)` for each nonzero v of the domains' levels, each image taking the result at its own value
+  [B, 1, 1, 1]; images of value 0 are returned as they are."""
+  result = images
+  for level in sorted(set(float(v) for v in levels) - {0.0}):
+    result = tf.where(tf.equal(value, level), corrupt(images, level), result)
+  return result

@@ -156,6 +156,48 @@ class CorruptionTest(tf.test.TestCase):
                                         cval=0.0)
     self.assertAllClose(zoomed, expected, atol=1e-5)
 
+  def test_shot_and_impulse_noise_have_the_benchmarks_statistics(self):
+    x = np.full((4, 32, 32, 1), 0.5, np.float32)
+    shot = self._corrupt('shot_noise', 5, x)  # Poisson(0.5 c) / c, c = 50: mean 0.5, variance 0.5 / 50.
+    self.assertBetween(float(shot.mean()), 0.49, 0.51)
+    self.assertBetween(float(shot.var()), 0.01 * 0.93, 0.01 * 1.07)  # 4096 draws: s.e. of the variance ~2.2%.
+    impulse = self._corrupt('impulse_noise', 5, x)  # 7% of the values: half to 1, half to 0.
+    self.assertBetween(float(np.mean(impulse == 1.0)), 0.035 - 0.009, 0.035 + 0.009)
+    self.assertBetween(float(np.mean(impulse == 0.0)), 0.035 - 0.009, 0.035 + 0.009)
+    self.assertAllClose(impulse[(impulse != 0) & (impulse != 1)], np.full(np.sum((impulse != 0) & (impulse != 1)), 0.5))
+
+  def test_defocus_and_motion_blur_are_their_kernels_with_edges_extended_as_scipy(self):
+    image = np.random.default_rng(6).uniform(size=(2, 12, 12, 1)).astype(np.float32)
+    for family, severity in (('defocus_blur', 1), ('defocus_blur', 5), ('motion_blur', 3)):
+      domain = domains.Domain('c', 0, corruption=family, severity=severity)
+      kernel = domains._kernel_table([domains.Domain('clean', 0), domain], family, 0)[1]
+      self.assertAllClose(kernel.sum(), 1.0, atol=1e-6)
+      expected = np.stack([ndimage.correlate(image[i, :, :, 0], kernel, mode='nearest') for i in range(2)])
+      self.assertAllClose(self._corrupt(family, severity, image)[..., 0], np.clip(expected, 0, 1), atol=1e-5)
+    # Defocus at radius < 1 is the centre pixel under its 3 x 3 Gaussian; at 1.5 the whole 3 x 3 disk.
+    gaussian = np.exp(-0.5 * (np.arange(-1, 2) / 0.4) ** 2)
+    self.assertAllClose(domains._defocus_kernel(0.3, 0.4)[1:4, 1:4], np.outer(gaussian, gaussian) / gaussian.sum() ** 2,
+                        atol=1e-6)
+    # A motion trail's mass lies along its direction: at 0 degrees, on the centre row, right of the centre.
+    trail = domains._motion_kernel(6, 2.0, 0.0)
+    self.assertAllClose(trail[6, 6:].sum(), 1.0, atol=1e-6)
+    self.assertGreater(trail[6, 6], trail[6, 9])
+
+  def test_fog_pixelate_and_jpeg(self):
+    digits = np.zeros((3, 16, 16, 1), np.float32)
+    digits[:, 4:12, 6:10] = 0.8
+    fog = self._corrupt('fog', 5, digits)
+    self.assertTrue(np.all((fog >= 0) & (fog <= 1)))
+    self.assertGreater(float(fog[digits == 0].mean()), 0.2)  # The background lifts ...
+    self.assertLess(float(fog[digits > 0].mean()), 0.8)  # ... and the stroke's contrast falls.
+    ramp = np.tile(np.linspace(0, 1, 16, dtype=np.float32), (1, 16, 1))[..., None]
+    pixelated = self._corrupt('pixelate', 5, ramp)  # int(16 x 0.65) = 10 box averages, back up by nearest.
+    self.assertLen(np.unique(np.round(pixelated[0, 0, :, 0], 5)), 10)
+    texture = np.random.default_rng(7).uniform(size=(2, 16, 16, 1)).astype(np.float32)
+    errors = [float(np.abs(self._corrupt('jpeg', severity, texture) - texture).mean()) for severity in (1, 5)]
+    self.assertGreater(errors[1], errors[0])  # Quality 40 loses more than quality 80.
+    self.assertGreater(errors[0], 0.0)
+
   def test_image_only_families_and_too_many_planes_are_refused(self):
     with self.assertRaisesRegex(ValueError, 'corruption must be one of'):
       domains.Domain('bad', 0, corruption='snow', severity=1)

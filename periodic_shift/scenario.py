@@ -74,6 +74,7 @@ class Population:
   client_ids: Sequence[Sequence[str]]
   client_sizes: Sequence[dict[str, int]]
   num_classes: int = 2
+  images: bool = False  # Examples are images [H, W, C] (a scenario that corrupts them picks image families).
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,9 +34,9 @@ _NAMES = {module.Settings: module.NAME for module in scenarios.MODULES}
 
 
 def _build(config, ids, sizes, clients_per_round, seed, num_classes=2, shift_free=False, total_rounds=256, period=32,
-           window_rounds=32):
+           window_rounds=32, images=False):
   """The scenario of `config` (a scenario module's Settings) over these populations, built through the registry."""
-  return scenarios.build(_NAMES[type(config)], config, scenario.Population(ids, sizes, num_classes),
+  return scenarios.build(_NAMES[type(config)], config, scenario.Population(ids, sizes, num_classes, images),
                          scenario.Schedule(clients_per_round, seed, total_rounds, period, window_rounds), shift_free)
 
 
@@ -356,17 +356,30 @@ class WindowedScenarioTest(absltest.TestCase):
     super().setUp()
     self.ids, self.sizes = _populations([[30] * 41, [20] * 60])
 
-  def _build(self, **settings):
+  def _build(self, images=False, **settings):
     config = windowed_lib.Settings(**settings)
     return _build(config, self.ids, self.sizes, clients_per_round=101, seed=2, num_classes=4, total_rounds=50,
-                  window_rounds=10)
+                  window_rounds=10, images=images)
+
+  def test_image_regimes_draw_the_common_corruptions_from_the_lowest_severity_on(self):
+    drawn = set()
+    for seed in range(20):
+      config = windowed_lib.Settings(min_window_severity=3)
+      windowed = _build(config, self.ids, self.sizes, clients_per_round=101, seed=seed, num_classes=4,
+                        total_rounds=50, window_rounds=10, images=True)
+      for family, severity in windowed.regimes[1:]:
+        self.assertIn(family, domains_lib.COMMON_CORRUPTIONS)
+        self.assertBetween(severity, 3, 5)
+        drawn.add((family, severity))
+    self.assertGreater(len({family for family, _ in drawn}), 7)  # 80 draws of 10 families.
+    self.assertEqual({severity for _, severity in drawn}, {3, 4, 5})
 
   def test_exactly_the_switch_fraction_moves_at_every_boundary(self):
     windowed = self._build()
     self.assertLen(windowed.regimes, 5)
     self.assertEqual(windowed.regimes[0], (None, 0))
     for family, severity in windowed.regimes[1:]:
-      self.assertIn(family, windowed_lib.Settings.corruptions)
+      self.assertIn(family, domains_lib.VECTOR_CORRUPTIONS)  # Vector inputs by default.
       self.assertBetween(severity, 1, 5)
     for window in range(1, 5):
       moved = windowed.assignments[window] != windowed.assignments[window - 1]

@@ -25,8 +25,9 @@ class Settings:
   windowing: str = settings.setting('tumbling', 'tumbling or sliding (overlapping) windows.')
   window_overlap: int = settings.setting(8, 'Sliding windows: rounds over which a moved client holds both regimes.')
   corruptions: tuple[str, ...] = settings.setting(
-      ('noise', 'brightness', 'contrast', 'rotation', 'scale'),
-      'Corruption families the windows draw from (blur, haze, jitter: image tasks only).')
+      (), 'Corruption families the windows draw from. Default: for image tasks the common corruptions of '
+      'CIFAR-10-C (Hendrycks and Dietterich, 2019) the suite has (' + ', '.join(domains_lib.COMMON_CORRUPTIONS) +
+      '), for vector inputs ' + ', '.join(domains_lib.VECTOR_CORRUPTIONS) + '.')
   label_skew_alpha: float = settings.setting(
       1.0, 'Dirichlet concentration of each window\'s label weights; 0 = no label shift.')
   switch_fraction: float = settings.setting(
@@ -35,7 +36,9 @@ class Settings:
       2, 'Each client\'s data are cut into this many disjoint chunks and window w holds chunk w mod N, so '
       'consecutive windows hold fresh examples; 1 replays all of them in every window.')
   window_severity: int = settings.setting(
-      0, 'The corruption severity (1-5) of every window; 0 draws one per window.')
+      0, 'The corruption severity (1-5) of every window; 0 draws one per window from --min_window_severity to 5.')
+  min_window_severity: int = settings.setting(
+      1, 'The lowest severity a window draws (with --window_severity=0).')
   census_scope: str = settings.setting(
       'population', 'Who reports in a census round (ShiftEx): every party (population) or those that train in that '
       'window (cohort).')
@@ -51,14 +54,14 @@ class Settings:
     if self.windowing == 'sliding' and not 0 <= self.window_overlap < schedule.window_rounds:
       raise ValueError(f'--window_overlap must be in [0, --window_rounds); got {self.window_overlap}.')
     unknown = set(self.corruptions) - set(domains_lib.CORRUPTIONS)
-    if not self.corruptions or unknown:
+    if unknown:
       raise ValueError(f'--corruptions must be some of {", ".join(domains_lib.CORRUPTIONS)}; got '
                        f'{",".join(self.corruptions)}.')
     if self.census_scope not in CENSUS_SCOPES:
       raise ValueError(f'--census_scope must be one of {", ".join(CENSUS_SCOPES)}; got {self.census_scope!r}.')
-    if self.window_chunks < 1 or not 0 <= self.window_severity <= 5:
-      raise ValueError(f'--window_chunks must be >= 1 and window_severity in 0-5; got {self.window_chunks}, '
-                       f'{self.window_severity}.')
+    if self.window_chunks < 1 or not 0 <= self.window_severity <= 5 or not 1 <= self.min_window_severity <= 5:
+      raise ValueError(f'--window_chunks must be >= 1, --window_severity in 0-5 and --min_window_severity in 1-5; '
+                       f'got {self.window_chunks}, {self.window_severity}, {self.min_window_severity}.')
     if self.label_skew_alpha < 0 or not 0 < self.switch_fraction <= 1:
       raise ValueError(f'--label_skew_alpha must be >= 0 and switch_fraction in (0, 1]; got '
                        f'{self.label_skew_alpha:g}, {self.switch_fraction:g}.')
@@ -73,6 +76,9 @@ def build(config: Settings, population: scenario.Population, schedule: scenario.
           shift_free: bool = False) -> 'WindowedScenario':
   """The run cut into windows of `window_rounds`, a new regime at each boundary (regime 0 throughout without the
   shift)."""
+  if not config.corruptions:
+    families = domains_lib.COMMON_CORRUPTIONS if population.images else domains_lib.VECTOR_CORRUPTIONS
+    config = dataclasses.replace(config, corruptions=families)
   return WindowedScenario(population.client_ids, population.client_sizes, schedule.clients_per_round, config,
                           schedule.total_rounds, schedule.seed, population.num_classes, schedule.window_rounds,
                           shift_free)
@@ -82,9 +88,11 @@ class WindowedScenario(scenario.Scenario):
   """ShiftEx's windows: the run is cut into windows W0, W1, ... of `window_rounds` rounds.
 
   Regimes: regime 0 (W0, the bootstrap window) is the clean data. Window w >= 1 brings regime w: a corruption family
-  drawn from `corruptions` with a severity drawn from 1-5, or `window_severity` in every window (covariate shift,
-  `periodic_shift.domains`), and label weights drawn from Dir(label_skew_alpha 1) over the classes (label shift: a client in the regime keeps an example
-  of label y with probability w_y / max w; alpha 0 turns label shift off). Regimes are drawn from the run's seed.
+  drawn from `corruptions` (for images by default CIFAR-10-C's families, `domains.COMMON_CORRUPTIONS`) with a
+  severity drawn from `min_window_severity`-5, or `window_severity` in every window (covariate shift,
+  `periodic_shift.domains`), and label weights drawn from Dir(label_skew_alpha) over the classes (label shift: a
+  client in the regime keeps an example of label y with probability w_y / max w; alpha 0 turns label shift off).
+  Regimes are drawn from the run's seed.
 
   Clients: every client of every base population, or `num_clients` of them drawn at random (seeded); each round
   draws `clients_per_round` of them uniformly without replacement (the paper selects 20% of its pool per round: set
@@ -134,8 +142,9 @@ class WindowedScenario(scenario.Scenario):
     self._seed = seed
     self._num_regimes = 1 if shift_free else max(1, -(-total_rounds // window_rounds))
     rng = np.random.default_rng([seed, 9])
-    self.regimes = [(None, 0)] + [(str(rng.choice(config.corruptions)), int(rng.integers(1, 6)))
-                                  for _ in range(self._num_regimes - 1)]
+    self.regimes = [(None, 0)] + [
+        (str(rng.choice(config.corruptions)), int(rng.integers(config.min_window_severity, 6)))
+        for _ in range(self._num_regimes - 1)]
     if config.window_severity:  # One severity for every window (the same draws otherwise).
       self.regimes = [(family, config.window_severity if family else 0) for family, _ in self.regimes]
     count = len(self._clients)

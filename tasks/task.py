@@ -161,8 +161,11 @@ class Task:
     return [sorted(sizes) for sizes in self.client_sizes]
 
   def population(self) -> scenario_lib.Population:
-    """What the task offers a scenario: its modes' client ids and sizes and its labels."""
-    return scenario_lib.Population(self.mode_client_ids(), self.client_sizes, self.num_classes)
+    """What the task offers a scenario: its modes' client ids and sizes, its labels and whether its inputs are
+    images."""
+    with tf.Graph().as_default():
+      images = len(self.model_fn(1).input_shape) == 4
+    return scenario_lib.Population(self.mode_client_ids(), self.client_sizes, self.num_classes, images)
 
   def population_summary(self) -> dict:
     summary = {}
