@@ -153,6 +153,13 @@ class AssignClustersTest(tf.test.TestCase):
     self.assertBetween(reuses[0.0], 85, 99)  # 1 - alpha = 95%: Binomial(100, 0.95) within about 3 sd.
     self.assertLess(reuses[1.5], 5)
 
+  def test_distinct_examples_keeps_each_input_once_at_its_first_place(self):
+    x = np.random.default_rng(0).normal(size=(7, 3, 2)).astype(np.float32)
+    order = [3, 1, 3, 0, 1, 6, 2, 0]  # Two epochs' worth of repeats.
+    kept = shiftex.distinct_examples({'x': tf.constant(x[order]), 'y': tf.constant(order)})
+    self.assertAllEqual(kept['y'], [3, 1, 0, 6, 2])
+    self.assertAllClose(kept['x'], x[[3, 1, 0, 6, 2]])
+
   def test_a_memory_moves_a_share_rho_of_its_profiles_to_the_cluster(self):
     rows = np.zeros((shiftex.MEMORY_PROFILES, 1), np.float32)
     new_rows = np.arange(1, 301, dtype=np.float32)[:, None]
@@ -253,12 +260,14 @@ class ShiftExRunTest(absltest.TestCase):
 
   def test_sliding_windows_check_every_party_at_every_census(self):
     # Sliding windows hold W1's census in round 11 (start 9 + (overlap 4 + 1) // 2): the parties that trained in
-    # rounds 9-10 compare with their W0 data too, not with their data of those rounds.
+    # rounds 9-10 compare with their W0 data too, not with their data of those rounds. Three local epochs: the
+    # tests see each example once, so the parties that stayed raise false alarms at about the level.
     root = self.create_tempdir().full_path
     status, stderr = in_process_run.run([
         '--task=synthetic', '--algorithm=shiftex', '--scenario=windowed', '--windowing=sliding', '--window_overlap=4',
         '--window_rounds=8', '--num_branches=4', '--total_rounds=16', '--clients_per_round=40', '--num_clients=200',
-        '--rounds_per_eval=8', '--eval_batch_size=500', f'--root_output_dir={root}', '--experiment_name=s'])
+        '--client_epochs=3', '--rounds_per_eval=8', '--eval_batch_size=500', f'--root_output_dir={root}',
+        '--experiment_name=s'])
     self.assertEqual(status, 0, stderr[-3000:])
     rows = [{k: float(v) for k, v in row.items() if v} for row in in_process_run.metrics_rows(os.path.join(root, 's'))]
     censuses = [row for row in rows if row.get('census_reporters', 0.0) > 0]
@@ -268,6 +277,8 @@ class ShiftExRunTest(absltest.TestCase):
     self.assertEqual(censuses[0]['census_checked'], 200.0)
     self.assertEqual(censuses[0]['census_reporters'], 200.0)
     self.assertEqual(censuses[0]['true_shifts'] + censuses[0]['stable_checks'], 200.0)
+    # Two tests of level 5%: at most 9.75% for a party that stayed (about 100 here; 0.2 is 3.4 sd above).
+    self.assertLess(censuses[0]['false_alarms'] / censuses[0]['stable_checks'], 0.2)
     with open(os.path.join(root, 's', 'summary.json')) as f:
       detection = json.load(f)['detection']
     self.assertEqual(detection['census_checked'], [{'round': 11, 'scope': 200.0, 'checked': 200.0}])

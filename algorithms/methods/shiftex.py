@@ -309,6 +309,18 @@ def sample_rows(rows: tf.Tensor, size: int, seed: tf.Tensor) -> tuple[tf.Tensor,
           tf.ensure_shape(tf.pad(tf.ones(tf.shape(order), tf.float32), [[0, padding]]), [size]))
 
 
+def distinct_examples(examples: dict) -> dict:
+  """examples {key: [N, ...]} with each distinct input kept once, at its first place. A client's round holds its
+  data `--client_epochs` times; the detector's permutation tests assume distinct draws (copies of an example in one
+  window make it look unlike any relabelling, which splits the copies, so repeated data reject far above alpha), and
+  a profile or label histogram is the data's, not the schedule's."""
+  flat = tf.reshape(tf.cast(examples['x'], tf.float32), [tf.shape(examples['x'])[0], -1])
+  keys = tf.bitcast(tf.fingerprint(flat), tf.int64)  # [N]: one 64-bit fingerprint per input.
+  unique, index = tf.unique(keys)
+  first = tf.math.unsorted_segment_min(tf.range(tf.shape(keys)[0]), index, tf.shape(unique)[0])
+  return {key: tf.gather(value, first) for key, value in examples.items()}
+
+
 def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.BatchFn, config: Config,
                        num_classes: int, num_modes: int):
   """The party's round as a `tf.function` (weights, broadcast state, dataset, stored state) ->
@@ -318,7 +330,8 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
 
   @tf.function(autograph=False)
   def run(weights, state, dataset, stored):
-    examples, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
+    everything, batches, _ = routing.client_examples(task_lib.model_batches(dataset, batch_fn))
+    examples = distinct_examples(everything)  # The window's data once, whatever the local epochs.
     round_num, position = state.round_num, stored[client_state.POSITION]
     window = method.window_of(round_num, config.window_rounds)
     seed = tf.stack([round_num, position])
