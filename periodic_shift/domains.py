@@ -26,7 +26,7 @@ evaluation (TensorFlow ops, traced once), after the task's `batch_fn`:
 Corruptions (the ShiftEx paper's covariate shift, CIFAR-10-C and FEMNIST-style; `corruption`, `severity` 1-5), applied
 before the steps above; r = hi - lo (1 for standardized inputs), images and vectors unless marked:
   noise       x + N(0, (sigma_s r)^2) per value, sigma = .04 .06 .08 .09 .10 (CIFAR-10-C's Gaussian noise), drawn
-              with a seed keyed by the batch's values (fresh noise per batch, reproducible for the same batch);
+              with a seed keyed by the example's values (the same noise for an example in every batch);
   blur        (images) a Gaussian blur, sigma = .4 .6 .7 .8 1.0 pixels (5 x 5 kernel, edges mirrored);
   brightness  x + delta_s r, delta = .05 .1 .15 .2 .3;
   contrast    m + c_s (x - m), m the example's mean, c = .75 .5 .4 .3 .15;
@@ -34,8 +34,22 @@ before the steps above; r = hi - lo (1 for standardized inputs), images and vect
   rotation    by 5 10 15 20 30 degrees (the rotation above);
   scale       a zoom about the centre by 1.05 1.1 1.15 1.2 1.3 (images), or x times that factor (vectors);
   jitter      (images) per-channel gains 1 + j_s u_c with u_c in [-1, 1] fixed per domain, j = .05 .1 .15 .2 .3.
+  shot_noise    (images) Poisson(x c_s) / c_s, c = 500 250 100 75 50;
+  impulse_noise (images) a share a_s of the values set to 0 or 1 (half each), a = .01 .02 .03 .05 .07;
+  defocus_blur  (images) a disk of radius r_s pixels under a 3 x 3 Gaussian of sigma g_s, (r, g) = (.3, .4) (.4, .5)
+                (.5, .6) (1, .2) (1.5, .1);
+  motion_blur   (images) a trail of L_s pixels weighted by a Gaussian of sigma s_s, (L, s) = (6, 1) (6, 1.5) (6, 2)
+                (8, 2) (9, 2.5), in a direction drawn per domain in [-45, 45] degrees;
+  fog           (images) (x + a_s F) m / (m + a_s), m the image's max, F a plasma-like field in [0, 1] whose octaves
+                decay by d_s, (a, d) = (.2, 3) (.5, 3) (.75, 2.5) (1, 2) (1.5, 1.75);
+  pixelate      (images) box-downsampled to p_s of the side and back up, p = .95 .9 .85 .75 .65;
+  jpeg          (images) JPEG at quality 80 65 58 50 40 (TensorFlow's encoder).
 These are parametric stand-ins for the published corruption suites (which cannot be downloaded here); the severity
-tables follow CIFAR-10-C where it has the family.
+tables follow CIFAR-10-C where it has the family (Hendrycks and Dietterich, "Benchmarking Neural Network Robustness
+to Common Corruptions and Perturbations", 2019). The families from shot_noise on work on intensities scaled to
+[0, 1] and are clipped to them, with CIFAR-10-C's pixel lengths (of 32 x 32 images) unscaled. Random draws are
+seeded by the example's own values, so an example is corrupted alike in every batch and every epoch, as a
+corrupted benchmark holds one corrupted copy of each image.
 
 A scenario whose domains are all plain bases needs no transform, and `DomainTransform.is_identity` lets the task
 skip it, so such runs trace exactly the graphs they traced before domains existed. Domains with time stages
@@ -228,8 +242,8 @@ class DomainTransform:
       selected = tf.reshape(value > 0.0, [-1] + [1] * (x.shape.rank - 1))
       value = tf.reshape(value, [-1] + [1] * (x.shape.rank - 1))
       if family == 'noise':
-        key = tf.cast(tf.reduce_sum(tf.abs(x)) * 1000.0, tf.int64)
-        corrupted = x + value * spread * tf.random.stateless_normal(tf.shape(x), seed=tf.stack([key, 7]))
+        corrupted = x + value * spread * _per_example(x, 7, lambda shape, seed, _: tf.random.stateless_normal(
+            shape, seed, dtype=x.dtype))
       elif family == 'blur':
         corrupted = _gaussian_blur(x, value)
       elif family == 'brightness':
@@ -263,17 +277,17 @@ class DomainTransform:
     """Images [B, H, W, C] under `family` at each example's value [B, 1, 1, 1] (module docstring), clipped to the
     input range as the benchmark clips to [0, 255]."""
     unit, lo, hi = self._unit_range(x)
-    key = tf.cast(tf.reduce_sum(tf.abs(x)) * 1000.0, tf.int64)  # Fresh per batch, reproducible for the same batch.
     if family == 'shot_noise':
       rate = tf.where(value > 0, value, 1.0)
-      unit = tf.random.stateless_poisson(tf.shape(unit), tf.stack([key, 8]), unit * rate, unit.dtype) / rate
+      unit = _per_example(x, 8, lambda shape, seed, lam: tf.random.stateless_poisson(shape, seed, lam, unit.dtype),
+                          unit * rate) / rate
     elif family == 'impulse_noise':
-      draw = tf.random.stateless_uniform(tf.shape(unit), tf.stack([key, 9]))
+      draw = _per_example(x, 9, lambda shape, seed, _: tf.random.stateless_uniform(shape, seed, dtype=unit.dtype))
       unit = tf.where(draw < value / 2, 1.0, tf.where(draw > 1 - value / 2, 0.0, unit))
     elif family in self._kernels:
       unit = _filter_each(unit, tf.gather(self._kernels[family], domain_ids))
     elif family == 'fog':
-      field = _plasma(tf.shape(unit), tf.gather(self._decays, domain_ids), tf.stack([key, 10]), unit.dtype)
+      field = _plasma(x, tf.gather(self._decays, domain_ids))
       top = tf.reduce_max(unit, axis=[1, 2, 3], keepdims=True)
       unit = (unit + value * field) * top / (top + value)
     elif family == 'pixelate':
@@ -411,16 +425,31 @@ def _filter_each(x: tf.Tensor, kernels: tf.Tensor) -> tf.Tensor:
   return tf.transpose(tf.reshape(filtered, [height, width, batch, channels]), [2, 0, 1, 3])
 
 
-def _plasma(shape: tf.Tensor, decays: tf.Tensor, seed: tf.Tensor, dtype) -> tf.Tensor:
-  """A fog field [B, H, W, 1] in [0, 1]: random grids of 2^o + 1 points per side (o = 1, 2, ...) up to the image's
-  size, resized bilinearly and summed with amplitudes decays^-(o - 1) per image (decays [B]; CIFAR-10-C's plasma
-  fractal, whose diamond-square steps divide the noise by the decay per octave), then scaled to [0, 1] per image."""
+def _per_example(x: tf.Tensor, salt: int, draw, parameters: Optional[tf.Tensor] = None,
+                 shape: Optional[tf.Tensor] = None) -> tf.Tensor:
+  """draw(shape, seed, parameter) per example of x [B, ...] (parameters [B, ...] or None; shape: an example's by
+  default), its seed (the example's fingerprint, salt): an example is corrupted alike in every batch and every
+  epoch, as a corrupted benchmark holds one corrupted copy of each image, and its copies stay copies."""
+  keys = tf.bitcast(tf.fingerprint(tf.reshape(x, [tf.shape(x)[0], -1])), tf.int64)
+  shape = tf.shape(x)[1:] if shape is None else shape
+  parameters = tf.zeros(tf.shape(x)[:1], x.dtype) if parameters is None else parameters
+  return tf.map_fn(lambda item: draw(shape, tf.stack([item[0], tf.constant(salt, tf.int64)]), item[1]),
+                   (keys, parameters), fn_output_signature=x.dtype)
+
+
+def _plasma(x: tf.Tensor, decays: tf.Tensor) -> tf.Tensor:
+  """A fog field [B, H, W, 1] in [0, 1] per image of x: random grids of 2^o + 1 points per side (o = 1, 2, ...; per
+  example, `_per_example`) resized bilinearly and summed with amplitudes decays^-(o - 1) per image (decays [B];
+  CIFAR-10-C's plasma fractal, whose diamond-square steps divide the noise by the decay per octave), then scaled to
+  [0, 1] per image."""
+  shape, dtype = tf.shape(x), x.dtype
   height, width = shape[1], shape[2]
   octaves = 6  # 65 points a side: finer than the largest image here (64 x 64).
   field = tf.zeros([shape[0], height, width, 1], dtype)
   for octave in range(1, octaves + 1):
     points = 2 ** octave + 1
-    grid = tf.random.stateless_uniform([shape[0], points, points, 1], seed + octave, -1.0, 1.0, dtype)
+    grid = _per_example(x, 10 + octave, lambda size, seed, _: tf.random.stateless_uniform(size, seed, -1.0, 1.0, dtype),
+                        shape=tf.constant([points, points, 1]))
     amplitude = tf.reshape(tf.pow(decays, -(octave - 1.0)), [-1, 1, 1, 1])
     field += amplitude * tf.image.resize(grid, tf.stack([height, width]), 'bilinear')
   low = tf.reduce_min(field, axis=[1, 2, 3], keepdims=True)

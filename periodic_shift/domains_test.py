@@ -144,6 +144,11 @@ class CorruptionTest(tf.test.TestCase):
     noise = self._corrupt('noise', 5, x) - x
     self.assertBetween(float(noise.std()), 0.10 * 0.97, 0.10 * 1.03)  # 4096 draws: s.e. of the s.d. ~1.1%.
     self.assertAllClose(noise, self._corrupt('noise', 5, x) - x)  # The same batch gets the same noise.
+    images = np.random.default_rng(8).uniform(size=(3, 8, 8, 1)).astype(np.float32)
+    for family in ('noise', 'shot_noise', 'impulse_noise', 'fog'):  # An example alike in any batch.
+      alone = self._corrupt(family, 5, images[:1])
+      self.assertAllClose(self._corrupt(family, 5, images[[2, 0, 1]])[1:2], alone)
+      self.assertNotAllClose(self._corrupt(family, 5, images[1:2]), alone)
 
   def test_blur_and_zoom_match_scipy(self):
     image = np.random.default_rng(5).uniform(size=(1, 16, 16, 1)).astype(np.float32)
