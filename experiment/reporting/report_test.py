@@ -363,6 +363,16 @@ class SettingsTest(absltest.TestCase):
     self.assertEqual(only_oracle.rows[0][0], ('fedem (oracle: test labels)',))
     self.assertIn('oracle: test labels', only_oracle.markdown())
 
+  def test_runs_that_scored_by_the_true_domain_are_marked_oracle(self):
+    # ShiftEx with and without --oracle_test_domains, FedDrift run before the flag existed (it read the domains).
+    configs = [{'algorithm': 'shiftex', 'oracle_test_domains': True}, {'algorithm': 'shiftex',
+                                                                        'oracle_test_domains': False},
+               {'algorithm': 'feddrift', 'oracle_test_labels': False}, {'algorithm': 'vanilla_single'}]
+    table = report_tables.build(self._runs(configs, [{'test_accuracy': 0.5}] * 4))
+    methods = sorted(values[table.keys.index('algorithm')] for values, _, _ in table.rows)
+    self.assertEqual(methods, ['feddrift (oracle: test domains)', 'shiftex', 'shiftex (oracle: test domains)',
+                               'vanilla_single'])
+
   def test_a_flag_the_others_determine_is_left_out(self):
     # A grid sweeps task, method and seed and sets num_domains and rotation_step per task; lr is swept.
     configs = [{'algorithm': a, 'task': t, 'num_domains': {'circle': 30, 'mnist': 12}[t],
