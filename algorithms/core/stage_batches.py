@@ -16,6 +16,11 @@ examples in the order the client's stream gave them (its seeded shuffle), `stage
   Each example enters two pairs (as support and as query); FedEvolve runs psi on the support rows and phi on the
   query rows only (`algorithms.methods.fedevolve.pair_outputs`), so a pass costs each tower about one pass over the
   data.
+- `stage_sweep` (FedEvp, Algorithm 2): one batch per domain m and step, the domains m = 0..S-1 in turn inside each
+  local iteration (Algorithm 2's loop over m): the next b examples of stage m, the step's own, after a support of
+  every earlier stage j < m (its full batches of b in turn, cycling, as `stage_pairs`' supports) from which the
+  step's prototypes c^{m-1} are built. Every example of every stage is the step's own exactly once per pass; a
+  step of stage m also runs the network forward on m supports.
 - `stage_strata` (FedEvp's option, one sweep of Algorithm 2's loop over m per step): each batch holds the next b
   examples of every stage; a stage that has run out contributes nothing. Every example appears exactly once per
   pass, in S b / B times fewer steps than batches of B.
@@ -45,22 +50,46 @@ def _chunks(indices: tf.Tensor, size: int, first: tf.Tensor) -> tf.Tensor:
   return tf.gather(padded, tf.minimum(positions, tf.size(indices, out_type=tf.int64)))
 
 
+def _support_chunks(support: tf.Tensor, size: int, step: tf.Tensor) -> tf.Tensor:
+  """[steps, size] positions of a stage's support at each step: its full batches of `size` in turn, cycling, or
+  the whole stage when none is full (no example: -1 throughout)."""
+  count = tf.size(support, out_type=tf.int64)
+  full = count // size
+  return _chunks(support[:tf.where(full > 0, full * size, count)], size, (step % tf.maximum(full, 1)) * size)
+
+
+def _in_iteration_order(rows: list, keys: list) -> tf.Tensor:
+  """The rows of every stage's steps, ordered by local iteration, then stage (`keys`: step * S + stage)."""
+  order = tf.argsort(tf.concat(keys, 0), stable=True)
+  return tf.gather(tf.concat(rows, 0), order)
+
+
 def _pair_rows(stages: tf.Tensor, num_stages: int, size: int) -> tf.Tensor:
   """Rows of stream positions, [steps, 2 size], of `stage_pairs`' batches in order (-1: no example)."""
   rows, keys = [], []
   for m in range(num_stages - 1):
     support = tf.where(tf.equal(stages, m))[:, 0]
     queries = tf.where(tf.equal(stages, m + 1))[:, 0]
-    num_support, num_queries = tf.size(support, out_type=tf.int64), tf.size(queries, out_type=tf.int64)
-    steps = tf.where(num_support > 0, (num_queries + size - 1) // size, 0)
+    num_queries = tf.size(queries, out_type=tf.int64)
+    steps = tf.where(tf.size(support) > 0, (num_queries + size - 1) // size, 0)
     step = tf.range(steps)
-    full = num_support // size  # Supports cycle over the full batches, or are the whole stage when none is full.
-    support_rows = _chunks(support[:tf.where(full > 0, full * size, num_support)], size,
-                           (step % tf.maximum(full, 1)) * size)
-    rows.append(tf.concat([support_rows, _chunks(queries, size, step * size)], axis=1))
+    rows.append(tf.concat([_support_chunks(support, size, step), _chunks(queries, size, step * size)], axis=1))
     keys.append(step * num_stages + m)  # Algorithm 1's order: every pair once per local iteration.
-  order = tf.argsort(tf.concat(keys, 0), stable=True)
-  return tf.gather(tf.concat(rows, 0), order)
+  return _in_iteration_order(rows, keys)
+
+
+def _sweep_rows(stages: tf.Tensor, num_stages: int, size: int) -> tf.Tensor:
+  """Rows of stream positions, [steps, S size], of `stage_sweep`'s batches in order (-1: no example)."""
+  members = [tf.where(tf.equal(stages, m))[:, 0] for m in range(num_stages)]
+  rows, keys = [], []
+  for m in range(num_stages):
+    step = tf.range((tf.size(members[m], out_type=tf.int64) + size - 1) // size)
+    supports = [_support_chunks(members[j], size, step) for j in range(m)]
+    own = _chunks(members[m], size, step * size)
+    padding = -tf.ones([tf.size(step), (num_stages - 1 - m) * size], tf.int64)
+    rows.append(tf.concat(supports + [own, padding], axis=1))
+    keys.append(step * num_stages + m)  # Algorithm 2's order: every domain once per local iteration.
+  return _in_iteration_order(rows, keys)
 
 
 def _strata_rows(stages: tf.Tensor, num_stages: int, size: int) -> tf.Tensor:
@@ -92,15 +121,21 @@ def stage_pairs(batches: tf.data.Dataset, num_stages: int, stage_batch_size: int
   return _regrouped(batches, lambda stages: _pair_rows(stages, num_stages, stage_batch_size))
 
 
+def stage_sweep(batches: tf.data.Dataset, num_stages: int, stage_batch_size: int) -> tf.data.Dataset:
+  """Batches of the next b examples of stage m after a support of every earlier stage, m = 0..S-1 in turn (module
+  docstring); ends when every stage has run out."""
+  return _regrouped(batches, lambda stages: _sweep_rows(stages, num_stages, stage_batch_size))
+
+
 def stage_strata(batches: tf.data.Dataset, num_stages: int, stage_batch_size: int) -> tf.data.Dataset:
   """Batches of the next b examples of every stage (module docstring); ends when every stage has run out."""
   return _regrouped(batches, lambda stages: _strata_rows(stages, num_stages, stage_batch_size))
 
 
 def regrouped(layout: str, num_stages: int, stage_batch_size: int):
-  """The batches function of a layout: `packed` (the client's batches as they are), `stage_pairs` or
-  `stage_strata`."""
+  """The batches function of a layout: `packed` (the client's batches as they are), `stage_pairs`, `stage_sweep`
+  or `stage_strata`."""
   if layout == 'packed':
     return None
-  return functools.partial({'stage_pairs': stage_pairs, 'stage_strata': stage_strata}[layout],
-                           num_stages=num_stages, stage_batch_size=stage_batch_size)
+  layouts = {'stage_pairs': stage_pairs, 'stage_sweep': stage_sweep, 'stage_strata': stage_strata}
+  return functools.partial(layouts[layout], num_stages=num_stages, stage_batch_size=stage_batch_size)

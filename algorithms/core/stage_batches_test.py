@@ -57,6 +57,26 @@ class StageBatchesTest(tf.test.TestCase):
       m = batch_stages[0]
       self.assertEqual(batch_stages.count(m), min(b, STAGE_SIZES[m]))
 
+  def test_sweep_is_algorithm_2s_step_per_domain_after_its_supports(self):
+    dataset, stages = _stream(seed=2)
+    order = [list(np.flatnonzero(stages == s)) for s in range(len(STAGE_SIZES))]
+    b = 4
+    chunks = lambda s: [order[s][i:i + b] for i in range(0, len(order[s]), b)]
+    expected = []
+    for k in range(max(len(chunks(m)) for m in range(len(STAGE_SIZES)))):  # Local iteration k: m = 0..S-1.
+      for m in range(len(STAGE_SIZES)):
+        if k < len(chunks(m)):
+          ids = []
+          for j in range(m):  # Stage j's full batches in turn, or all of it when it has none.
+            full = [chunk for chunk in chunks(j) if len(chunk) == b] or chunks(j)[:1]
+            ids += full[k % len(full)]
+          ids += chunks(m)[k]
+          expected.append((ids, [int(stages[i]) for i in ids]))
+    self.assertEqual(_batches(stage_batches.stage_sweep(dataset, len(STAGE_SIZES), b)), expected)
+    self.assertEqual(_batches(stage_batches.stage_sweep(dataset, len(STAGE_SIZES) + 1, b)), expected)
+    own = [i for ids, batch_stages in expected for i, s in zip(ids, batch_stages) if s == max(batch_stages)]
+    self.assertCountEqual(own, range(sum(STAGE_SIZES)))  # Every example is a step's own once a pass.
+
   def test_strata_hold_the_next_examples_of_every_stage_once(self):
     dataset, stages = _stream(seed=1)
     order = [list(np.flatnonzero(stages == s)) for s in range(len(STAGE_SIZES))]
@@ -72,7 +92,7 @@ class StageBatchesTest(tf.test.TestCase):
   def test_an_empty_stream_gives_no_batches(self):
     dataset, _ = _stream()
     empty = dataset.unbatch().take(0).batch(7)
-    for layout in (stage_batches.stage_pairs, stage_batches.stage_strata):
+    for layout in (stage_batches.stage_pairs, stage_batches.stage_sweep, stage_batches.stage_strata):
       self.assertEqual(_batches(layout(empty, len(STAGE_SIZES), 4)), [])
 
   def test_packed_leaves_the_batches(self):
@@ -121,6 +141,23 @@ class FedEvpBalanceTest(tf.test.TestCase):
     summed = fedevp.training_objective(num_stages, NUM_CLASSES, fedevp.Config(stage_reduction='sum'))
     ce = np.mean(-np.log(np.exp(logits[np.arange(stages.size), labels]) / np.exp(logits).sum(axis=1)))
     self.assertAllClose(summed(outputs, batch).loss - ce, num_stages * (reference - ce), rtol=1e-5)
+
+
+  def test_a_swept_step_is_its_domains_objective_against_the_earlier_domains_prototypes(self):
+    rng = np.random.default_rng(5)
+    stages = np.repeat(np.arange(4), [6, 9, 5, 8]).astype(np.int32)  # Supports of stages 0-2, stage 3's own rows.
+    labels = rng.integers(0, NUM_CLASSES, stages.size).astype(np.int32)
+    features = rng.normal(size=(stages.size, DIM)).astype(np.float32)
+    logits = rng.normal(size=(stages.size, NUM_CLASSES)).astype(np.float32)
+    outputs = {multi_branch.FEATURES: features, multi_branch.LOGITS: logits[:, np.newaxis]}
+    batch = collections.OrderedDict(x=features, y=labels, stage=stages)
+    result = fedevp.training_objective(5, NUM_CLASSES, fedevp.Config(), swept=True)(outputs, batch)
+    # Algorithm 2's objective of the batch by loops is the mean over its stages of CE^m + A^m, and with stage 3's
+    # rows alone the CE^3 of that; the swept step's loss is stage 3's term: M times the whole minus the rest.
+    whole = _algorithm_2_objective(features, logits, labels, stages)
+    rest = _algorithm_2_objective(features[stages < 3], logits[stages < 3], labels[stages < 3], stages[stages < 3])
+    self.assertAllClose(result.loss, 4 * whole - 3 * rest, rtol=1e-5)
+    self.assertEqual(int(result.num_examples), 8)  # The metrics count the step's own rows only.
 
 
 class FedEvolvePairForwardTest(tf.test.TestCase):

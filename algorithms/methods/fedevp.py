@@ -10,32 +10,35 @@ each with a batch B^m of domain m:
   A^m = -(1 / |Q^m|) sum_{(x, y) in Q^m} log softmax_{y'}(-d(f(x), c^{m-1}_{y'}))_y,  m >= 2     (Eq. 7 [R])
   CE^m = (1 / |B^m|) sum_{(x, y) in B^m} CE(w(f(x)), y)                                         (Eq. 8)
 
-and steps on CE^m and A^m at every domain: cross-entropy and alignment weigh 1:1 per domain. Here a step takes a
-batch holding examples of every stage (the client's shuffled batch, or `stage_strata`'s `stage_batch_size` of
-each stage), builds the prototypes from the batch's class means inside the graph and descends the sweep's objective
-divided by the M stages in the batch:
+and steps on CE^m and A^m at every domain: cross-entropy and alignment weigh 1:1 per domain. Here (`batching`
+`stage_sweep`, the default) each local iteration takes a step per domain m in turn, on a batch of the next
+`stage_batch_size` examples of domain m after a support of every earlier domain (`algorithms.core.stage_batches`):
+the prototypes c^{m-1} are the running mean of the support's class means, built inside the graph with the step's
+parameters (the sweep's earlier steps' parameters in Algorithm 2, one step older), and the step descends CE^m + A^m
+on domain m's examples alone. The other layouts take a batch holding examples of every stage (the client's shuffled
+batch, or `stage_strata`'s `stage_batch_size` of each stage) and descend the sweep's objective divided by the M
+stages in the batch:
 
   L = (1 / |B|) sum_{(x, y) in B} CE(w(f(x)), y) + (1 / M) sum_{m >= 2} A^m                   (`stage_reduction` mean)
 
 the mean of Algorithm 2's per-domain objectives CE^m + A^m when every stage fills an equal share of the batch: the
-same balance, with the prototypes of a batch instead of those carried from the sweep's earlier steps.
+same balance in M times fewer steps.
 
 The server averages f and w. After training, each client personalizes the head and the last layer of f for one
 epoch on its own data (Section 4.2), `target_accuracy` (the paper's client accuracy); `target_server_accuracy` and
 the centralized test sets use the global model (server accuracy). Prediction: argmax_y w(f(x))_y.
 
 Choices (flags `--fedevp_<field>`):
-- `batching`: `packed` (default: the client's shuffled batches as they come; a batch of 128 over 12 stages holds
-  about one example of a class and stage, but c^{m-1} averages the class means of m stages, so its support grows
-  with m) or `stage_strata` (`stage_batch_size` examples of every stage per batch: a batch of M b examples, so M b
-  / B times fewer steps than `packed` batches of B). Measured on evolving_methods_test's task (synthetic, 4 sources,
-  32 planes turned 20 degrees a domain, 20 rounds, seed 0; target accuracy): packed 0.823, stage_strata with b = 16
-  (the packed step count) 0.814, with b = 64 (4 times fewer steps) 0.701: at equal steps the stratified support
-  changes nothing there, and the step count decides.
-- `stage_batch_size` (64): examples per stage in a batch (`stage_strata`).
-- `stage_reduction`: `mean` (default, Algorithm 2's 1:1 balance, above) or `sum` (the alignment summed over the
-  stages: M - 1 times the cross-entropy's weight; on Circle's 29 sources the global model then did not fit its
-  training data, train accuracy 0.58).
+- `batching`: `stage_sweep` (default: Algorithm 2's step per domain, above), `packed` (the client's shuffled batches
+  as they come; a batch of 128 over 12 stages holds about one example of a class and stage, but c^{m-1} averages
+  the class means of m stages, so its support grows with m) or `stage_strata` (`stage_batch_size` examples of every
+  stage per batch: a batch of M b examples, so M b / B times fewer steps than `packed` batches of B). The step count
+  decides how fast the paper's CNN trains under parameter averaging (docs/results/fedevolve.md, "At each method's
+  defaults"): a client of 6 domains of 30 digits takes 6 steps a round swept, 2 packed in batches of 128.
+- `stage_batch_size` (64): examples per stage in a batch (`stage_sweep`, `stage_strata`).
+- `stage_reduction`: `mean` (default, Algorithm 2's 1:1 balance, above; `stage_sweep` steps on one domain, where
+  the two readings agree) or `sum` (the alignment summed over the stages: M - 1 times the cross-entropy's weight; on
+  Circle's 29 sources the global model then did not fit its training data, train accuracy 0.58).
 - `prototypes`: `running_mean` (default; Eq. 6's 1/m weights, "averaging over all previous domains"), over the
   stages where the class is present, or `moving_average` with `momentum`.
 - `first_stage`: `included` (default: domain 1's class means enter c, the sensible reading) or `skipped`
@@ -84,7 +87,7 @@ DEFAULTS = method.Defaults(
 FIRST_STAGE = ('included', 'skipped')
 PROTOTYPE_GRADIENTS = ('detached', 'through')
 AGGREGATIONS = ('examples', 'uniform')
-BATCHINGS = ('packed', 'stage_strata')
+BATCHINGS = ('stage_sweep', 'packed', 'stage_strata')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,9 +103,10 @@ class Config:
   aggregation: str = method.setting('examples', 'FedEvp: server average weighted by examples or uniform.')
   stage_reduction: str = method.setting('mean', 'FedEvp: Eq. 7 averaged over the stages of a batch (mean, Algorithm '
                                         '2\'s balance with the cross-entropy) or summed (sum).')
-  batching: str = method.setting('packed', 'FedEvp: the client\'s mixed batches (packed) or batches with '
-                                 'stage_batch_size examples of every stage (stage_strata).')
-  stage_batch_size: int = method.setting(64, 'FedEvp: examples of each stage in a batch (stage_strata).')
+  batching: str = method.setting('stage_sweep', 'FedEvp: a step per domain in turn with the earlier domains as its '
+                                 'prototypes\' support (stage_sweep, Algorithm 2), the client\'s mixed batches '
+                                 '(packed) or batches with stage_batch_size examples of every stage (stage_strata).')
+  stage_batch_size: int = method.setting(64, 'FedEvp: examples of each stage in a batch (stage_sweep, stage_strata).')
   alignment_weight: float = method.setting(1.0, 'FedEvp: weight of the alignment (Eq. 7) against the '
                                            'cross-entropy; the paper names none (1); 0 trains the tower and head on '
                                            'the cross-entropy alone.')
@@ -124,24 +128,28 @@ class Config:
                        f'{self.personalization_learning_rate:g}, {self.alignment_weight:g}.')
 
 
-def training_objective(num_stages: int, num_classes: int, config: Config):
+def training_objective(num_stages: int, num_classes: int, config: Config, swept: bool = False):
   """L = CE + the alignment (Eq. 6-8 [R]; divided by the stages in the batch with `stage_reduction` mean) on the
   tower-head network's outputs; the metrics are the classifier's. Batches without stages (scenarios without time
-  stages) have no alignment: plain cross-entropy."""
+  stages) have no alignment: plain cross-entropy. `swept`: `stage_sweep`'s batches, whose last stage is the step's
+  own and whose earlier stages only support its prototypes: CE^m + A^m of that stage m (Algorithm 2's step)."""
 
   def objective(outputs, batch):
-    result = objectives.averaged_branches(outputs, batch)
     if 'stage' not in batch:
-      return result
+      return objectives.averaged_branches(outputs, batch)
     features = outputs[multi_branch.FEATURES]
     means, counts = prototypes.stage_class_means(features, batch['y'], batch['stage'], num_stages, num_classes)
     evolving, has_prototype = prototypes.evolving_prototypes(means, counts, config.prototypes, config.momentum,
                                                              include_first_stage=config.first_stage == 'included')
     if config.prototype_gradient == 'detached':
       evolving = tf.stop_gradient(evolving)
-    alignment = prototypes.prototype_nll(features, batch['y'], batch['stage'], evolving, has_prototype,
-                                         config.distance).loss
-    if config.stage_reduction == 'mean':
+    if swept:
+      own = tf.equal(batch['stage'], tf.reduce_max(batch['stage']))
+      outputs, batch = (tf.nest.map_structure(lambda t: tf.boolean_mask(t, own), x) for x in (outputs, batch))
+    result = objectives.averaged_branches(outputs, batch)
+    alignment = prototypes.prototype_nll(outputs[multi_branch.FEATURES], batch['y'], batch['stage'], evolving,
+                                         has_prototype, config.distance).loss
+    if config.stage_reduction == 'mean' and not swept:
       alignment /= tf.maximum(tf.reduce_sum(tf.cast(tf.reduce_sum(counts, axis=1) > 0, tf.float32)), 1.0)
     return result._replace(loss=result.loss + config.alignment_weight * alignment)
 
@@ -154,7 +162,8 @@ def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparame
   model_fn = lambda: representation.tower_head_model(network)
   client_work = client_training.objective_client_work(
       model_fn, task.batch_fn, tff.learning.optimizers.build_sgdm(hparams.client_learning_rate), element_spec,
-      training_objective(task.num_stages, task.num_classes, config), uniform_weights=config.aggregation == 'uniform',
+      training_objective(task.num_stages, task.num_classes, config, swept=config.batching == 'stage_sweep'),
+      uniform_weights=config.aggregation == 'uniform',
       regroup=stage_batches.regrouped(config.batching, task.num_stages, config.stage_batch_size))
   return model_fn, learning_process.compose(model_fn, client_work, hparams.server_step)
 
