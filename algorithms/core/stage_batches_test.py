@@ -67,8 +67,10 @@ class StageBatchesTest(tf.test.TestCase):
       for m in range(len(STAGE_SIZES)):
         if k < len(chunks(m)):
           ids = []
-          for j in range(m):  # Stage j's full batches in turn, or all of it when it has none.
-            full = [chunk for chunk in chunks(j) if len(chunk) == b] or chunks(j)[:1]
+          share = -(-b // m) if m else b  # Each of the m supports: ceil(b / m) examples.
+          for j in range(m):  # Stage j's full batches of that size in turn, or all of it when it has none.
+            pieces = [order[j][i:i + share] for i in range(0, len(order[j]), share)]
+            full = [piece for piece in pieces if len(piece) == share] or pieces[:1]
             ids += full[k % len(full)]
           ids += chunks(m)[k]
           expected.append((ids, [int(stages[i]) for i in ids]))
