@@ -118,7 +118,10 @@ def _one_batch(batches: tf.data.Dataset) -> dict:
 
 
 def _regrouped(batches: tf.data.Dataset, rows_fn) -> tf.data.Dataset:
-  """A batch per row of `rows_fn(stages)` (stream positions, -1 for none), gathered from the stream."""
+  """A batch per row of `rows_fn(stages)` (stream positions, -1 for none), gathered from the stream; batches without
+  time stages (a scenario without them) as they are."""
+  if 'stage' not in batches.element_spec:
+    return batches
   stream = _one_batch(batches)
   rows = rows_fn(tf.cast(stream['stage'], tf.int32))
   positions = tf.ragged.boolean_mask(rows, rows >= 0)  # [steps, (examples)]

@@ -97,6 +97,12 @@ class StageBatchesTest(tf.test.TestCase):
     for layout in (stage_batches.stage_pairs, stage_batches.stage_sweep, stage_batches.stage_strata):
       self.assertEqual(_batches(layout(empty, len(STAGE_SIZES), 4)), [])
 
+  def test_batches_without_stages_stay_as_they_are(self):
+    dataset, _ = _stream()
+    plain = dataset.map(lambda batch: {key: value for key, value in batch.items() if key != 'stage'})
+    for layout in (stage_batches.stage_pairs, stage_batches.stage_sweep, stage_batches.stage_strata):
+      self.assertIs(layout(plain, len(STAGE_SIZES), 4), plain)
+
   def test_packed_leaves_the_batches(self):
     self.assertIsNone(stage_batches.regrouped('packed', 4, 8))
 
