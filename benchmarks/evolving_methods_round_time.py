@@ -3,8 +3,9 @@
 Workloads: the synthetic task and Circle under `evolving_domains` (synthetic: 5 domains rotated 20 degrees apart,
 each client holding its 4 sources; Circle: the paper's 30 domains, 29 sources), the same sampled clients and
 batches for every method, all as TFF learning processes. FedAvg is the task's single-branch network (on both
-tasks the same layers as FedEvp's tower and head); FedEvolve trains two towers and no head; each with its default
-batches by stage (`stage_pairs`, `stage_strata`) and with the client's mixed batches (`packed`); FedRep (default 10
+tasks the same layers as FedEvp's tower and head); FedEvolve trains two towers and no head; each with every
+layout of its batches: by stage (FedEvolve's `stage_pairs`, FedEvp's `stage_sweep` and `stage_strata`) and the
+client's mixed batches (`packed`); FedRep (default 10
 head epochs and one representation epoch) every client at its first round (the same computation as later rounds).
 
     bazel run //benchmarks:evolving_methods_round_time -- --rounds=10
