@@ -61,6 +61,10 @@ ModelFn = Callable[[int], tf.keras.Model]
 
 _SHUFFLE_BUFFER = 1000
 _TEST_SHUFFLE_BUFFER = 10_000
+# At most this much memory for a run's transformed test sets kept between evaluations (`Task.test_datasets`): the
+# paper tasks' day and night test sets fit (EMNIST's 77,483 images and CIFAR's 2 x 10,000, about 245 MB each), a
+# shared workstation keeps the rest.
+TEST_SET_MEMORY = 512 << 20
 
 # A client dataset's order: (the run's seed, a seed of the round and the client), see `utils.seeded_shuffle`.
 ShuffleSeed = seeded_shuffle.SeedPair
@@ -296,10 +300,26 @@ class Task:
       return None
     return model_batches(_with_mode(self.novelty_data, 0).batch(batch_size), self.batch_fn)
 
-  def test_dataset(self, mode: Optional[int], batch_size: int) -> tf.data.Dataset:
-    """Test batches `OrderedDict(x, y, mode)` of one domain (its base's test data, transformed)."""
-    dataset = _with_mode(self.test_data[self.domain_list[mode].base], mode).batch(batch_size)
-    return model_batches(dataset, self.batch_fn).prefetch(tf.data.AUTOTUNE)
+  def test_dataset(self, mode: Optional[int], batch_size: int, keep: bool = False) -> tf.data.Dataset:
+    """Test batches `OrderedDict(x, y, mode)` of one domain (its base's test data, transformed); `keep`: computed
+    at the first pass and kept in memory for the next ones."""
+    dataset = model_batches(_with_mode(self.test_data[self.domain_list[mode].base], mode).batch(batch_size),
+                            self.batch_fn)
+    return (dataset.cache() if keep else dataset).prefetch(tf.data.AUTOTUNE)
+
+  def test_datasets(self, batch_size: int) -> dict[str, tf.data.Dataset]:
+    """Every domain's test batches by name. A transformed domain's batches are kept after their first pass when the
+    transformed test sets fit `TEST_SET_MEMORY` together: a transform is a function of the example alone
+    (`periodic_shift.domains`: even a random corruption draws from the example's fingerprint), so every evaluation
+    would compute the same batches again."""
+    keep = isinstance(self.batch_fn, DomainBatchFn) and self.transformed_test_bytes() <= TEST_SET_MEMORY
+    return {name: self.test_dataset(mode, batch_size, keep) for mode, name in enumerate(self.domain_names)}
+
+  def transformed_test_bytes(self) -> int:
+    """The memory every domain's test inputs take as float32 model batches."""
+    with tf.Graph().as_default():
+      example_size = int(np.prod(self.model_fn(1).input_shape[1:]))
+    return sum(4 * example_size * self.test_sizes[domain.base] for domain in self.domain_list)
 
   def mixed_test_dataset(self, share: float, batch_size: int, seed: int) -> tf.data.Dataset:
     """Test batches of both domains of a two-domain task: each holds round(share B) examples of domain 0 and the

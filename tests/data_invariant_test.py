@@ -86,10 +86,10 @@ class _Recorder:
         recorder.held_out.append((plan, dataset))
       return dataset
 
-    def spy_test_dataset(self, mode, batch_size):
+    def spy_test_dataset(self, mode, batch_size, keep=False):
       base = self.domain_list[mode].base
       recorder.test_sets[base] = self.test_data[base]
-      return test_dataset(self, mode, batch_size)
+      return test_dataset(self, mode, batch_size, keep)
 
     def spy_build(*args, **kwargs):
       recorder.scenario = build(*args, **kwargs)

@@ -612,7 +612,7 @@ def _evaluator(resolved: Resolved, task, scenario) -> evaluation.Evaluator:
   """The test sets of every domain, the scenario's held-out clients and the mixed-mode batches."""
   evaluation_config, training = resolved.config.evaluation, resolved.training
   batch = evaluation_config.eval_batch_size
-  test_datasets = {name: task.test_dataset(mode, batch) for mode, name in enumerate(task.domain_names)}
+  test_datasets = task.test_datasets(batch)
   held_out = {name: _held_out_data(task, clients, training.client_batch_size, batch, training.seed)
               for name, clients in scenario.evaluation_plans().items()}
   mixed = {evaluation.mixed_name(share): task.mixed_test_dataset(share, batch, training.seed)
