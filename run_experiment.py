@@ -9,12 +9,14 @@ setting several scenarios share is one flag) and each method's (`algorithms.core
 docs/flags.md lists them all. The run, its outputs and resuming are `experiment.core.assembly.run`'s; a bad value or
 an unusable run directory ends the run with one line on stderr and exit status 2 before any data is loaded or model
 built, a round with non-finite values with status 3, a lost worker with 4. Tests parse flags into their own
-`flags.FlagValues` (`define_flags`, `experiment_config`, `run`).
+`flags.FlagValues` (`define_flags`, `experiment_config`, `run`); `run_arguments` runs one in the caller's
+process (`run_series.py`, the grid runner's jobs).
 """
 
 import dataclasses
 import os
 import sys
+from typing import Sequence
 
 # TensorFlow's C++ INFO and WARNING logs (here and in TFF's worker process, which inherits the environment) drown
 # the progress lines; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
@@ -101,6 +103,23 @@ def run(flag_values: flags.FlagValues) -> None:
   _fail(message, status)  # Outside the handler: the error's traceback (and the TFF objects it holds) is freed.
 
 
+def run_arguments(args: Sequence[str]) -> int:
+  """The run `args` (the binary's flags) describe, in this process, with flags of its own (absl's FLAGS untouched):
+  its exit status as the binary's (0; 2 for a bad flag or value; 3, 4; 128 + signal when SIGTERM or SIGHUP stopped
+  it). Its one-line error goes to stderr, as the binary's."""
+  flag_values = flags.FlagValues()
+  define_flags(flag_values)
+  try:
+    try:
+      flag_values(['run_experiment', *args])
+    except flags.Error as error:
+      _fail(_first_line(error))
+    run(flag_values)
+    return 0
+  except SystemExit as exit_:
+    return exit_.code if isinstance(exit_.code, int) else 1
+
+
 @execution_context.exits_with_signal_status
 def main(argv):
   if len(argv) > 1:
@@ -119,7 +138,11 @@ def parse_flags(argv: list[str]) -> list[str]:
   try:
     return flags.FLAGS(argv)
   except flags.Error as error:
-    _fail(str(error).splitlines()[0] if str(error) else type(error).__name__)
+    _fail(_first_line(error))
+
+
+def _first_line(error: flags.Error) -> str:
+  return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 if __name__ == '__main__':

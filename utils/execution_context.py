@@ -232,6 +232,11 @@ def _exit_on_signal(signum, frame):
   raise SystemExit(128 + signum)  # Runs `finally` blocks and the exit handler; the status names the signal.
 
 
+def signalled() -> bool:
+  """Whether SIGTERM or SIGHUP arrived (after `install()`)."""
+  return _received_signal is not None
+
+
 def exit_if_signalled() -> None:
   """Raises `SystemExit(128 + signum)` if SIGTERM or SIGHUP arrived, also when its handler's exit was swallowed."""
   if _received_signal is not None:

@@ -1,4 +1,9 @@
-"""Runs a grid's runs (`experiment.core.grid`) as separate `run_experiment` processes, N at a time, resumably.
+"""Runs a grid's runs (`experiment.core.grid`) N at a time, resumably, on N long-lived `run_series.py` processes.
+
+Each of the N jobs runs its runs one after another in one process (`run_series.py`: one run per line of its
+stdin, `run_experiment`'s run in process), so a grid pays for starting Python, TensorFlow, TFF and TFF's worker once
+per job rather than once per run. A run that ends unexpectedly (a lost worker, an exception, a crash) ends its
+process too; the job's next run starts in a fresh one. A process's own output is in `<root>/.matrix/job-<i>.log`.
 
 Each run writes to `<root>/<run name>/` as `run_experiment` does by itself, so a rerun of the matrix
 - skips finished runs (those with a `summary.json`),
@@ -12,9 +17,10 @@ and headline metric (`headline`), and a progress line says how many are done, ru
 time left estimated from the runs finished in this invocation (never less than a minute while runs are going); the
 last line gives the matrix's elapsed time.
 
-Stopping: SIGINT, SIGTERM or SIGHUP stop the running runs with SIGTERM (each checkpoints what it has and exits) and
-end the matrix; each child also gets SIGTERM from the kernel if the matrix process dies without cleanup (SIGKILL),
-so no orphan keeps writing to a directory a rerun resumes. One matrix at a time per root (a lock file).
+Stopping: SIGINT, SIGTERM or SIGHUP stop the jobs' processes with SIGTERM (each running run checkpoints what it has
+and its process exits) and end the matrix; each process also gets SIGTERM from the kernel if the matrix process dies
+without cleanup (SIGKILL), so no orphan keeps writing to a directory a rerun resumes, and a killed job loses only
+the run it was running. One matrix at a time per root (a lock file).
 """
 
 import ctypes
@@ -22,6 +28,7 @@ import dataclasses
 import fcntl
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -120,13 +127,75 @@ def _lock(root: str):
   return handle
 
 
+class _Job:
+  """One of the matrix's N jobs: a `run_series.py` process (started when a run needs one, again after it ended)
+  and the run it is running."""
+
+  def __init__(self, command: Sequence[str], log_path: str, env: Optional[dict]):
+    self._command, self._log_path, self._env = list(command), log_path, env
+    self.process: Optional[subprocess.Popen] = None
+    self.run: Optional[grid_lib.Run] = None
+    self.run_log = ''
+    self.started = 0.0
+    self._received = b''
+
+  def start(self, run: grid_lib.Run, root: str) -> None:
+    """Sends `run` to this job's process, starting one if it has none running."""
+    if self.process is None or self.process.poll() is not None:
+      with open(self._log_path, 'a') as log:  # The process's own output, outside its runs' logs.
+        self.process = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                        env=self._env, preexec_fn=_die_with_parent)
+      self._received = b''
+    self.run, self.started = run, time.monotonic()
+    self.run_log = os.path.join(root, LOG_DIR, f'{run.name}.log')
+    arguments = run.arguments() + [f'--root_output_dir={root}', f'--experiment_name={run.name}']
+    try:
+      self.process.stdin.write((json.dumps({'arguments': arguments, 'log': self.run_log}) + '\n').encode())
+      self.process.stdin.flush()
+    except BrokenPipeError:  # The process ended as the run was sent; `ended_status` reports its exit status.
+      pass
+
+  def ended_status(self) -> Optional[int]:
+    """The status of the job's run if it has ended (its status line, else its process's exit status), else None.
+    Call when the process's stdout is readable."""
+    chunk = os.read(self.process.stdout.fileno(), 4096)
+    self._received += chunk
+    if b'\n' in self._received:
+      line, self._received = self._received.split(b'\n', 1)
+      reply = json.loads(line)
+      if reply['exits']:  # Gone before the next run is sent.
+        self.process.wait()
+      return int(reply['status'])
+    if chunk:
+      return None
+    return self.process.wait()  # End of output with no status line: the process died during the run.
+
+  def stop(self) -> None:
+    if self.process is not None and self.process.poll() is None:
+      self.process.send_signal(signal.SIGTERM)
+
+  def wait(self) -> None:
+    if self.process is None:
+      return
+    try:
+      self.process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+      self.process.kill()
+      self.process.wait()
+    for stream in (self.process.stdin, self.process.stdout):
+      try:
+        stream.close()
+      except BrokenPipeError:
+        pass
+
+
 def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequence[str],
                print_line: Callable[[str], None] = print, env: Optional[dict] = None,
                poll_seconds: float = 0.2, on_start: Callable[[], None] = lambda: None) -> list[Outcome]:
-  """Runs every unfinished run of `runs` as `command + run.arguments() + [--root_output_dir, --experiment_name]`,
-  `jobs` at a time; returns the outcomes of the runs started. `on_start` runs once the root is this matrix's (its
-  lock held). Raises `MatrixError` when the root is locked; on a stop signal, stops the running runs and exits with
-  status 128 + signal (`SystemExit`)."""
+  """Runs every unfinished run of `runs` on `jobs` processes of `command` (a `run_series.py`: one run per line of
+  its stdin), each run with its `run.arguments() + [--root_output_dir, --experiment_name]`; returns the outcomes of
+  the runs started. `on_start` runs once the root is this matrix's (its lock held). Raises `MatrixError` when the
+  root is locked; on a stop signal, stops the running runs and exits with status 128 + signal (`SystemExit`)."""
   try:
     lock = _lock(root)
   except OSError as error:
@@ -136,69 +205,70 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
   pending = [run for run in runs if not is_finished(root, run.name)]
   total = len(runs)
   print_line(f'matrix: {total} runs in {root}, {skipped} already finished, {len(pending)} to run, {jobs} at a time')
-  running: dict[str, tuple[subprocess.Popen, float, object]] = {}
+  workers = [_Job(command, os.path.join(root, LOG_DIR, f'job-{index}.log'), env) for index in range(jobs)]
   outcomes: list[Outcome] = []
   handlers = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+  def busy() -> list[_Job]:
+    return [job for job in workers if job.run is not None]
 
   def progress() -> str:
     done = skipped + sum(o.status == 'finished' for o in outcomes)
     failed = sum(o.status in ('failed', 'refused') for o in outcomes)
     finished = [o.seconds for o in outcomes if o.status == 'finished']
-    left = len(pending) + len(running)
+    left = len(pending) + len(busy())
     estimate = ''
     if finished and left:  # Not below a minute while a run is going: it is a rough mean, not a countdown.
       estimate = f', ~{_duration(max(60.0, sum(finished) / len(finished) * left / jobs))} left'
-    return f'matrix: {done}/{total} done, {len(running)} running, {len(pending)} waiting, {failed} failed{estimate}'
+    return (f'matrix: {done}/{total} done, {len(busy())} running, {len(pending)} waiting, {failed} failed'
+            f'{estimate}')
+
+  def record(job: _Job, status: int) -> None:
+    name, seconds = job.run.name, time.monotonic() - job.started
+    job.run = None
+    if status == 0:
+      outcomes.append(Outcome(name, 'finished', seconds))
+      metric = headline(root, name)
+      print_line(f'matrix: {name} finished in {_duration(seconds)}' + (f', {metric}' if metric else ''))
+    else:
+      kind = 'refused' if status == REFUSED_STATUS else 'failed'
+      outcomes.append(Outcome(name, kind, seconds, error_line(job.run_log)))
+      print_line(f'matrix: {name} {kind} (exit status {status}): {outcomes[-1].message}')
 
   matrix_started = time.monotonic()
   try:
     ended = False
-    while pending or running:
-      while pending and len(running) < jobs:
-        run = pending.pop(0)
-        log = open(os.path.join(root, LOG_DIR, f'{run.name}.log'), 'w')
-        arguments = run.arguments() + [f'--root_output_dir={root}', f'--experiment_name={run.name}']
-        process = subprocess.Popen(list(command) + arguments, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                   preexec_fn=_die_with_parent)
-        running[run.name] = (process, time.monotonic(), log)
-      if ended:  # After the freed slots are filled again.
+    while pending or busy():
+      for job in workers:
+        if job.run is None and pending:
+          job.start(pending.pop(0), root)
+      if ended:  # After the freed jobs have their next runs.
         print_line(progress())
         ended = False
-      time.sleep(poll_seconds)
-      for name, (process, started, log) in list(running.items()):
-        status = process.poll()
-        if status is None:
-          continue
-        log.close()
-        del running[name]
-        ended = True
-        seconds = time.monotonic() - started
-        if status == 0:
-          outcomes.append(Outcome(name, 'finished', seconds))
-          metric = headline(root, name)
-          print_line(f'matrix: {name} finished in {_duration(seconds)}' + (f', {metric}' if metric else ''))
-        else:
-          kind = 'refused' if status == REFUSED_STATUS else 'failed'
-          outcomes.append(Outcome(name, kind, seconds, error_line(log.name)))
-          print_line(f'matrix: {name} {kind} (exit status {status}): {outcomes[-1].message}')
+      readable, _, _ = select.select([job.process.stdout for job in busy()], [], [], poll_seconds)
+      for job in busy():
+        if job.process.stdout in readable and (status := job.ended_status()) is not None:
+          record(job, status)
+          ended = True
     if ended:
       print_line(progress())
     print_line(f'matrix: {len(outcomes)} runs in {_duration(time.monotonic() - matrix_started)}')
   except _Stop as stop:
-    for process, _, _ in running.values():
-      process.send_signal(signal.SIGTERM)
-    for name, (process, started, log) in running.items():
-      try:
-        process.wait(timeout=120)
-      except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-      log.close()
-      outcomes.append(Outcome(name, 'stopped', time.monotonic() - started))
+    running = busy()
+    for job in workers:
+      job.stop()
+    for job in workers:
+      job.wait()
+    outcomes.extend(Outcome(job.run.name, 'stopped', time.monotonic() - job.started) for job in running)
     print_line(f'matrix: stopped by signal {stop.signum}; {len(running) + len(pending)} runs left, rerun the same '
                'command to finish them.')
     raise SystemExit(128 + stop.signum) from None
   finally:
+    for job in workers:
+      if job.process is not None and job.process.poll() is None and job.run is None:
+        job.process.stdin.close()  # End of input: the process exits.
+    for job in workers:
+      job.wait()
     for signum, handler in handlers.items():
       signal.signal(signum, handler)
     lock.close()
@@ -206,6 +276,6 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
 
 
 def default_command() -> list[str]:
-  """This Python running the repository's `run_experiment.py`."""
+  """This Python running the repository's `run_series.py`."""
   repository = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  return [sys.executable, os.path.join(repository, 'run_experiment.py')]
+  return [sys.executable, os.path.join(repository, 'run_series.py')]

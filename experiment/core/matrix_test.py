@@ -17,29 +17,40 @@ from absl.testing import absltest
 from experiment.core import grid as grid_lib
 from experiment.core import matrix_runner
 
-# Writes <root>/<name>/summary.json after --sleep seconds, or exits as --exit says; logs start and end times.
+# A stand-in for run_series.py: for each run line, writes <root>/<name>/summary.json after --sleep seconds, or ends
+# as --exit says; logs start and end times, its process id and, when SIGTERM stops it, `stopped`.
 _REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_FAKE_RUN = textwrap.dedent('''
+_FAKE_SERIES = textwrap.dedent('''
     import json, os, signal, sys, time
-    args = dict(a[2:].split('=', 1) for a in sys.argv[1:])
-    out = os.path.join(args['root_output_dir'], args['experiment_name'])
-    os.makedirs(out, exist_ok=True)
+    out = None
     def stopped(signum, frame):
-      open(os.path.join(out, 'stopped'), 'w').close()
+      if out:
+        open(os.path.join(out, 'stopped'), 'w').close()
       sys.exit(128 + signum)
     signal.signal(signal.SIGTERM, stopped)
-    with open(os.path.join(out, 'times'), 'a') as f:
-      f.write(f'{time.time()} ')
-    time.sleep(float(args.get('sleep', '0')))
-    with open(os.path.join(out, 'times'), 'a') as f:
-      f.write(f'{time.time()}\\n')
-    if args.get('exit', '0') == '2':
-      print('run_experiment: error: --x must be positive; got 0.', file=sys.stderr)
-      sys.exit(2)
-    if args.get('exit', '0') != '0':
-      raise RuntimeError('the run broke')
-    final = {'test_accuracy': float(args['accuracy'])} if 'accuracy' in args else {}
-    json.dump({'final_metrics': final}, open(os.path.join(out, 'summary.json'), 'w'))
+    for line in sys.stdin:
+      request = json.loads(line)
+      args = dict(a[2:].split('=', 1) for a in request['arguments'])
+      out = os.path.join(args['root_output_dir'], args['experiment_name'])
+      os.makedirs(out, exist_ok=True)
+      with open(os.path.join(out, 'times'), 'a') as f:
+        f.write(f'{time.time()} {os.getpid()} ')
+      time.sleep(float(args.get('sleep', '0')))
+      with open(os.path.join(out, 'times'), 'a') as f:
+        f.write(f'{time.time()}\\n')
+      status = int(args.get('exit', '0'))
+      with open(request['log'], 'w') as log:
+        if status == 2:
+          print('run_experiment: error: --x must be positive; got 0.', file=log)
+        elif status:
+          print('Traceback (most recent call last):\\nRuntimeError: the run broke', file=log)
+        else:
+          final = {'test_accuracy': float(args['accuracy'])} if 'accuracy' in args else {}
+          json.dump({'final_metrics': final}, open(os.path.join(out, 'summary.json'), 'w'))
+      out = None
+      print(json.dumps({'status': status, 'exits': status not in (0, 2, 3)}), flush=True)
+      if status not in (0, 2, 3):
+        sys.exit(status)
 ''')
 
 
@@ -146,7 +157,7 @@ class RunnerTest(absltest.TestCase):
   def setUp(self):
     super().setUp()
     self.root = self.create_tempdir().full_path
-    self.command = [sys.executable, self.create_tempfile('fake_run.py', _FAKE_RUN).full_path]
+    self.command = [sys.executable, self.create_tempfile('fake_series.py', _FAKE_SERIES).full_path]
     self.lines = []
 
   def _run(self, sweeps, overrides=(), jobs=2):
@@ -164,14 +175,26 @@ class RunnerTest(absltest.TestCase):
     # Never more than 2 at once: each run's [start, end] overlaps at most one other.
     spans = []
     for name in ('exit=0', 'exit=1', 'exit=2'):
-      with open(os.path.join(self.root, name, 'times')) as f:
-        spans += [tuple(map(float, line.split())) for line in f]
+      spans += [(start, end) for start, _, end in self._times(name)]
     for start, _ in spans:
       self.assertLessEqual(sum(s <= start < e for s, e in spans), 2)
     self.assertEqual(self.lines[-2].split(',')[0], 'matrix: 1/3 done')
     self.assertIn('2 failed', self.lines[-2])
     self.assertRegex(self.lines[-1], r'^matrix: 3 runs in \d+s$')
     self.assertTrue(os.path.exists(os.path.join(self.root, matrix_runner.LOG_DIR, 'exit=1.log')))
+
+  def _times(self, name: str) -> list[tuple[float, int, float]]:
+    """(start, process id, end) of each time the stand-in ran `name`."""
+    with open(os.path.join(self.root, name, 'times')) as f:
+      return [(float(start), int(pid), float(end)) for start, pid, end in (line.split() for line in f)]
+
+  def test_a_job_runs_its_runs_in_one_process_until_one_fails(self):
+    outcomes = self._run([('exit', ['0', '2', '00', '1', '000'])], jobs=1)
+    self.assertEqual([o.status for o in outcomes], ['finished', 'refused', 'finished', 'failed', 'finished'])
+    names = [o.name for o in outcomes]
+    pids = [self._times(name)[0][1] for name in names]
+    self.assertLen(set(pids[:4]), 1)  # Finished and refused runs leave the process to the next run.
+    self.assertNotEqual(pids[4], pids[3])  # A failed run's process ends; the next run has a fresh one.
 
   def test_each_finished_run_is_named_with_its_duration_and_headline_metric(self):
     self._run([('seed', ['0', '1', '2'])], [('accuracy', '0.8125')], jobs=1)
