@@ -41,6 +41,27 @@ if sys.argv[2] == 'wait':
   time.sleep(600)
 '''
 
+# A child that restarts its worker: the pids before and after, whether the old one still runs, the new one's resident
+# bytes and a computation's result on it.
+_RESTART_CHILD = r'''
+import os
+import numpy as np
+import tensorflow_federated as tff
+from utils import execution_context
+execution_context.install()
+
+@tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+def mean(x):
+  return tff.federated_mean(x)
+
+mean([1.0, 3.0])
+old, = execution_context.worker_pids()
+execution_context.restart_worker()
+result = mean([1.0, 3.0])
+new, = execution_context.worker_pids()
+print(old, new, os.path.exists(f'/proc/{old}'), execution_context.worker_resident_bytes(), result)
+'''
+
 # A child whose SIGTERM lands inside a garbage-collector callback, where Python ignores the handler's SystemExit.
 _SWALLOWING_CHILD = r'''
 import gc, os, signal
@@ -293,6 +314,16 @@ class ExecutionContextTest(absltest.TestCase):
                      for mode in ('install', 'batched'))
     self.assertGreater(batched, 150.0)
     self.assertLess(ours, 40.0)
+
+  def test_a_restarted_worker_replaces_the_old_one_and_computes(self):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+    output = subprocess.run([sys.executable, '-c', _RESTART_CHILD], env=env, capture_output=True, text=True,
+                            check=True).stdout.split()
+    old, new, old_alive, memory, result = int(output[0]), int(output[1]), output[2], int(output[3]), output[4]
+    self.assertNotEqual(old, new)
+    self.assertEqual(old_alive, 'False')  # The old worker is stopped, not left behind.
+    self.assertGreater(memory, 10 << 20)  # The new worker's resident memory, read from /proc.
+    self.assertEqual(result, '2.0')
 
   def test_worker_outlives_a_sigkilled_python_without_install(self):
     # The control of the test above.

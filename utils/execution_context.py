@@ -273,6 +273,34 @@ def release_eager_caches() -> None:
   pywrap_tfe.TFE_ClearScalarCache()
 
 
+def _set_local_context() -> None:
+  """A new synchronous local C++ context; its worker starts at its first computation."""
+  tff_default_context.set_default_context(tff.framework.SyncExecutionContext(
+      executor_fn=executor_factory.local_cpp_executor_factory(), compiler_fn=compile_for_simulation,
+      transform_args=tff.tensorflow.transform_args, transform_result=tff.tensorflow.transform_result))
+
+
+def restart_worker() -> None:
+  """Stops this process's TFF worker and sets a new context, whose worker starts at its next computation (after
+  `install()`). The worker keeps what it built for every computation it has run, which only a new worker frees."""
+  _disarm_service_managers()
+  tff_default_context.set_no_default_context()
+  gc.collect()
+  _set_local_context()
+
+
+def worker_resident_bytes() -> int:
+  """The resident memory of this process's TFF workers, bytes (0 when none runs)."""
+  total = 0
+  for pid in worker_pids():
+    try:
+      with open(f'/proc/{pid}/status') as f:
+        total += next(int(line.split()[1]) for line in f if line.startswith('VmRSS:')) * 1024
+    except (OSError, StopIteration):
+      pass
+  return total
+
+
 def install() -> None:
   """Sets TFF's sync local C++ execution context and guarantees its worker ends with this process.
 
@@ -287,9 +315,7 @@ def install() -> None:
     if 'MALLOC_ARENA_MAX' not in os.environ:
       ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 2)
   executor_factory.remote_executor = types.SimpleNamespace(RemoteExecutor=remote_executor)
-  tff_default_context.set_default_context(tff.framework.SyncExecutionContext(
-      executor_fn=executor_factory.local_cpp_executor_factory(), compiler_fn=compile_for_simulation,
-      transform_args=tff.tensorflow.transform_args, transform_result=tff.tensorflow.transform_result))
+  _set_local_context()
   fast_serialization.install()
   for signum in (signal.SIGTERM, signal.SIGHUP):
     if signal.getsignal(signum) == signal.SIG_DFL:
