@@ -31,6 +31,7 @@ paper's adaptation of unseen clients, Section 4.6).
 """
 
 import collections
+import dataclasses
 from typing import Callable, NamedTuple, Optional
 
 import numpy as np
@@ -106,6 +107,16 @@ def fit_client_log_weights(log_terms: tf.Tensor, clients: tf.Tensor, num_clients
   return log_pi
 
 
+@dataclasses.dataclass
+class _TestData:
+  """An evaluator's data, shared by the evaluators derived from it (`with_model`, `held_out_only`), so that one
+  `rebind` gives them all another run's data."""
+  test_datasets: dict[str, tf.data.Dataset]
+  held_out: dict[str, HeldOutData]
+  novelty: Optional[tf.data.Dataset]
+  mixed: dict[str, tf.data.Dataset]
+
+
 class Evaluator:
   """Evaluates model weights on a task's per-mode test sets."""
 
@@ -120,26 +131,62 @@ class Evaluator:
     once (module docstring)."""
     if inference_groups < 1:
       raise ValueError(f'inference_groups must be at least 1; got {inference_groups}.')
+    self._init(model, _TestData(test_datasets, held_out or {}, novelty_dataset, mixed_datasets or {}),
+               inference_groups, held_out_only=False)
+
+  def _init(self, model: tf.keras.Model, data: _TestData, inference_groups: int, held_out_only: bool) -> None:
     self._inference_groups = inference_groups
     self._model = model
-    self._mixed = mixed_datasets or {}
+    self._data = data
+    self._held_out_only = held_out_only
     self._weights = tff.learning.models.ModelWeights.from_model(model)
-    self._test_datasets = test_datasets
-    self._held_out = held_out or {}
     self._evaluate_sums = tf.function(self._sums, autograph=False)
-    self._novelty = novelty_dataset
     self._collect_per_example = tf.function(self._collect, autograph=False)
     self._tuners = {}
     self._untuned = None
 
+  def _derived(self, model: tf.keras.Model, held_out_only: bool) -> 'Evaluator':
+    derived = Evaluator.__new__(Evaluator)
+    derived._init(model, self._data, self._inference_groups, held_out_only)  # pylint: disable=protected-access
+    return derived
+
+  @property
+  def _test_datasets(self) -> dict[str, tf.data.Dataset]:
+    return {} if self._held_out_only else self._data.test_datasets
+
+  @property
+  def _held_out(self) -> dict[str, HeldOutData]:
+    return self._data.held_out
+
+  @property
+  def _novelty(self) -> Optional[tf.data.Dataset]:
+    return None if self._held_out_only else self._data.novelty
+
+  @property
+  def _mixed(self) -> dict[str, tf.data.Dataset]:
+    return {} if self._held_out_only else self._data.mixed
+
   def with_model(self, model: tf.keras.Model) -> 'Evaluator':
     """An evaluator of the same test data for another network (a method whose model is not the task's)."""
-    return Evaluator(model, self._test_datasets, self._held_out, self._novelty, self._mixed, self._inference_groups)
+    return self._derived(model, self._held_out_only)
 
   def held_out_only(self) -> 'Evaluator':
     """An evaluator of the held-out clients alone (no centralized test sets, no novelty data): a method without a
     global model (Local)."""
-    return Evaluator(self._model, {}, self._held_out, inference_groups=self._inference_groups)
+    return self._derived(self._model, held_out_only=True)
+
+  def structure(self) -> tuple:
+    """What a method's build may read of the evaluator: the names of its test sets, held-out sets and mixed sets,
+    whether it has novelty data, and its inference groups (not the data itself)."""
+    return (tuple(self._test_datasets), tuple(self._held_out), tuple(self._mixed), self._novelty is not None,
+            self._inference_groups, self._held_out_only)
+
+  def rebind(self, other: 'Evaluator') -> None:
+    """This evaluator and every evaluator derived from it evaluate on `other`'s data from now on (another run's, of
+    the same `structure()`): a method built for one run evaluates another's (`experiment.core.built_methods`)."""
+    if other.structure() != self.structure():
+      raise ValueError(f'cannot rebind an evaluator of {self.structure()} to one of {other.structure()}.')
+    self._data.__dict__.update(other._data.__dict__)  # pylint: disable=protected-access
 
   def evaluate_personal(self, weights: tff.learning.models.ModelWeights, objective: Objective,
                         local_tuning: Optional[LocalTuning] = None,

@@ -38,6 +38,7 @@ from algorithms.core import evaluation
 from algorithms.core import learning_process
 from algorithms.core import method
 from algorithms.core import privacy_accounting
+from experiment.core import built_methods
 from experiment.core import run_directory
 from experiment.core import shift_metrics
 from experiment.core import training_loop
@@ -718,6 +719,15 @@ class Experiment:
     return self.data.round_datasets(round_num)
 
 
+def _build_key(resolved: Resolved, data: RunData, evaluator: evaluation.Evaluator) -> tuple:
+  """What the method's build reads (`built_methods.key`)."""
+  config = resolved.config
+  task_identity = (config.task.task, repr(resolved.task_settings), config.task.cache_dir, config.task.tfds_data_dir,
+                   repr(data.task.domain_list))
+  return built_methods.key(config.method.algorithm, task_identity, resolved.training, data.element_spec,
+                           resolved.hparams, evaluator, resolved.method_config)
+
+
 def build(resolved: Resolved) -> Experiment:
   """Connects the workers and builds the data, the evaluator and the method of a resolved configuration;
   ExperimentError for data, workers or a method the run cannot use."""
@@ -731,8 +741,11 @@ def build(resolved: Resolved) -> Experiment:
   evaluator = _evaluator(resolved, data.task, data.scenario)
   try:
     _check_adaptive_step(resolved, data.task)
-    algorithm = algorithms.build(name, data.task, data.element_spec, resolved.hparams, evaluator,
-                                 resolved.method_config)
+    algorithm, _ = built_methods.build(
+        _build_key(resolved, data, evaluator),
+        lambda: algorithms.build(name, data.task, data.element_spec, resolved.hparams, evaluator,
+                                 resolved.method_config),
+        evaluator)
     for computation in (algorithm.split_round or [algorithm.process.next]) if workers else ():
       remote_workers.check_splittable(computation, f'--algorithm={name}')
   except ValueError as error:
