@@ -114,6 +114,11 @@ def defaults(name: str) -> dict:
   return dict(METHODS[name].module.DEFAULTS.values)
 
 
+def seeded_build(name: str) -> bool:
+  """Whether method `name`'s build reads the run's seed (its module's `SEEDED_BUILD`)."""
+  return METHODS[name].module.SEEDED_BUILD
+
+
 def is_shift_free(name: str) -> bool:
   """Whether method `name` is an alias of training without the shift (`nds`, `nds_single`: `--no_shift`)."""
   return METHODS[name].no_shift

@@ -17,7 +17,9 @@ its own) with a `validate()` raising a one-line ValueError, `SENDS` (`Sends`: wh
 update and the training metrics), `DEFAULTS` (`Defaults`: the training settings its paper uses where they differ from
 the suite's, with their source: `--algorithm=X` alone runs X as its paper does; an explicit flag overrides them) and a
 `build_algorithm(task, element_spec, hparams, evaluator, config)`, which builds its process from the server step
-it is given (`hparams.server_step`). A field declared with
+it is given (`hparams.server_step`), and `SEEDED_BUILD`: whether that build reads the run's seed (`hparams.seed`:
+initial networks or mixtures drawn when the process is built), so that a build is reused for runs of another seed
+only when it does not (`experiment.core.built_methods`; a test checks every method's declaration). A field declared with
 `setting(default, help)` is a flag of the binary, named `<method>_<field>` (`flag_name`) or, for the settings of
 the Diurnal-or-Nocturnal paper's methods that users already pass by their first names (`--prior`, `--eta_max`), the
 `flag` the setting gives; methods that declare the same `flag` share it. A field without `setting` is not a flag: when

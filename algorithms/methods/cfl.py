@@ -62,6 +62,8 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'cfl'
+# Its networks start from one draw of the run's seed (`identical_networks_fn`).
+SEEDED_BUILD = True
 SENDS = method.Sends(simulation_only=('routing',), client_state=('cluster', 'weight', 'update'),
                      own_aggregation=True)
 DEFAULTS = method.Defaults(

@@ -27,6 +27,7 @@ from algorithms.methods import vanilla
 from tasks import task as task_lib
 
 NAME = 'fedavg_plus'
+SEEDED_BUILD = False
 SENDS = method.Sends()
 DEFAULTS = method.Defaults(
     method.PARAMETER_AVERAGING,

@@ -79,6 +79,8 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'feddrift'
+# Its models start from one draw of the run's seed (`identical_networks_fn`).
+SEEDED_BUILD = True
 SENDS = method.Sends(
     method_sums=('slot_examples', 'cluster_scores'),
     simulation_only=('routing', 'true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms'),

@@ -69,6 +69,7 @@ from models import representation
 from tasks import task as task_lib
 
 NAME = 'fedevp'
+SEEDED_BUILD = False
 SENDS = method.Sends()
 UNTUNED_ADAPTIVE_STEP = (
     "on real digits in EMNIST's layout (evolving_domains, 80 rounds) FedAdam at the emnist task's rate left the "

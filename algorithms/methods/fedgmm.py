@@ -79,6 +79,8 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'fedgmm'
+# Its random projection and initial mixture are drawn from the run's seed.
+SEEDED_BUILD = True
 SENDS = method.Sends(method_sums=('gamma', 'mass', 'first', 'second', 'count', 'log_likelihood'),
                      simulation_only=('routing',), client_state=('pi',), own_aggregation=True)
 DEFAULTS = method.Defaults(

@@ -24,6 +24,7 @@ from algorithms.methods import vanilla
 from tasks import task as task_lib
 
 NAME = 'fedprox'
+SEEDED_BUILD = False
 SENDS = method.Sends()
 DEFAULTS = method.Defaults(
     method.PARAMETER_AVERAGING,

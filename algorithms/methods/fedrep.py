@@ -46,6 +46,7 @@ from models import representation
 from tasks import task as task_lib
 
 NAME = 'fedrep'
+SEEDED_BUILD = False
 SENDS = method.Sends(client_state=('initialized', 'head_0', 'head_1'))
 DEFAULTS = method.Defaults(
     method.PARAMETER_AVERAGING,

@@ -92,6 +92,8 @@ from algorithms.core import temporal_prior
 from tasks import task as task_lib
 
 NAME = 'fedtem'
+# Its initial mixture is drawn from the run's seed (its Config's `seed`, set from it).
+SEEDED_BUILD = True
 SENDS = method.Sends(
     method_sums=('count', 'feature_sum', 'squared_deviation_sum', 'assignment', 'key', 'included', 'mode_one_count',
                  'pass_count'),

@@ -106,6 +106,8 @@ from algorithms.core import temporal_prior
 from tasks import task as task_lib
 
 NAME = 'fedtkm'
+# Its initial clustering is drawn from the run's seed (its Config's `seed`, set from it).
+SEEDED_BUILD = True
 SENDS = method.Sends(
     method_sums=('assignment', 'weighted_count', 'weighted_feature_sum', 'participants', 'mode_one_count',
                  'pass_count'),

@@ -32,6 +32,7 @@ from algorithms.core import objectives
 from tasks import task as task_lib
 
 NAME = 'local'
+SEEDED_BUILD = False
 SENDS = method.Sends()
 DEFAULTS = method.Defaults(notes='Local sends no update: no server step moves its model.',
                            scenario='dirichlet_mixture')

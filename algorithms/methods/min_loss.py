@@ -26,6 +26,7 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'min_loss'
+SEEDED_BUILD = False
 SENDS = method.Sends(simulation_only=('routing',))
 DEFAULTS = method.Defaults(
     {'server_optimizer': 'adam', 'client_epochs': 1},

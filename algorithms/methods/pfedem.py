@@ -115,6 +115,8 @@ from models import multi_branch
 from tasks import task as task_lib
 
 NAME = 'pfedem'
+# Its encoder pretraining, data-initialized mixture and initial mixture use the run's seed.
+SEEDED_BUILD = True
 SENDS = method.Sends(
     method_sums=('count', 'weighted_means', 'weighted_variances'),
     simulation_only=('routing',))

@@ -28,6 +28,7 @@ from algorithms.core import routing
 from tasks import task as task_lib
 
 NAME = 'scsgd'
+SEEDED_BUILD = False
 SENDS = method.Sends(simulation_only=('routing',))
 DEFAULTS = method.Defaults(
     {'server_optimizer': 'adam', 'client_epochs': 1},

@@ -126,6 +126,8 @@ from tasks import task as task_lib
 NAME = 'shiftex'
 KEPT_WINDOWS = ('last', 'ref')  # A party's two kept samples of a window (`initial_client_state`) ...
 KEPT_FIELDS = ('window', 'inputs', 'weights', 'counts', 'domain')  # ... and what each holds.
+# Its expert slots start from one draw of the run's seed (`identical_networks_fn`).
+SEEDED_BUILD = True
 SENDS = method.Sends(
     method_sums=('slot_examples', 'label_counts', 'valid', 'census', 'shifted', 'profile', 'histogram', 'size'),
     per_client=('valid', 'census', 'shifted', 'profile', 'histogram', 'size'),

@@ -36,6 +36,7 @@ from tasks import task as task_lib
 from utils import settings as settings_lib
 
 NAME = 'tshot_kmeans'
+SEEDED_BUILD = False
 SENDS = method.Sends(
     method_sums=('centers', 'sizes', 'included'),
     per_client=('centers', 'sizes', 'included'),

@@ -19,6 +19,7 @@ from tasks import task as task_lib
 from utils import settings as settings_lib
 
 NAME = 'vanilla'
+SEEDED_BUILD = False
 SENDS = method.Sends()
 DEFAULTS = method.Defaults(
     {'server_optimizer': 'adam', 'client_epochs': 1},

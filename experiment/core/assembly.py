@@ -725,7 +725,8 @@ def _build_key(resolved: Resolved, data: RunData, evaluator: evaluation.Evaluato
   task_identity = (config.task.task, repr(resolved.task_settings), config.task.cache_dir, config.task.tfds_data_dir,
                    repr(data.task.domain_list))
   return built_methods.key(config.method.algorithm, task_identity, resolved.training, data.element_spec,
-                           resolved.hparams, evaluator, resolved.method_config)
+                           resolved.hparams, evaluator, resolved.method_config,
+                           algorithms.seeded_build(config.method.algorithm))
 
 
 def build(resolved: Resolved) -> Experiment:

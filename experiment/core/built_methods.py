@@ -9,17 +9,18 @@ the scenario's schedule or shift that leave the task's domains as they are.
 A method's build reads only its arguments (`algorithms.registry.build`): the task, the element spec of a client
 batch, the hyperparameters with the server step, the evaluator and the method's settings. The key holds each as what
 makes it:
-- the task: its name, settings, data directories and domains (every transform of every domain), with the run's seed
-  (the seed of the task's data; also in the hyperparameters);
+- the task: its name, settings, data directories and domains (every transform of every domain); a build reads the
+  task's network, batch function and domains, not its examples (but pFedEM's, which is seeded);
 - the element spec as it is;
 - the hyperparameters but the server step, and every training setting but those that shape only the data a round
-  receives (`DATA_ONLY`), which include the server step's (optimizer, rates, aggregator, noise);
+  receives (`DATA_ONLY`), which include the server step's (optimizer, rates, aggregator, noise); the seed only for a
+  method whose build reads it (its module's `SEEDED_BUILD`: networks or mixtures drawn at build time);
 - the evaluator's structure (`Evaluator.structure`: the names of its test, held-out and mixed sets), not its data;
 - the method's name and settings.
-So two runs share a build only when every input of the build is equal, but for the evaluator's data, which the
-reused build is given with `Evaluator.rebind`: the test sets are another run's when the scenario's held-out clients
-or the test batch size differ. Runs of another seed build anew: several methods draw their initial networks or
-mixtures from it at build time.
+So two runs share a build only when every input the build reads is equal, but for the evaluator's data, which the
+reused build is given with `Evaluator.rebind`: the test sets are another run's when the seed, the scenario's
+held-out clients or the test batch size differ. `built_methods_test` runs every method with a build of another seed
+and compares its rows with a fresh build's, so a method that reads the seed without declaring it fails there.
 
 A process keeps the last `CAPACITY` builds (the grid runner runs a job's runs in the grid's order; a test file's
 in-process runs repeat configurations close together).
@@ -34,6 +35,7 @@ from algorithms.core import method
 # Training settings that shape only the data each round receives (its count of rounds, the client datasets' passes
 # and cap): no method's build reads them.
 DATA_ONLY = frozenset({'total_rounds', 'client_epochs', 'max_elements_per_client'})
+SEED = 'seed'
 CAPACITY = 8
 
 _built: 'collections.OrderedDict[tuple, tuple[method.Algorithm, evaluation.Evaluator]]' = collections.OrderedDict()
@@ -41,13 +43,16 @@ _reused = 0
 
 
 def key(name: str, task_identity: tuple, training, element_spec, hparams: method.Hyperparameters,
-        evaluator: evaluation.Evaluator, method_config) -> tuple:
-  """What a build of method `name` depends on (module docstring). `task_identity`: the task's name, settings and data
-  directories; `training`: the resolved training settings."""
+        evaluator: evaluation.Evaluator, method_config, seeded: bool) -> tuple:
+  """What a build of method `name` depends on (module docstring). `task_identity`: the task's name, settings, data
+  directories and domains; `training`: the resolved training settings; `seeded`: whether the build reads the seed
+  (the method's `SEEDED_BUILD`)."""
+  left_out = DATA_ONLY if seeded else DATA_ONLY | {SEED}
   training_settings = tuple(sorted((field.name, repr(getattr(training, field.name)))
-                                   for field in dataclasses.fields(training) if field.name not in DATA_ONLY))
-  return (name, repr(method_config), repr(dataclasses.replace(hparams, server_step=None)), training_settings,
-          task_identity, repr(element_spec), evaluator.structure())
+                                   for field in dataclasses.fields(training) if field.name not in left_out))
+  shared = dataclasses.replace(hparams, server_step=None, **({} if seeded else {SEED: None}))
+  return (name, repr(method_config), repr(shared), training_settings, task_identity, repr(element_spec),
+          evaluator.structure())
 
 
 def build(build_key: tuple, build_fn, evaluator: evaluation.Evaluator) -> tuple[method.Algorithm, bool]:
