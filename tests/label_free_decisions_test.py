@@ -57,13 +57,14 @@ class LabelFreeDecisionsTest(parameterized.TestCase):
     def evaluate_twice(evaluator, weights, objective, routing_shape=None, objective_args=(), **kwargs):
       metrics = original(evaluator, weights, objective, routing_shape, objective_args, **kwargs)
       if routing_shape is not None:
-        test_datasets = evaluator._test_datasets  # pylint: disable=protected-access
-        evaluator._test_datasets = {name: dataset.map(_mirrored_labels) for name, dataset in test_datasets.items()}
+        data = evaluator._data  # pylint: disable=protected-access
+        test_datasets = data.test_datasets
+        data.test_datasets = {name: dataset.map(_mirrored_labels) for name, dataset in test_datasets.items()}
         try:
           pairs.append((dict(metrics), original(evaluator, weights, objective, routing_shape, objective_args,
                                                 **kwargs)))
         finally:
-          evaluator._test_datasets = test_datasets
+          data.test_datasets = test_datasets
       return metrics
 
     root = self.create_tempdir().full_path
