@@ -33,13 +33,14 @@ def _module(label):
     package, _, target = label[2:].partition(":")
     return package.replace("/", ".") + "." + target
 
-def bundled_py_tests(name, groups, size = "large"):
+def bundled_py_tests(name, groups, size = "large", tags = []):
     """Each group of `unit_test` targets as one target that runs their files in one process, one after another.
 
     Args:
       name: Prefix of the groups' targets, `<name>_1` ... `<name>_<len(groups)>`, and the test_suite of them all.
       groups: Lists of `unit_test` labels, "//<package>:<name>".
       size: Size of each group's target.
+      tags: Tags of each group's target (`slow`: left out of the fast tier).
     """
     for index, group in enumerate(groups):
         native.py_test(
@@ -48,6 +49,7 @@ def bundled_py_tests(name, groups, size = "large"):
             srcs = ["bundled_tests.py"],
             args = ["--bundled_tests=" + ",".join([_module(label) for label in group])],
             main = "bundled_tests.py",
+            tags = tags,
             deps = ["//utils:execution_context"] + [label + "_lib" for label in group],
         )
     native.test_suite(name = name, tests = ["%s_%d" % (name, index + 1) for index in range(len(groups))])

@@ -5,15 +5,16 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash tools/bootstrap.sh || exit 1
 
-# Every test file is a target, and the targets tagged manual (the short tests' own, which //tests:short_tests runs)
-# run only when named, so each must be in a group of tests/BUILD's SHORT_TEST_GROUPS: one that is not would never run.
+# Every test file is a target, and the targets tagged manual (the short tests' own, which //tests:fast_tests and
+# //tests:short_tests run) run only when named, so each must be in a group of tests/BUILD's FAST_TEST_GROUPS or
+# SHORT_TEST_GROUPS: one that is not would never run.
 files=$(git ls-files '*_test.py' | sed -E 's|^(.*)/([^/]+)\.py$|//\1:\2|' | sort)
 targets=$(bazel query --noshow_progress 'tests(//...)' 2>/dev/null | sort)
 unbundled=$(comm -23 <(bazel query --noshow_progress 'attr(tags, manual, tests(//...))' 2>/dev/null | sed 's/$/_lib/' | sort) \
-                     <(bazel query --noshow_progress 'deps(//tests:short_tests)' 2>/dev/null | sort))
+                     <(bazel query --noshow_progress 'deps(//tests:fast_tests + //tests:short_tests)' 2>/dev/null | sort))
 missing="$(comm -23 <(echo "$files") <(echo "$targets")) ${unbundled//_lib/}"
 if [ -n "${missing// /}" ]; then
-  echo "Tests that would not run (no target, or in no group of tests/BUILD's SHORT_TEST_GROUPS): $missing"
+  echo "Tests that would not run (no target, or in no group of tests/BUILD's FAST_TEST_GROUPS or SHORT_TEST_GROUPS): $missing"
   echo "0 passed, 1 failed"
   exit 1
 fi
