@@ -1,7 +1,7 @@
 """Several test files in one process: the suite's short tests share one start-up of Python, TensorFlow and TFF.
 
 Starting a test process costs seconds (importing TensorFlow and TFF), more than most unit tests take. `tests/BUILD`
-lists the short test files in groups (`SHORT_TEST_GROUPS`), most of them beside the module they test: each is a
+lists the short test files in groups (`FAST_TEST_GROUPS`, `SHORT_TEST_GROUPS`), most of them beside the module they test: each is a
 `unit_test` (tests/defs.bzl), a target of its own that runs alone (`bazel test //algorithms/core:kmeans_test`) but not
 in `bazel test //...`, and each group is one target that runs its files here, one after another:
 `--bundled_tests=algorithms.core.kmeans_test,...` names the modules. A group is a target rather than a shard, so that a
