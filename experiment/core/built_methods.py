@@ -19,8 +19,8 @@ makes it:
 - the method's name and settings.
 So two runs share a build only when every input the build reads is equal, but for the evaluator's data, which the
 reused build is given with `Evaluator.rebind`: the test sets are another run's when the seed, the scenario's
-held-out clients or the test batch size differ. `built_methods_test` runs every method with a build of another seed
-and compares its rows with a fresh build's, so a method that reads the seed without declaring it fails there.
+held-out clients or the test batch size differ. `tests/build_reuse_test.py` runs every method on a build of another
+seed and compares its rows with a fresh build's, so a method that reads the seed without declaring it fails there.
 
 A process keeps the last `CAPACITY` builds (the grid runner runs a job's runs in the grid's order; a test file's
 in-process runs repeat configurations close together).
