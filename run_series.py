@@ -6,9 +6,9 @@ job rather than once per run.
 
 Each line on stdin is one run, a JSON object: `arguments`, the run's `run_experiment` flags, and `log`, the file its
 output goes to (stdout and stderr at the descriptor level, so TensorFlow's C++ messages too). When the run ends, one
-line `{"status": N, "exits": bool}` (the binary's exit status; whether this process ends after it) goes to stdout. The process reads the next line after a run that
-finished (0), was refused (2) or stopped at a non-finite value (3): these end through the run's own error handling
-and leave nothing behind. Any other end (a lost worker, an unexpected exception, SIGTERM or SIGHUP) ends the process
+line `{"status": N, "exits": bool}` (the binary's exit status; whether this process ends after it) goes to stdout.
+The process reads the next line after a run that finished (0), was refused (2) or stopped at a non-finite value (3):
+these end through the run's own error handling and leave nothing behind. Any other end (a lost worker, an unexpected exception, SIGTERM or SIGHUP) ends the process
 with that status after its line, so the next run starts in a fresh one; end of input ends it with status 0.
 
 Between runs the process collects garbage, clears TensorFlow's eager caches (`execution_context.release_eager_caches`)

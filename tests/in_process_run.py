@@ -1,8 +1,7 @@
 """run_experiment's run in the test's own process, for tests that make many short runs.
 
-Each run parses its arguments into flags of its own (`run_experiment.define_flags` on a fresh `flags.FlagValues`,
-absl's global FLAGS untouched), turns them into an `experiment.core.assembly.ExperimentConfig` and runs it as the
-binary does (`run_experiment.run`). Running in-process spares each run the interpreter, TensorFlow and TFF start-up of a subprocess (about 5 of
+Each run is `run_experiment.run_arguments`: its arguments parsed into flags of its own (absl's global FLAGS
+untouched) and run as the binary runs them, a bad flag ending it with status 2 and one line on stderr. Running in-process spares each run the interpreter, TensorFlow and TFF start-up of a subprocess (about 5 of
 its 10 seconds here); the binary as users run it is tested in run_experiment_test. Call `start_worker()` once
 first (in `setUpClass`): TFF starts its worker with this process's stdout and stderr, which the runs redirect to
 buffers without file descriptors. Runs on several workers use `start_local_workers` and compare with the local run
@@ -48,20 +47,13 @@ def run(args) -> tuple[int, str]:
 
 def run_with_stdout(args) -> tuple[int, str, str]:
   """As `run`: (exit status, stdout, stderr)."""
-  flag_values = flags.FlagValues()
-  run_experiment.define_flags(flag_values)
-  flag_values(['run_experiment', *args])
   stdout, stderr = io.StringIO(), io.StringIO()
   gc.collect()  # What earlier runs left (and any warning its collection prints) stays out of this run's stderr.
   # The binary's warning filters: Python ignores DeprecationWarnings raised outside __main__ (Keras' unseeded
   # initializers raise one), which the test runner shows.
   with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), warnings.catch_warnings():
     warnings.simplefilter('ignore', DeprecationWarning)
-    try:
-      run_experiment.run(flag_values)
-      status = 0
-    except SystemExit as exit_:
-      status = exit_.code
+    status = run_experiment.run_arguments(args)
   return status, stdout.getvalue(), stderr.getvalue()
 
 
