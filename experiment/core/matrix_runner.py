@@ -205,12 +205,12 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
   pending = [run for run in runs if not is_finished(root, run.name)]
   total = len(runs)
   print_line(f'matrix: {total} runs in {root}, {skipped} already finished, {len(pending)} to run, {jobs} at a time')
-  workers = [_Job(command, os.path.join(root, LOG_DIR, f'job-{index}.log'), env) for index in range(jobs)]
+  slots = [_Job(command, os.path.join(root, LOG_DIR, f'job-{index}.log'), env) for index in range(jobs)]
   outcomes: list[Outcome] = []
   handlers = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
   def busy() -> list[_Job]:
-    return [job for job in workers if job.run is not None]
+    return [job for job in slots if job.run is not None]
 
   def progress() -> str:
     done = skipped + sum(o.status == 'finished' for o in outcomes)
@@ -239,7 +239,7 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
   try:
     ended = False
     while pending or busy():
-      for job in workers:
+      for job in slots:
         if job.run is None and pending:
           job.start(pending.pop(0), root)
       if ended:  # After the freed jobs have their next runs.
@@ -255,19 +255,19 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
     print_line(f'matrix: {len(outcomes)} runs in {_duration(time.monotonic() - matrix_started)}')
   except _Stop as stop:
     running = busy()
-    for job in workers:
+    for job in slots:
       job.stop()
-    for job in workers:
+    for job in slots:
       job.wait()
     outcomes.extend(Outcome(job.run.name, 'stopped', time.monotonic() - job.started) for job in running)
     print_line(f'matrix: stopped by signal {stop.signum}; {len(running) + len(pending)} runs left, rerun the same '
                'command to finish them.')
     raise SystemExit(128 + stop.signum) from None
   finally:
-    for job in workers:
+    for job in slots:
       if job.process is not None and job.process.poll() is None and job.run is None:
         job.process.stdin.close()  # End of input: the process exits.
-    for job in workers:
+    for job in slots:
       job.wait()
     for signum, handler in handlers.items():
       signal.signal(signum, handler)
