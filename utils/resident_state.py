@@ -32,6 +32,7 @@ executor, so that the next call starts a new worker), and the training loop resu
 
 import asyncio
 import collections
+import weakref
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -59,6 +60,27 @@ def _finite_flag_fn(state_type: tff.Type) -> tff.Computation:
   return all_finite
 
 
+# The compiled round of each `next_fn` still in use: a run that reuses a build (`experiment.core.built_methods`)
+# reuses its compilation too, which is most of what such a run's start costs.
+_compiled_rounds: 'weakref.WeakKeyDictionary[tff.Computation, tff.Computation]' = weakref.WeakKeyDictionary()
+
+
+def _compiled_round(next_fn: tff.Computation) -> tff.Computation:
+  """`next_fn` followed by the finite flag of its new state, compiled as TFF's context compiles (module
+  docstring); one compilation per `next_fn` (equal computations share it, as in TFF's own compiler cache)."""
+  if next_fn not in _compiled_rounds:
+    state_type, data_type = next_fn.type_signature.parameter
+    finite = _finite_flag_fn(state_type.member)
+
+    @tff.federated_computation(state_type, data_type)
+    def round_with_check(state, client_data):
+      output = next_fn(state, client_data)
+      return output.state, output.metrics, tff.federated_map(finite, output.state)
+
+    _compiled_rounds[next_fn] = execution_context.compile_for_simulation(round_with_check)
+  return _compiled_rounds[next_fn]
+
+
 def _executor_factory():
   """The executor factory of the current context (`execution_context.install`'s, on this process's worker)."""
   return tff.framework.get_context_stack().current.executor_factory
@@ -71,17 +93,9 @@ class ResidentRounds:
 
   def __init__(self, next_fn: tff.Computation, state, resend_every: int = 8):
     state_type, data_type = next_fn.type_signature.parameter
-    output_type = next_fn.type_signature.result
-    finite = _finite_flag_fn(state_type.member)
-
-    @tff.federated_computation(state_type, data_type)
-    def round_with_check(state, client_data):
-      output = next_fn(state, client_data)
-      return output.state, output.metrics, tff.federated_map(finite, output.state)
-
-    self._computation = execution_context.compile_for_simulation(round_with_check)
+    self._computation = _compiled_round(next_fn)
     self._state_type, self._data_type = state_type, data_type
-    self._metrics_type = output_type.metrics
+    self._metrics_type = next_fn.type_signature.result.metrics
     self._state, self._state_value = None, state  # The state on the worker (a value reference) or in Python.
     self._previous, self._previous_value = None, None  # The state before the last round, kept for a fault.
     self._executor, self._cardinalities, self._computation_value = None, None, None

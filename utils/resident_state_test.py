@@ -4,6 +4,8 @@ The reference is the same computation called through TFF's context, which sends 
 every round; a toy round with a known closed form checks the values themselves.
 """
 
+from unittest import mock
+
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -61,6 +63,19 @@ class ResidentRoundsTest(tf.test.TestCase):
     self.assertFalse(rounds.finite)
     self.assertEqual(rounds.state(), np.inf)
     self.assertEqual(rounds.previous_state(), 1.0)
+
+  def test_rounds_of_one_computation_compile_once_and_keep_their_own_states(self):
+    next_fn = _divide_by_client_sum()
+    with mock.patch.object(execution_context, 'compile_for_simulation',
+                           wraps=execution_context.compile_for_simulation) as compile_fn:
+      first = resident_state.ResidentRounds(next_fn, np.float32(60.0))
+      first.next(_datasets([1.0], [2.0]))
+      second = resident_state.ResidentRounds(next_fn, np.float32(24.0))
+      second.next(_datasets([1.0], [2.0]))
+      first.next(_datasets([1.0], [4.0]))
+    self.assertEqual(compile_fn.call_count, 1)
+    self.assertAllClose(first.state(), 60.0 / 3 / 5)
+    self.assertAllClose(second.state(), 24.0 / 3)
 
   def test_vanilla_with_fedadam_equals_the_contexts_calls_bit_for_bit(self):
     def model_fn():
