@@ -25,8 +25,10 @@ No schedule of this work, however it overlaps evaluation with training, takes le
 max(total_rounds x round wall s, (total_rounds x round CPU s + evaluations x evaluation CPU s) / cores): the rounds
 follow one another, and the cores cannot do more than their seconds. Both terms depend on TensorFlow's threads
 (`--bound_threads`, only without runs): its default (one per core) gives the shortest round, one thread the fewest
-CPU seconds for the same work. So any run takes at least the second term at one thread, and a run on one TFF worker
-(one process training each round) at least the first term at the default too.
+CPU seconds for the same work. So any run takes at least the second term at one thread (the floor), and a run on one
+TFF worker (one process training each round) at least the first term at the default too. With methods, the floor is
+timed in a child process at one thread (TFF's worker, once started, makes this process's TensorFlow take every
+core), on the same files, and each projection is printed as a multiple of it.
 
     bazel run //benchmarks:task_round_time -- --tasks=emnist --rounds=10
     bazel run //benchmarks:task_round_time -- --tasks=cifar,stackoverflow --rounds=8 --methods=vanilla
@@ -36,8 +38,11 @@ CPU seconds for the same work. So any run takes at least the second term at one 
 
 import math
 import os
+import re
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 
 # Quiet TensorFlow C++ logs here and in TFF's worker process (set TF_CPP_MIN_LOG_LEVEL=0 to see them).
@@ -64,6 +69,8 @@ _EVAL_EVERY = flags.DEFINE_integer('eval_every', 8, 'Evaluation cadence of the p
 _BOUND = flags.DEFINE_bool('bound', True, 'Also time the run\'s work in plain TensorFlow and print the bound above.')
 _BOUND_THREADS = flags.DEFINE_integer('bound_threads', 0, 'TensorFlow\'s intra- and inter-op threads in this '
                                      'process, for the bound (0: TensorFlow\'s default); only with --methods=.')
+_FILES_DIR = flags.DEFINE_string('files_dir', None, 'Where the tasks\' files are (one directory per task), written '
+                                 'there when absent and kept; default: a temporary directory, removed at the end.')
 _RUN_FLAGS = flags.DEFINE_list('run_flags', [], 'More run_experiment flags for every run, e.g. '
                                '--run_flags=--eval_inference_batch_size=512.')
 
@@ -114,6 +121,17 @@ def _bound_line(task_name: str, cache_dir: str, total_rounds: int, evaluations: 
           f'bound at these threads {max(rounds_in_a_row, all_cores):6.2f} h')
 
 
+def _floor_hours(task_name: str, files_dir: str) -> float:
+  """The floor of a Table 2 run of `task_name`: its work's CPU seconds at one thread on every core (the module
+  docstring), timed by this benchmark in a child process on the files in `files_dir`; prints the child's line."""
+  child = subprocess.run([sys.executable, '-m', 'benchmarks.task_round_time', f'--tasks={task_name}', '--methods=',
+                          '--bound_threads=1', f'--files_dir={files_dir}', f'--eval_every={_EVAL_EVERY.value}'],
+                         capture_output=True, text=True, check=True)
+  line = [line for line in child.stdout.splitlines() if line.startswith(f'{task_name} ')][-1]
+  print(f'{line} (one thread)', flush=True)
+  return float(re.search(r'all CPU s on \d+ cores +([0-9.]+) h', line).group(1))
+
+
 def main(argv):
   del argv  # Unused.
   if _BOUND_THREADS.value and _METHODS.value:
@@ -126,23 +144,28 @@ def main(argv):
   if _METHODS.value:
     in_process_run.start_worker()  # After it TensorFlow's eager ops here take every core, whatever --bound_threads.
   scratch = tempfile.mkdtemp()
+  files_dir = _FILES_DIR.value or scratch
   print(f'{_ROUNDS.value} rounds per run; evaluation every {_EVAL_EVERY.value} rounds in the projection', flush=True)
   for task in _TASKS.value:
-    cache_dir = os.path.join(scratch, task)
-    if task != 'synthetic':
+    cache_dir = os.path.join(files_dir, task)
+    if task != 'synthetic' and not os.path.isdir(cache_dir):
       task_files.write(task, cache_dir, np.random.default_rng(0), paper_test_sets=True)
     total_rounds = registry.defaults(task)['total_rounds']
     evaluations = math.ceil(total_rounds / _EVAL_EVERY.value)
-    base = None
+    base, projected = None, {}
     for method in _METHODS.value:
       round_seconds, eval_seconds = _cell(task, method, cache_dir, scratch)
       base = base or round_seconds
-      hours = (total_rounds * round_seconds + evaluations * eval_seconds) / 3600
+      projected[method] = hours = (total_rounds * round_seconds + evaluations * eval_seconds) / 3600
       print(f'{task:14s} {method:10s} round {round_seconds:7.3f} s ({round_seconds / base:.2f}x) | eval '
             f'{eval_seconds:7.2f} s | {total_rounds} rounds, {evaluations} evaluations: {hours:6.2f} h, eval '
             f'{100 * evaluations * eval_seconds / (3600 * hours):4.1f}%', flush=True)
     if _BOUND.value:
       print(_bound_line(task, cache_dir if task != 'synthetic' else None, total_rounds, evaluations), flush=True)
+      if projected:
+        floor = _floor_hours(task, files_dir)
+        print(f'{task:14s} projection / floor: ' + ', '.join(f'{method} {hours / floor:.2f}x'
+                                                           for method, hours in projected.items()), flush=True)
   shutil.rmtree(scratch)
 
 

@@ -101,7 +101,7 @@ def create_task(cache_dir: str, seed: int = 0, tfds_data_dir: Optional[str] = No
   night_sizes = tff_files.client_counts(cifar100_path, 'train')
   return task_lib.Task(
       name='cifar',
-      train_data=[tff.simulation.datasets.TestClientData(day_clients), night_train],
+      train_data=[tff.simulation.datasets.TestClientData(day_clients), tff_files.traced_client_data(night_train)],
       client_sizes=[{client: len(data['label']) for client, data in day_clients.items()}, night_sizes],
       test_data=[tf.data.Dataset.from_tensor_slices(_cifar10_element(test_images, test_labels)),
                  night_test.create_tf_dataset_from_all_clients().cache()],

@@ -73,7 +73,7 @@ def create_task(cache_dir: str, seed: int = 0) -> task_lib.Task:
   all_test = test.create_tf_dataset_from_all_clients()
   train_data, client_sizes, test_data, test_sizes = [], [], [], []
   for mode in range(2):
-    train_data.append(train.preprocess(_mode_filter(mode)))
+    train_data.append(tff_files.traced_client_data(train.preprocess(_mode_filter(mode))))
     client_sizes.append({client: counts[mode] for client, counts in train_counts.items() if counts[mode] > 0})
     test_data.append(_mode_filter(mode)(all_test).cache())
     test_sizes.append(sum(counts[mode] for counts in test_counts.values()))

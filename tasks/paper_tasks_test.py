@@ -24,6 +24,17 @@ def _labels(task, mode, client_id):
   return np.concatenate([raw['label'].numpy() for raw, _ in task.client_dataset(mode, client_id, _SPEC, (0, 0))])
 
 
+def _assert_same_clients(test, ours, theirs, client_ids):
+  """`ours` (the task's traced client data) gives each client's examples exactly as TFF's loader does, in order."""
+  for client_id in client_ids:
+    expected = list(theirs.create_tf_dataset_for_client(client_id).as_numpy_iterator())
+    got = list(ours.create_tf_dataset_for_client(client_id).as_numpy_iterator())
+    test.assertNotEmpty(expected)
+    test.assertLen(got, len(expected))
+    for got_element, expected_element in zip(got, expected):
+      tf.nest.map_structure(np.testing.assert_array_equal, got_element, expected_element)
+
+
 def _test_labels(task, mode):
   return np.concatenate([batch['y'].numpy() for batch in task.test_dataset(mode, 8)])
 
@@ -56,6 +67,12 @@ class EmnistTaskTest(tf.test.TestCase):
     self.assertCountEqual(_test_labels(self.task, 1), [33, 10, 12])
     batch = next(iter(self.task.test_dataset(1, 8)))
     self.assertEqual(batch['x'].shape[1:], (28, 28, 1))
+
+  def test_client_datasets_are_tffs_loader_s(self):
+    train, _ = tff.simulation.datasets.emnist.load_data(only_digits=False, cache_dir=self.cache_dir)
+    for mode in range(2):
+      _assert_same_clients(self, self.task.train_data[mode], train.preprocess(emnist._mode_filter(mode)),
+                           self.task.client_sizes[mode])
 
   def test_mode_counts_are_cached_against_the_file(self):
     path = os.path.join(self.cache_dir, emnist.FILENAME)
@@ -147,6 +164,11 @@ class CifarTaskTest(tf.test.TestCase):
     self.assertAllClose(tf.reduce_mean(batch['x'], axis=[1, 2, 3]), np.zeros(4), atol=1e-4)  # Standardized.
     self.assertAllClose(tf.math.reduce_std(batch['x'], axis=[1, 2, 3]), np.ones(4), atol=1e-3)
 
+  def test_night_client_datasets_are_tffs_loader_s(self):
+    task = cifar.create_task(self.cache_dir, seed=3)
+    train, _ = tff.simulation.datasets.cifar100.load_data(cache_dir=self.cache_dir)
+    _assert_same_clients(self, task.train_data[1], train, task.client_sizes[1])
+
   def test_client_split_is_seeded_and_without_replacement(self):
     labels = np.random.default_rng(0).integers(0, 10, 1000)
     first = partition.dirichlet_partition(labels, 100, 1.0, seed=5)
@@ -181,6 +203,12 @@ class StackoverflowTaskTest(tf.test.TestCase):
   def test_populations_are_counted_exactly(self):
     self.assertEqual(self.task.client_sizes, [{'u1': 2, 'u3': 1}, {'u1': 1, 'u2': 1}])
     self.assertEqual(self.task.test_sizes, [1, 2])
+
+  def test_client_datasets_are_tffs_loader_s(self):
+    train, _, _ = tff.simulation.datasets.stackoverflow.load_data(cache_dir=self.cache_dir)
+    for mode in range(2):
+      _assert_same_clients(self, self.task.train_data[mode], train.preprocess(stackoverflow._mode_filter(mode)),
+                           self.task.client_sizes[mode])
 
   def test_batches_follow_the_vocabulary_and_masks(self):
     v = stackoverflow.VOCAB_SIZE

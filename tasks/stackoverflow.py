@@ -134,7 +134,7 @@ def create_task(cache_dir: str, seed: int = 0) -> task_lib.Task:
   all_test = test.create_tf_dataset_from_all_clients()
   train_data, client_sizes, test_data, test_sizes = [], [], [], []
   for mode in range(2):
-    train_data.append(train.preprocess(_mode_filter(mode)))
+    train_data.append(tff_files.traced_client_data(train.preprocess(_mode_filter(mode))))
     client_sizes.append({client: c[mode] for client, c in counts.items() if c[mode] > 0})
     mode_test = _mode_filter(mode)(all_test).take(TEST_EXAMPLES_PER_MODE).cache()
     test_data.append(mode_test)

@@ -25,6 +25,12 @@ anything is counted (an index changes the file's size, so the mode-count caches 
 the table, and so every query's result, unchanged. A database the suite cannot write (a read-only cache) is read
 unindexed, with one warning line. On a host that only runs TFF workers for another's runs, the databases are
 indexed by `index_databases` (`tools/start_worker.sh --cache_dir=...`).
+
+A round builds each sampled client's dataset on the driver. Through TFF's loaders that traces the loader's parsing
+function and the task's mode filter again for every client (tf.data traces the function of every `map` and
+`filter` it builds): 12 ms a client on EMNIST, 0.12 s of a 0.77 s Table 2 round. `traced_client_data` makes the
+same datasets from one traced function of the client id (0.6 ms a client); their elements are the same, in the same
+order (`tasks/paper_tasks_test.py`).
 """
 
 import contextlib
@@ -36,6 +42,7 @@ from typing import Callable, Optional
 from absl import logging
 import numpy as np
 import tensorflow as tf
+import tensorflow_federated as tff
 
 CACHE_DIR_FLAG = '--cache_dir'
 CLIENT_INDEX = 'examples_by_client'
@@ -205,3 +212,10 @@ def split_dataset(database_path: str, split_name: str) -> tf.data.Dataset:
   return tf.data.experimental.SqlDataset(
       'sqlite', database_path, f"SELECT serialized_example_proto FROM examples WHERE split_name = '{split_name}'",
       tf.string)
+
+
+def traced_client_data(client_data: tff.simulation.datasets.ClientData) -> tff.simulation.datasets.ClientData:
+  """`client_data`'s client datasets, each made by one `tf.function` of the client id traced once (module
+  docstring)."""
+  dataset_fn = tf.function(client_data.serializable_dataset_fn, input_signature=[tf.TensorSpec([], tf.string)])
+  return tff.simulation.datasets.ClientData.from_clients_and_tf_fn(client_data.client_ids, dataset_fn)
