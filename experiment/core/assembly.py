@@ -146,8 +146,8 @@ class EvaluationConfig:
                                  'FedTKM: one test client).')
   eval_inference_batch_size: Optional[int] = setting(
       None, 'Test examples the model runs on at once, a multiple of --eval_batch_size whose batches stay the groups '
-      '(same metrics); meant for accelerators (on a 2-core CPU it did not pay: docs/operations.md, Speed). Default: '
-      '--eval_batch_size.')
+      '(same metrics); meant for accelerators (on a 2-core CPU it does not pay: docs/performance.md, Evaluation). '
+      'Default: --eval_batch_size.')
   eval_routing: str = setting('batch', 'Test-time branch choice: per batch or per sample.')
   oracle_test_labels: bool = setting(
       False, 'Let methods that choose a branch, component, cluster or model at test time choose with the test labels '
