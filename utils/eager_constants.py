@@ -5,7 +5,7 @@ it ever made, freed or not: "Python >=3.11 TF memory leaks" (tensorflow/tensorfl
 The driver builds every client's dataset of every round eagerly, and each `tf.data` call converts its scalar
 arguments (a count, a buffer size, a flag) to new eager tensors, so a long run's driver grows with the rounds
 (building and serializing FedGMM's 30 client datasets a round left about 3,980 eager tensors a round, 930 with these
-reused and its task's data draws traced, see `tasks.gaussian_mixture`; docs/operations.md, Reliability). A value
+reused and its task's data draws traced, see `tasks.gaussian_mixture`; docs/reliability.md). A value
 from a small set, one that recurs round after round (a domain index, a batch size, a buffer size, the run's seed, a
 count of examples up to a client's size, the endless dataset of one domain index), is made here once and reused, so
 the store is bounded by the run's data, not its rounds; passing an eager tensor where `tf.data` converts its

@@ -32,7 +32,7 @@ started it: TFF's execution-context thread, which lives as long as the process (
 The worker also runs with `MALLOC_ARENA_MAX=2` (unless the environment sets it): with glibc's default of up to
 8 malloc arenas per core, the worker's many threads fragment memory and its resident size grew by 24.5% between
 rounds 100 and 2,000 of the synthetic Vanilla run (`benchmarks/soak_memory`), which two arenas avoid
-(docs/operations.md, "Reliability"). `install()` caps this process's own arenas at two as well (glibc's `mallopt`,
+(docs/reliability.md). `install()` caps this process's own arenas at two as well (glibc's `mallopt`,
 for the arenas its threads create from then on; unless the environment sets `MALLOC_ARENA_MAX`): with the state
 kept on the worker and evaluations on a thread, the driver grew by 12.0% between rounds 100 and 600 of that run
 with the default arenas and by 1.1% with two.
