@@ -15,20 +15,9 @@ and times its phases by wrapping the functions that do them:
 
     bazel run //benchmarks:short_run_cost -- --timed_methods=vanilla,fedtem,fedgmm --run_scenario=dirichlet_mixture
 
-Measured at 2ec7d7d (dirichlet_mixture, 12 clients, 2 rounds, one run each, nothing else running), seconds:
-
-  | method | total | build | method | rounds | evaluate | checkpoint | other |
-  |---|---|---|---|---|---|---|---|
-  | vanilla | 3.55 | 1.44 | 0.88 | 1.14 | 0.40 | 0.37 | 0.21 |
-  | fedprox | 4.35 | 1.90 | 1.21 | 1.53 | 0.42 | 0.37 | 0.13 |
-  | fedtem | 5.61 | 2.24 | 1.74 | 2.24 | 0.59 | 0.34 | 0.20 |
-  | fedavg_plus | 5.30 | 1.06 | 0.58 | 1.00 | 2.87 | 0.23 | 0.14 |
-  | cfl | 6.84 | 3.31 | 2.87 | 2.14 | 0.57 | 0.44 | 0.39 |
-  | fedgmm | 11.13 | 4.15 | 3.69 | 3.94 | 1.68 | 0.92 | 0.46 |
-  | shiftex | 14.85 | 6.81 | 6.16 | 5.46 | 0.81 | 1.25 | 0.53 |
-
-Building the process and running its two rounds (the first of which compiles `next`) are 60-80% of every run;
-a test that runs a method on several scenarios pays the build each time.
+Each timed run builds its method afresh (the process's kept builds are cleared first, `built_methods.clear`): a
+grid's job or a test file pays this for every configuration it has not built yet. docs/performance.md ("The test
+suite") gives the figures on this machine.
 """
 
 import collections
@@ -46,6 +35,7 @@ from absl import flags
 from algorithms import registry
 from algorithms.core import evaluation
 from experiment.core import assembly
+from experiment.core import built_methods
 from experiment.core import run_directory
 from experiment.core import training_loop
 from tests import in_process_run
@@ -108,6 +98,7 @@ def main(argv):
   print('| method | ' + ' | '.join(f'{c} s' for c in columns) + ' |')
   print('|---' * (len(columns) + 1) + '|')
   for method in _METHODS.value:
+    built_methods.clear()
     seconds = _run(method, root)
     print(f'| {method} | ' + ' | '.join(f'{seconds[c]:.2f}' for c in columns) + ' |', flush=True)
 
