@@ -10,7 +10,8 @@ rerunning the same command skips finished runs and resumes interrupted ones (`ex
 `--dry_run` lists the runs and their flags. At the end the matrix writes the report of its root (`<root>/report`,
 `experiment/reporting/report_writer.py`; the grid's [report] table shapes its main table, which is printed). The
 grid file, the command line, the repository's commit and the start time are recorded in `<root>/.matrix/grid.json`
-for the report's page.
+for the report's page, and each finished run's command and commit beside its log (`matrix_runner.provenance_path`),
+which `experiment.results` collects into a results page's data file.
 """
 
 import datetime
@@ -63,13 +64,17 @@ def _commit(repository: str) -> str:
   return commit + ('+changes' if dirty else '')
 
 
-def _record_grid(root: str, repository: str, argv: list[str]) -> None:
+def _provenance(repository: str, argv: list[str]) -> dict:
+  """What was run, from which commit."""
+  return {'grid': _GRID.value or '', 'command': ' '.join(['python -m experiment.matrix'] + argv[1:]),
+          'commit': _commit(repository)}
+
+
+def _record_grid(root: str, provenance: dict) -> None:
   """<root>/.matrix/grid.json: what the report's page says was run."""
-  record = {'grid': _GRID.value or '', 'command': ' '.join(['python -m experiment.matrix'] + argv[1:]),
-            'commit': _commit(repository),
-            'started': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}
+  started = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
   with open(os.path.join(root, matrix_runner.LOG_DIR, 'grid.json'), 'w') as f:
-    json.dump(record, f, indent=2)
+    json.dump(dict(provenance, started=started), f, indent=2)
 
 
 def _write_report(root: str, grid: grid_lib.Grid) -> None:
@@ -101,8 +106,9 @@ def main(argv):
     repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repository, os.environ.get('PYTHONPATH')])),
                TF_CPP_MIN_LOG_LEVEL=os.environ.get('TF_CPP_MIN_LOG_LEVEL', '3'))
+    provenance = _provenance(repository, sys.argv)
     outcomes = matrix_runner.run_matrix(runs, root, _JOBS.value, matrix_runner.default_command(), env=env,
-                                        on_start=lambda: _record_grid(root, repository, sys.argv))
+                                        on_start=lambda: _record_grid(root, provenance), provenance=provenance)
   except (grid_lib.GridError, matrix_runner.MatrixError) as error:
     _fail(str(error))
   if _REPORT.value:

@@ -10,7 +10,9 @@ Each run writes to `<root>/<run name>/` as `run_experiment` does by itself, so a
 - resumes interrupted ones from their checkpoints (`run_experiment` resumes a directory of the same configuration
   and refuses one of another, so a changed grid never mixes results into an old run),
 - reruns failed ones.
-A run's output goes to `<root>/.matrix/<run name>.log`. A run that fails is reported with its one-line error and
+A run's output goes to `<root>/.matrix/<run name>.log`, and a finished run's provenance (the grid's command and the
+repository's commit it ran from, `provenance`) to `<root>/.matrix/<run name>.provenance.json`: a root resumed from
+another commit holds runs of both, each with its own. A run that fails is reported with its one-line error and
 the others go on: exit status 2 is a configuration `run_experiment` refuses before any compute (a method that does
 not support a scenario, a bad flag), any other status a failure. After every run a line names it with its duration
 and headline metric (`headline`), and a progress line says how many are done, running, left and failed, with the
@@ -25,6 +27,7 @@ the run it was running. One matrix at a time per root (a lock file).
 
 import ctypes
 import dataclasses
+import datetime
 import fcntl
 import json
 import os
@@ -189,13 +192,24 @@ class _Job:
         pass
 
 
+def provenance_path(root: str, name: str) -> str:
+  return os.path.join(root, LOG_DIR, f'{name}.provenance.json')
+
+
+def _write_provenance(root: str, name: str, provenance: dict) -> None:
+  finished = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+  with open(provenance_path(root, name), 'w') as f:
+    json.dump(dict(provenance, finished=finished), f, indent=2)
+
+
 def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequence[str],
                print_line: Callable[[str], None] = print, env: Optional[dict] = None,
-               poll_seconds: float = 0.2, on_start: Callable[[], None] = lambda: None) -> list[Outcome]:
+               poll_seconds: float = 0.2, on_start: Callable[[], None] = lambda: None,
+               provenance: Optional[dict] = None) -> list[Outcome]:
   """Runs every unfinished run of `runs` on `jobs` processes of `command` (a `run_series.py`: one run per line of
   its stdin), each run with its `run.arguments() + [--root_output_dir, --experiment_name]`; returns the outcomes of
   the runs started. `on_start` runs once the root is this matrix's (its lock held). Raises `MatrixError` when the
-  root is locked; on a stop signal, stops the running runs and exits with status 128 + signal (`SystemExit`)."""
+  root is locked; each finished run's `provenance` (with the time it finished) is written beside its log. On a stop signal, stops the running runs and exits with status 128 + signal (`SystemExit`)."""
   try:
     lock = _lock(root)
   except OSError as error:
@@ -228,6 +242,8 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
     job.run = None
     if status == 0:
       outcomes.append(Outcome(name, 'finished', seconds))
+      if provenance is not None:
+        _write_provenance(root, name, provenance)
       metric = headline(root, name)
       print_line(f'matrix: {name} finished in {_duration(seconds)}' + (f', {metric}' if metric else ''))
     else:
