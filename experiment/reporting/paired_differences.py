@@ -4,25 +4,22 @@ baseline" rests on.
 In every setting of the runs (their flags but the method and the seed), each seed run by both the method and a
 baseline gives one difference d_s = figure(method, s) - figure(baseline, s) of a table figure
 (`report_tables.run_metrics`). A row has n, the mean of the d_s, its standard error and the 95% interval
-mean +- t(0.975, n - 1) SE (scipy's Student t). Pairing by seed removes what a seed's runs share (the regimes drawn,
+mean +- t(0.975, n - 1) SE (`claims.interval`). Pairing by seed removes what a seed's runs share (the regimes drawn,
 the population, the participants, the initial weights) from the noise. The verdict on "the method does better" is
-`better` when the interval lies wholly on the better side of 0 (higher, or lower for the figures where lower is
-better: drops, recovery times, false alarms), `worse` when it lies wholly on the other side, and
-`inconclusive (n seeds)` otherwise.
+the claims' rule (`claims.verdict`, at its minimum of seeds), with the better side higher, or lower for the figures
+where lower is better (drops, recovery times, false alarms): `better` when the interval lies wholly on the better
+side of 0, `worse` when it lies wholly on the other side, and `inconclusive (n seeds)` otherwise.
 """
 
 import dataclasses
 import json
 from typing import Optional, Sequence
 
-import numpy as np
-from scipy import stats
-
+from experiment.reporting import claims
 from experiment.reporting import report_tables
 from experiment.reporting import run_results
 
 LOWER_IS_BETTER = frozenset(column for column, lower in report_tables.MAIN_COLUMNS if lower)
-CONFIDENCE = 0.95
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,22 +35,9 @@ class PairedRow:
 
   @property
   def verdict(self) -> str:
-    better_low, better_high = (self.low, self.high) if self.figure not in LOWER_IS_BETTER else (-self.high, -self.low)
-    if self.n >= 2 and better_low > 0:
-      return 'better'
-    if self.n >= 2 and better_high < 0:
-      return 'worse'
-    return f'inconclusive ({self.n} seeds)'
-
-
-def interval(differences: Sequence[float]) -> tuple[float, float, float, float]:
-  """(mean, standard error, low, high) of the paired differences' 95% t interval (nan without two of them)."""
-  d = np.asarray(differences, float)
-  if len(d) < 2:
-    return (float(d.mean()) if len(d) else float('nan')), float('nan'), float('nan'), float('nan')
-  mean, error = float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
-  half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(d) - 1)) * error
-  return mean, error, mean - half, mean + half
+    direction = 'lower' if self.figure in LOWER_IS_BETTER else 'higher'
+    verdict = claims.verdict(self.low, self.high, self.n, direction, claims.MIN_SEEDS)
+    return {claims.REPRODUCED: 'better', claims.NOT_REPRODUCED: 'worse'}.get(verdict, verdict)
 
 
 def paired_rows(runs: Sequence[run_results.RunResult], method: str, figures: Sequence[str],
@@ -76,7 +60,7 @@ def paired_rows(runs: Sequence[run_results.RunResult], method: str, figures: Seq
         seeds = sorted(seed for seed in set(by_method[method]) & set(by_method.get(baseline, {}))
                        if figure in by_method[method][seed] and figure in by_method[baseline][seed])
         differences = [by_method[method][s][figure] - by_method[baseline][s][figure] for s in seeds]
-        rows.append(PairedRow(setting, baseline, figure, len(seeds), *interval(differences)))
+        rows.append(PairedRow(setting, baseline, figure, len(seeds), *claims.interval(differences)))
   return rows
 
 

@@ -1,0 +1,92 @@
+import textwrap
+
+from absl.testing import absltest
+import numpy as np
+from scipy import stats
+
+from experiment.reporting import claims
+
+
+def _claim(**fields):
+  spec = dict(text='m beats b', grid='g', figure='accuracy', method='m', direction='higher', against=('b',),
+              per=('windowing',))
+  spec.update(fields)
+  return claims.Claim(where='', paper='', **spec)
+
+
+def _rows(figures: dict, windowing='tumbling'):
+  """Rows of a data file: {(method, seed): {figure: value}}."""
+  return [{'algorithm': method, 'seed': str(seed), 'windowing': windowing, **{k: repr(v) for k, v in values.items()}}
+          for (method, seed), values in figures.items()]
+
+
+class VerdictTest(absltest.TestCase):
+
+  def test_interval_and_verdict_against_scipys_paired_t(self):
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0.8, 0.03, 7), rng.normal(0.6, 0.03, 7)
+    rows = _rows({**{('m', s): {'accuracy': a[s]} for s in range(7)},
+                  **{('b', s): {'accuracy': b[s]} for s in range(7)}, ('b', 9): {'accuracy': 0.0}})
+    verdict, = claims.verdicts(_claim(), rows)
+    low, high = stats.t.interval(0.95, 6, loc=np.mean(a - b), scale=stats.sem(a - b))
+    self.assertEqual(verdict.n, 7)  # Seed 9 has no pair.
+    self.assertAlmostEqual(verdict.mean, float(np.mean(a - b)))
+    self.assertAlmostEqual(verdict.low, low)
+    self.assertAlmostEqual(verdict.high, high)
+    self.assertGreater(low, 0)
+    self.assertEqual(verdict.verdict, claims.REPRODUCED)
+    self.assertEqual(claims.verdicts(_claim(direction='lower'), rows)[0].verdict, claims.NOT_REPRODUCED)
+
+  def test_below_the_minimum_or_across_zero_is_inconclusive(self):
+    self.assertEqual(claims.verdict(0.1, 0.2, 5, 'higher', 10), 'inconclusive (5 seeds)')
+    self.assertEqual(claims.verdict(0.1, 0.2, 10, 'higher', 10), claims.REPRODUCED)
+    self.assertEqual(claims.verdict(-0.1, 0.2, 12, 'higher', 5), 'inconclusive (12 seeds)')
+    self.assertEqual(claims.verdict(-0.3, -0.2, 5, 'lower', 5), claims.REPRODUCED)
+    self.assertEqual(claims.verdict(float('nan'), float('nan'), 1, 'higher', 5), 'inconclusive (1 seeds)')
+
+  def test_a_figure_against_the_runs_own_floor_per_setting(self):
+    rows = _rows({('m', s): {'corr': 0.5 + 0.01 * s, 'floor': 0.3} for s in range(5)}, 'linear')
+    rows += _rows({('m', s): {'corr': 0.1, 'floor': 0.3} for s in range(5)}, 'cosine')
+    claim = _claim(figure='corr', against=(), against_figure='floor')
+    linear, cosine = claims.verdicts(claim, rows)
+    self.assertEqual((linear.setting, linear.baseline, linear.n), ((('windowing', 'linear'),), None, 5))
+    self.assertAlmostEqual(linear.mean, 0.22)
+    self.assertEqual(cosine.verdict, claims.NOT_REPRODUCED)  # 0.1 - 0.3 every seed: a zero-width interval below.
+
+
+class LoadTest(absltest.TestCase):
+
+  def _load(self, text):
+    return claims.load(self.create_tempfile('c.toml', textwrap.dedent(text)).full_path)
+
+  def test_a_claim_file(self):
+    loaded = self._load('''
+        page = "docs/results/p.md"
+        [[claim]]
+        text = "m beats b"
+        grid = "g"
+        figure = "accuracy"
+        method = "m"
+        against = ["b", "c"]
+        direction = "higher"
+        min_seeds = 10
+        ''')
+    self.assertEqual(loaded.page, 'docs/results/p.md')
+    self.assertEqual(loaded.claims[0].against, ('b', 'c'))
+    self.assertEqual(loaded.claims[0].min_seeds, 10)
+    self.assertEqual(loaded.claims[0].per, ())
+
+  def test_bad_claims_name_the_file_and_claim(self):
+    base = 'page = "p"\n[[claim]]\ntext = "t"\ngrid = "g"\nfigure = "f"\nmethod = "m"\n'
+    for extra, message in [('against = ["b"]\ndirection = "up"', 'direction must be'),
+                           ('direction = "higher"', 'give either against'),
+                           ('against = ["b"]\nagainst_figure = "x"\ndirection = "higher"', 'give either against'),
+                           ('against = ["b"]\ndirection = "higher"\nmin_seeds = 3', 'min_seeds must be'),
+                           ('against = ["b"]\ndirection = "higher"\nseeds = 3', 'unknown keys')]:
+      with self.subTest(message=message):
+        with self.assertRaisesRegex(claims.ClaimError, f'claim 1: {message}'):
+          self._load(base + extra)
+
+
+if __name__ == '__main__':
+  absltest.main()

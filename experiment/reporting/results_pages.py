@@ -1,0 +1,159 @@
+"""The results pages' generated regions: every number in them made from the committed data files
+(`results_data`) and claim files (`claims`), so a page cannot say what its data do not.
+
+A page marks what is generated; the prose around stays written by hand:
+
+  <!-- generated: claims -->        the page's claims, each setting and baseline a row with n, the mean paired
+  ...                               difference +- its standard error, the 95% t interval and the verdict by the one
+  <!-- end generated -->            rule (`claims`)
+  <!-- generated: table GRID -->    the grid's table: per setting and method, the seeds and each of the grid's
+  ...                               [report] columns as mean +- standard error over the seeds
+  <!-- end generated -->
+
+`regenerate` gives every page as its data make it; `python -m experiment.results --check` fails on a page that
+differs (a hand edit of a generated number, or data changed without the page).
+"""
+
+import dataclasses
+import glob
+import os
+import re
+from typing import Optional, Sequence
+
+import numpy as np
+
+from experiment.core import grid as grid_lib
+from experiment.reporting import claims as claims_lib
+from experiment.reporting import metric_labels
+from experiment.reporting import results_data
+
+CLAIMS_DIR = os.path.join('experiment', 'claims')
+GRIDS_DIR = os.path.join('experiment', 'grids')
+_REGION = re.compile(r'(<!-- generated: (?P<name>[^>]*?) -->\n)(?P<body>.*?)(<!-- end generated -->)', re.DOTALL)
+
+
+class PageError(ValueError):
+  """A page or its data that cannot be generated; its message names the page and what is wrong."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Page:
+  path: str  # Relative to the repository.
+  claims: tuple[claims_lib.Claim, ...]
+
+
+def pages(repository: str) -> list[Page]:
+  """The pages that have a claim file, in the files' order."""
+  result = []
+  for claim_path in sorted(glob.glob(os.path.join(repository, CLAIMS_DIR, '*.toml'))):
+    claim_file = claims_lib.load(claim_path)
+    result.append(Page(claim_file.page, claim_file.claims))
+  return result
+
+
+def load_grid(repository: str, name: str) -> grid_lib.Grid:
+  return grid_lib.load(os.path.join(repository, GRIDS_DIR, f'{name}.toml'))
+
+
+def _scale(figure: str, percent: bool) -> tuple[float, int]:
+  """(factor, decimals) a figure is shown with: shares in percent on a percent grid, spreads with 4 decimals."""
+  if percent and metric_labels.is_share(figure):
+    return 100.0, 2
+  return 1.0, 4 if '_std' in figure else 3
+
+
+def _mean_and_error(values: Sequence[float]) -> tuple[float, float]:
+  values = np.asarray(values, float)
+  error = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float('nan')
+  return float(values.mean()), error
+
+
+def _setting_text(setting: tuple) -> str:
+  return ', '.join(f'{flag}={value}' for flag, value in setting) or '-'
+
+
+def claims_table(page_claims: Sequence[claims_lib.Claim], data: dict[str, list[dict]],
+                 grids: dict[str, grid_lib.Grid]) -> str:
+  """The claims region: one row per claim, setting and baseline."""
+  lines = ['| claim (where in the paper) | the paper | setting | figure | against | n | mean difference +- s.e. | '
+           '95% interval | verdict |', '|---|---|---|---|---|---|---|---|---|']
+  for claim in page_claims:
+    factor, decimals = _scale(claim.figure, grids[claim.grid].report_percent)
+    for index, verdict in enumerate(claims_lib.verdicts(claim, data[claim.grid])):
+      against = verdict.baseline or f'its own `{claim.against_figure}`'
+      if verdict.n >= 2:
+        numbers = (f'{factor * verdict.mean:+.{decimals}f} +- {factor * verdict.standard_error:.{decimals}f} | '
+                   f'[{factor * verdict.low:+.{decimals}f}, {factor * verdict.high:+.{decimals}f}]')
+      else:
+        numbers = '- | -'
+      where = f' ({claim.where})' if claim.where else ''
+      # The claim's text on its first row only: its other settings and baselines follow it.
+      claim_cells = f'{claim.text}{where} | {claim.paper}' if index == 0 else ' | '
+      lines.append(f'| {claim_cells} | {_setting_text(verdict.setting)} | `{claim.figure}` | {against} | '
+                   f'{verdict.n} | {numbers} | {verdict.verdict} |')
+  return '\n'.join(lines) + '\n'
+
+
+def grid_table(grid: grid_lib.Grid, rows: Sequence[dict]) -> str:
+  """A grid's table region: per setting (its swept flags but the seed, the method first) the seeds and each report
+  column's mean +- standard error over them."""
+  flags = ['algorithm'] + [flag for flag, _ in grid.sweep if flag not in ('algorithm', 'seed')]
+  groups: dict[tuple, list[dict]] = {}
+  for row in rows:
+    groups.setdefault(tuple(row[flag] for flag in flags), []).append(row)
+  columns = list(grid.report_columns)
+  lines = ['| ' + ' | '.join(flags + ['seeds'] + [metric_labels.label(c, grid.report_percent) for c in columns])
+           + ' |', '|' + '---|' * (len(flags) + 1 + len(columns))]
+  for key in sorted(groups):
+    cells = []
+    for column in columns:
+      values = [float(row[column]) for row in groups[key] if row.get(column, '') != '']
+      if not values:
+        cells.append('')
+        continue
+      factor, decimals = _scale(column, grid.report_percent)
+      mean, error = _mean_and_error([factor * v for v in values])
+      cells.append(f'{mean:.{decimals}f} +- {error:.{decimals}f}' if len(values) > 1 else f'{mean:.{decimals}f}')
+    lines.append('| ' + ' | '.join(list(key) + [str(len(groups[key]))] + cells) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def _region(name: str, page: Page, data: dict[str, list[dict]], grids: dict[str, grid_lib.Grid]) -> str:
+  if name == 'claims':
+    return claims_table(page.claims, data, grids)
+  kind, _, grid_name = name.partition(' ')
+  if kind == 'table' and grid_name in grids:
+    return grid_table(grids[grid_name], data[grid_name])
+  raise PageError(f'{page.path}: no generated region is called {name!r} (claims, or table GRID for a grid its '
+                  f'claims use: {", ".join(sorted(grids))}).')
+
+
+def regenerate_page(repository: str, page: Page, text: Optional[str] = None) -> str:
+  """The page's text with every generated region made from the data (`text`: the page as it is, read if None)."""
+  if text is None:
+    with open(os.path.join(repository, page.path)) as f:
+      text = f.read()
+  grid_names = sorted({claim.grid for claim in page.claims})
+  grids = {name: load_grid(repository, name) for name in grid_names}
+  data = {}
+  for name in grid_names:
+    data_path = results_data.path(repository, name)
+    if not os.path.exists(data_path):
+      raise PageError(f'{page.path}: its claims use grid {name}, which has no data file {data_path}.')
+    data[name] = results_data.read(data_path)
+  if not _REGION.search(text) or 'claims' not in [m.group('name') for m in _REGION.finditer(text)]:
+    raise PageError(f'{page.path}: no <!-- generated: claims --> region.')
+  return _REGION.sub(lambda m: m.group(1) + _region(m.group('name'), page, data, grids) + m.group(4), text)
+
+
+def stale_pages(repository: str) -> list[tuple[str, str]]:
+  """(page, its first line that differs from the regenerated page) for each page its data do not make."""
+  stale = []
+  for page in pages(repository):
+    with open(os.path.join(repository, page.path)) as f:
+      text = f.read()
+    generated = regenerate_page(repository, page, text)
+    if generated != text:
+      line = next(i for i, (a, b) in enumerate(zip(text.splitlines() + [''], generated.splitlines() + [''])) if a != b)
+      stale.append((page.path, f'line {line + 1}: {text.splitlines()[line] if line < len(text.splitlines()) else ""}'))
+  return stale

@@ -1,0 +1,103 @@
+r"""The results pages from their data: claims (`experiment/claims/<page>.toml`), per-run data
+(`docs/results/data/<grid>.csv`) and the pages' generated regions (`experiment/reporting/results_pages.py`).
+
+    python -m experiment.results                     regenerate every page's generated regions from the data
+    python -m experiment.results --check             exit 1 if a committed page differs from what its data make
+    python -m experiment.results --stale             exit 1 if a claim's data ran before a change to its methods'
+                                                     code, naming the grids to rerun
+    python -m experiment.results --collect=GRID --root=DIR
+                                                     write GRID's data file from a root of its finished runs
+                                                     (bash tools/run_table.sh GRID DIR runs the grid)
+
+`bazel run //experiment:results -- --check` does the same from the workspace.
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+from experiment.core import grid as grid_lib
+from experiment.reporting import claims as claims_lib
+from experiment.reporting import results_data
+from experiment.reporting import results_pages
+
+_CHECK = flags.DEFINE_bool('check', False, 'Exit 1 if a committed page differs from what its data make.')
+_STALE = flags.DEFINE_bool('stale', False, 'Exit 1 if a claim\'s data ran before a change to its methods\' code.')
+_COLLECT = flags.DEFINE_string('collect', None, 'Write this grid\'s data file from --root.')
+_ROOT = flags.DEFINE_string('root', None, 'A root of the grid\'s runs (with --collect).')
+
+
+def _repository() -> str:
+  return os.environ.get('BUILD_WORKSPACE_DIRECTORY') or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _fail(message: str) -> None:
+  print(f'results: error: {message}', file=sys.stderr)
+  sys.exit(2)
+
+
+def _collect(repository: str, grid_name: str, root: str) -> None:
+  figures = []
+  grid = results_pages.load_grid(repository, grid_name)
+  claimed = [c for page in results_pages.pages(repository) for c in page.claims if c.grid == grid_name]
+  for figure in list(grid.report_columns) + [f for c in claimed for f in (c.figure, c.against_figure) if f]:
+    if figure not in figures:
+      figures.append(figure)
+  rows = results_data.collect(grid, root, figures)
+  if not rows:
+    _fail(f'no finished run of grid {grid_name} in {root}.')
+  path = results_data.path(repository, grid_name)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, 'w') as f:
+    f.write(results_data.to_csv(rows))
+  print(f'results: {path}: {len(rows)} runs of {len(grid.runs())}')
+
+
+def _stale(repository: str) -> int:
+  from experiment.reporting import staleness  # pylint: disable=g-import-not-at-top  (TensorFlow, for the registry)
+  found = 0
+  for page in results_pages.pages(repository):
+    for grid in staleness.stale_grids(repository, page.claims):
+      found += 1
+      print(f'{page.path}: grid {grid.grid}: {grid.rows} runs of {grid.commit}: '
+            f'{", ".join(grid.changed[:6])}{", ..." if len(grid.changed) > 6 else ""}; rerun: '
+            f'bash tools/run_table.sh {grid.grid} ROOT, then python -m experiment.results --collect={grid.grid} '
+            '--root=ROOT')
+  return 1 if found else 0
+
+
+def main(argv):
+  if len(argv) > 1:
+    _fail(f'unexpected arguments: {" ".join(argv[1:])}')
+  repository = _repository()
+  try:
+    if _COLLECT.value:
+      if not _ROOT.value:
+        _fail('--collect needs --root=DIR, the root of the grid\'s runs.')
+      _collect(repository, _COLLECT.value, os.path.abspath(_ROOT.value))
+      return
+    if _STALE.value:
+      sys.exit(_stale(repository))
+    if _CHECK.value:
+      differing = results_pages.stale_pages(repository)
+      for path, line in differing:
+        print(f'results: {path} differs from what its data make ({line}); python -m experiment.results '
+              'regenerates it.')
+      sys.exit(1 if differing else 0)
+    for page in results_pages.pages(repository):
+      path = os.path.join(repository, page.path)
+      with open(path) as f:
+        text = f.read()
+      generated = results_pages.regenerate_page(repository, page, text)
+      if generated != text:
+        with open(path, 'w') as f:
+          f.write(generated)
+      print(f'results: {page.path}: {"regenerated" if generated != text else "unchanged"}')
+  except (claims_lib.ClaimError, results_pages.PageError, results_data.DataError, grid_lib.GridError) as error:
+    _fail(str(error))
+
+
+if __name__ == '__main__':
+  app.run(main)
