@@ -21,10 +21,14 @@ A claim file:
   grid = "pfedem"                             # docs/results/data/<grid>.csv
   figure = "test_mixture_accuracy_mean"       # a column of that file
   method = "pfedem"
-  against = ["vanilla_single", "fedem"]       # baselines; or against_figure = "..." (the same run's other figure)
+  against = ["vanilla_single", "fedem"]       # baselines; or against_figure = "..." (the same run's other
+                                              # figure), or against_value = 0.0
   direction = "higher"                        # or "lower": the side of zero the paper claims
   per = ["mixture_schedule"]                  # the grid's flags the claim is checked in separately (default none)
+  at = {shift_p = ["0.25", "4"]}              # only runs with these values (default all)
   min_seeds = 5
+
+A claim on a grid that has no data file yet has n = 0 and is inconclusive (0 seeds).
 """
 
 import dataclasses
@@ -39,8 +43,9 @@ REPRODUCED = 'reproduced'
 NOT_REPRODUCED = 'not reproduced'
 MIN_SEEDS = 5
 _DIRECTIONS = ('higher', 'lower')
-_KEYS = frozenset({'text', 'where', 'paper', 'grid', 'figure', 'method', 'against', 'against_figure', 'direction',
-                   'per', 'min_seeds'})
+_KEYS = frozenset({'text', 'where', 'paper', 'grid', 'figure', 'method', 'against', 'against_figure',
+                   'against_value', 'direction', 'per', 'at', 'min_seeds'})
+_AGAINST = ('against', 'against_figure', 'against_value')
 
 
 class ClaimError(ValueError):
@@ -58,12 +63,17 @@ class Claim:
   direction: str
   against: tuple[str, ...] = ()
   against_figure: Optional[str] = None
+  against_value: Optional[float] = None
   per: tuple[str, ...] = ()
+  at: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (flag, the values a run may have), ...
   min_seeds: int = MIN_SEEDS
 
   def baselines(self) -> tuple[Optional[str], ...]:
-    """The methods compared against; (None,) for a comparison with the method's own `against_figure`."""
+    """The methods compared against; (None,) for a comparison with the run's own `against_figure` or a value."""
     return self.against or (None,)
+
+  def selects(self, row: dict) -> bool:
+    return all(row.get(flag) in values for flag, values in self.at)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,15 +127,19 @@ def _claim(entry: dict, where: str) -> Claim:
     raise ClaimError(f'{where}: ' + (f'unknown keys {sorted(unknown)}' if unknown else f'missing {sorted(missing)}'))
   if entry['direction'] not in _DIRECTIONS:
     raise ClaimError(f'{where}: direction must be one of {_DIRECTIONS}; got {entry["direction"]!r}.')
-  if bool(entry.get('against')) == bool(entry.get('against_figure')):
-    raise ClaimError(f'{where}: give either against (baselines) or against_figure (the run\'s own figure).')
+  if sum(key in entry for key in _AGAINST) != 1:
+    raise ClaimError(f'{where}: give one of against (baselines), against_figure (the run\'s own figure) or '
+                     'against_value.')
   min_seeds = entry.get('min_seeds', MIN_SEEDS)
   if not isinstance(min_seeds, int) or min_seeds < MIN_SEEDS:
     raise ClaimError(f'{where}: min_seeds must be an integer >= {MIN_SEEDS}; got {min_seeds!r}.')
   return Claim(text=entry['text'], where=entry.get('where', ''), paper=entry.get('paper', ''), grid=entry['grid'],
                figure=entry['figure'], method=entry['method'], direction=entry['direction'],
                against=tuple(entry.get('against', ())), against_figure=entry.get('against_figure'),
-               per=tuple(entry.get('per', ())), min_seeds=min_seeds)
+               against_value=entry.get('against_value'), per=tuple(entry.get('per', ())),
+               at=tuple((flag, tuple(values) if isinstance(values, list) else (values,))
+                        for flag, values in sorted(entry.get('at', {}).items())),
+               min_seeds=min_seeds)
 
 
 def load(path: str) -> ClaimFile:
@@ -151,15 +165,21 @@ def _number(text: str) -> Optional[float]:
 
 def verdicts(claim: Claim, rows: Sequence[dict]) -> list[Verdict]:
   """The claim's verdicts on its grid's rows (`results_data`: one dict of strings per run), one per setting of its
-  `per` flags and baseline, in the rows' order of settings."""
+  `per` flags and baseline, in the rows' order of settings (one setting without values when no row is selected)."""
   settings: list[tuple] = []
   by_setting: dict[tuple, dict[tuple[str, str], dict]] = {}
-  for row in rows:
+  for row in filter(claim.selects, rows):
     setting = tuple((flag, row[flag]) for flag in claim.per)
     if setting not in by_setting:
       settings.append(setting)
       by_setting[setting] = {}
-    by_setting[setting][(row['algorithm'], row['seed'])] = row
+    key = (row['algorithm'], row['seed'])
+    if key in by_setting[setting]:
+      raise ClaimError(f'claim {claim.text!r}: two runs of {key[0]}, seed {key[1]} in one setting: name the flags '
+                       'that tell them apart in its per or at.')
+    by_setting[setting][key] = row
+  if not settings:
+    settings, by_setting = [()], {(): {}}
   result = []
   for setting in settings:
     runs = by_setting[setting]
@@ -168,13 +188,14 @@ def verdicts(claim: Claim, rows: Sequence[dict]) -> list[Verdict]:
       for (method, seed), row in sorted(runs.items()):
         if method != claim.method:
           continue
-        other = row if baseline is None else runs.get((baseline, seed))
-        other_figure = claim.against_figure if baseline is None else claim.figure
-        if other is None:
-          continue
-        mine, theirs = _number(row.get(claim.figure, '')), _number(other.get(other_figure, ''))
+        mine = _number(row.get(claim.figure, ''))
+        if claim.against_value is not None:
+          theirs = float(claim.against_value)
+        elif baseline is None:
+          theirs = _number(row.get(claim.against_figure, ''))
+        else:
+          theirs = _number(runs[(baseline, seed)].get(claim.figure, '')) if (baseline, seed) in runs else None
         if mine is not None and theirs is not None:
           differences.append(mine - theirs)
-      result.append(Verdict(claim, setting, baseline, len(differences),
-                            *interval(differences)))
+      result.append(Verdict(claim, setting, baseline, len(differences), *interval(differences)))
   return result

@@ -1,3 +1,4 @@
+import dataclasses
 import textwrap
 
 from absl.testing import absltest
@@ -53,6 +54,21 @@ class VerdictTest(absltest.TestCase):
     self.assertAlmostEqual(linear.mean, 0.22)
     self.assertEqual(cosine.verdict, claims.NOT_REPRODUCED)  # 0.1 - 0.3 every seed: a zero-width interval below.
 
+  def test_runs_selected_by_at_against_a_value(self):
+    rows = _rows({('m', s): {'ari': 0.2 + 0.01 * s} for s in range(6)}, 'tumbling')
+    rows += _rows({('m', s): {'ari': -0.5} for s in range(6)}, 'sliding')
+    claim = _claim(figure='ari', against=(), against_value=0.0, per=(), at=(('windowing', ('tumbling',)),))
+    verdict, = claims.verdicts(claim, rows)
+    self.assertEqual((verdict.setting, verdict.n), ((), 6))
+    self.assertAlmostEqual(verdict.mean, 0.225)
+    self.assertEqual(verdict.verdict, claims.REPRODUCED)
+    with self.assertRaisesRegex(claims.ClaimError, 'two runs of m, seed 0 in one setting'):
+      claims.verdicts(dataclasses.replace(claim, at=()), rows)  # Both windowings' runs in one setting.
+
+  def test_no_rows_is_no_seeds(self):
+    verdict, = claims.verdicts(_claim(), [])
+    self.assertEqual((verdict.n, verdict.verdict), (0, 'inconclusive (0 seeds)'))
+
 
 class LoadTest(absltest.TestCase):
 
@@ -69,18 +85,20 @@ class LoadTest(absltest.TestCase):
         method = "m"
         against = ["b", "c"]
         direction = "higher"
+        at = {shift_p = ["0.25", "4"], leak = "0"}
         min_seeds = 10
         ''')
     self.assertEqual(loaded.page, 'docs/results/p.md')
     self.assertEqual(loaded.claims[0].against, ('b', 'c'))
     self.assertEqual(loaded.claims[0].min_seeds, 10)
     self.assertEqual(loaded.claims[0].per, ())
+    self.assertEqual(loaded.claims[0].at, (('leak', ('0',)), ('shift_p', ('0.25', '4'))))
 
   def test_bad_claims_name_the_file_and_claim(self):
     base = 'page = "p"\n[[claim]]\ntext = "t"\ngrid = "g"\nfigure = "f"\nmethod = "m"\n'
     for extra, message in [('against = ["b"]\ndirection = "up"', 'direction must be'),
-                           ('direction = "higher"', 'give either against'),
-                           ('against = ["b"]\nagainst_figure = "x"\ndirection = "higher"', 'give either against'),
+                           ('direction = "higher"', 'give one of against'),
+                           ('against = ["b"]\nagainst_figure = "x"\ndirection = "higher"', 'give one of against'),
                            ('against = ["b"]\ndirection = "higher"\nmin_seeds = 3', 'min_seeds must be'),
                            ('against = ["b"]\ndirection = "higher"\nseeds = 3', 'unknown keys')]:
       with self.subTest(message=message):

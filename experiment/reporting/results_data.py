@@ -54,7 +54,8 @@ def collect(grid: grid_lib.Grid, root: str, figures: Sequence[str]) -> list[dict
       provenance = json.load(f)
     metrics = report_tables.run_metrics(finished[run.name])
     settings = dict(run.settings)
-    rows.append({RUN: run.name, **{flag: settings[flag] for flag in swept},
+    method = {} if 'algorithm' in settings else {'algorithm': dict(run.flags)['algorithm']}  # Fixed by the grid.
+    rows.append({RUN: run.name, **method, **{flag: settings[flag] for flag in swept},
                  **{figure: _figure(metrics[figure]) if figure in metrics else '' for figure in figures},
                  COMMIT: provenance['commit'], COMMAND: provenance['command']})
   if unrecorded:

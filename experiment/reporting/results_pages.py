@@ -7,7 +7,8 @@ A page marks what is generated; the prose around stays written by hand:
   ...                               difference +- its standard error, the 95% t interval and the verdict by the one
   <!-- end generated -->            rule (`claims`)
   <!-- generated: table GRID -->    the grid's table: per setting and method, the seeds and each of the grid's
-  ...                               [report] columns as mean +- standard error over the seeds
+  ...                               [report] columns as mean +- standard error over the seeds (a grid without a
+                                    data file has no rows, and its claims n = 0)
   <!-- end generated -->
 
 `regenerate` gives every page as its data make it; `python -m experiment.results --check` fails on a page that
@@ -80,7 +81,12 @@ def claims_table(page_claims: Sequence[claims_lib.Claim], data: dict[str, list[d
   for claim in page_claims:
     factor, decimals = _scale(claim.figure, grids[claim.grid].report_percent)
     for index, verdict in enumerate(claims_lib.verdicts(claim, data[claim.grid])):
-      against = verdict.baseline or f'its own `{claim.against_figure}`'
+      if verdict.baseline:
+        against = verdict.baseline
+      elif claim.against_figure:
+        against = f'its own `{claim.against_figure}`'
+      else:
+        against = f'the value {factor * claim.against_value:g}'
       if verdict.n >= 2:
         numbers = (f'{factor * verdict.mean:+.{decimals}f} +- {factor * verdict.standard_error:.{decimals}f} | '
                    f'[{factor * verdict.low:+.{decimals}f}, {factor * verdict.high:+.{decimals}f}]')
@@ -94,7 +100,7 @@ def claims_table(page_claims: Sequence[claims_lib.Claim], data: dict[str, list[d
   return '\n'.join(lines) + '\n'
 
 
-def grid_table(grid: grid_lib.Grid, rows: Sequence[dict]) -> str:
+def grid_table(grid_name: str, grid: grid_lib.Grid, rows: Sequence[dict]) -> str:
   """A grid's table region: per setting (its swept flags but the seed, the method first) the seeds and each report
   column's mean +- standard error over them."""
   flags = ['algorithm'] + [flag for flag, _ in grid.sweep if flag not in ('algorithm', 'seed')]
@@ -102,6 +108,9 @@ def grid_table(grid: grid_lib.Grid, rows: Sequence[dict]) -> str:
   for row in rows:
     groups.setdefault(tuple(row[flag] for flag in flags), []).append(row)
   columns = list(grid.report_columns)
+  if not rows:
+    return (f'The data file of grid {grid_name} holds no runs: `bash tools/run_table.sh {grid_name} ROOT`, then '
+            f'`python -m experiment.results --collect={grid_name} --root=ROOT`, makes it.\n')
   lines = ['| ' + ' | '.join(flags + ['seeds'] + [metric_labels.label(c, grid.report_percent) for c in columns])
            + ' |', '|' + '---|' * (len(flags) + 1 + len(columns))]
   for key in sorted(groups):
@@ -123,7 +132,7 @@ def _region(name: str, page: Page, data: dict[str, list[dict]], grids: dict[str,
     return claims_table(page.claims, data, grids)
   kind, _, grid_name = name.partition(' ')
   if kind == 'table' and grid_name in grids:
-    return grid_table(grids[grid_name], data[grid_name])
+    return grid_table(grid_name, grids[grid_name], data[grid_name])
   raise PageError(f'{page.path}: no generated region is called {name!r} (claims, or table GRID for a grid its '
                   f'claims use: {", ".join(sorted(grids))}).')
 
@@ -136,11 +145,9 @@ def regenerate_page(repository: str, page: Page, text: Optional[str] = None) -> 
   grid_names = sorted({claim.grid for claim in page.claims})
   grids = {name: load_grid(repository, name) for name in grid_names}
   data = {}
-  for name in grid_names:
+  for name in grid_names:  # A grid not run yet has no rows: its claims have n = 0.
     data_path = results_data.path(repository, name)
-    if not os.path.exists(data_path):
-      raise PageError(f'{page.path}: its claims use grid {name}, which has no data file {data_path}.')
-    data[name] = results_data.read(data_path)
+    data[name] = results_data.read(data_path) if os.path.exists(data_path) else []
   if not _REGION.search(text) or 'claims' not in [m.group('name') for m in _REGION.finditer(text)]:
     raise PageError(f'{page.path}: no <!-- generated: claims --> region.')
   return _REGION.sub(lambda m: m.group(1) + _region(m.group('name'), page, data, grids) + m.group(4), text)

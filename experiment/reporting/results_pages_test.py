@@ -120,10 +120,15 @@ class ResultsPagesTest(absltest.TestCase):
     self.assertEqual(path, 'docs/results/p.md')
     self.assertIn('| inconclusive |', line)
 
-  def test_a_page_without_its_data_or_with_an_unknown_region_is_refused(self):
+  def test_a_grid_without_data_has_no_rows_and_its_claims_no_seeds(self):
     page, = results_pages.pages(self.repository)
-    with self.assertRaisesRegex(results_pages.PageError, 'has no data file'):
-      results_pages.regenerate_page(self.repository, page)
+    generated = results_pages.regenerate_page(self.repository, page)
+    self.assertIn('The data file of grid g holds no runs: `bash tools/run_table.sh g ROOT`', generated)
+    self.assertIn('| m beats b (Table 1) | +5 points | - | `test_accuracy` | b | 0 | - | - | inconclusive (0 seeds) |',
+                  generated)
+
+  def test_an_unknown_region_is_refused(self):
+    page, = results_pages.pages(self.repository)
     self._collect()
     with self.assertRaisesRegex(results_pages.PageError, "no generated region is called 'table h'"):
       results_pages.regenerate_page(self.repository, page, _PAGE.replace('table g', 'table h'))
