@@ -87,6 +87,8 @@ def stale_grids(repository: str, page_claims: Sequence[claims_lib.Claim]) -> lis
     methods.setdefault(claim.grid, set()).update({claim.method, *claim.against})
   stale = []
   for grid, names in sorted(methods.items()):
+    if not os.path.exists(results_data.path(repository, grid)):
+      continue  # No rows, nothing to be stale.
     rows = results_data.read(results_data.path(repository, grid))
     files = method_files(repository, sorted(names))
     for commit in sorted({row[results_data.COMMIT] for row in rows}):
