@@ -83,35 +83,42 @@ class ClaimFile:
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
-  """One claim in one setting against one baseline: n paired seeds, the mean difference, its standard error and 95%
-  interval, and the verdict by the rule (module docstring)."""
-  claim: Claim
-  setting: tuple  # ((flag, value), ...) of the claim's `per` flags.
-  baseline: Optional[str]
+class Interval:
+  """n paired differences: their mean, its standard error and the 95% t interval [low, high] (nan without two)."""
   n: int
   mean: float
   standard_error: float
   low: float
   high: float
 
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+  """One claim in one setting against one baseline: n paired seeds, the mean difference, its standard error and 95%
+  interval, and the verdict by the rule (module docstring)."""
+  claim: Claim
+  setting: tuple  # ((flag, value), ...) of the claim's `per` flags.
+  baseline: Optional[str]
+  difference: Interval
+
   @property
   def verdict(self) -> str:
-    return verdict(self.low, self.high, self.n, self.claim.direction, self.claim.min_seeds)
+    return verdict(self.difference, self.claim.direction, self.claim.min_seeds)
 
 
-def interval(differences: Sequence[float]) -> tuple[float, float, float, float]:
-  """(mean, standard error, low, high) of the paired differences' 95% t interval (nan without two of them)."""
+def interval(differences: Sequence[float]) -> Interval:
+  """The 95% Student t interval of the mean of `differences`."""
   d = np.asarray(differences, float)
   if len(d) < 2:
-    return (float(d.mean()) if len(d) else float('nan')), float('nan'), float('nan'), float('nan')
+    return Interval(len(d), float(d.mean()) if len(d) else float('nan'), float('nan'), float('nan'), float('nan'))
   mean, error = float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
   half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(d) - 1)) * error
-  return mean, error, mean - half, mean + half
+  return Interval(len(d), mean, error, mean - half, mean + half)
 
 
-def verdict(low: float, high: float, n: int, direction: str, min_seeds: int) -> str:
-  """The one rule (module docstring) on a paired difference's 95% interval [low, high] over n seeds."""
+def verdict(difference: Interval, direction: str, min_seeds: int) -> str:
+  """The one rule (module docstring) on a paired difference's 95% interval."""
+  low, high, n = difference.low, difference.high, difference.n
   paper_low, paper_high = (low, high) if direction == 'higher' else (-high, -low)
   if n >= max(min_seeds, 2) and paper_low > 0:
     return REPRODUCED
@@ -197,5 +204,5 @@ def verdicts(claim: Claim, rows: Sequence[dict]) -> list[Verdict]:
           theirs = _number(runs[(baseline, seed)].get(claim.figure, '')) if (baseline, seed) in runs else None
         if mine is not None and theirs is not None:
           differences.append(mine - theirs)
-      result.append(Verdict(claim, setting, baseline, len(differences), *interval(differences)))
+      result.append(Verdict(claim, setting, baseline, interval(differences)))
   return result

@@ -30,28 +30,28 @@ class VerdictTest(absltest.TestCase):
                   **{('b', s): {'accuracy': b[s]} for s in range(7)}, ('b', 9): {'accuracy': 0.0}})
     verdict, = claims.verdicts(_claim(), rows)
     low, high = stats.t.interval(0.95, 6, loc=np.mean(a - b), scale=stats.sem(a - b))
-    self.assertEqual(verdict.n, 7)  # Seed 9 has no pair.
-    self.assertAlmostEqual(verdict.mean, float(np.mean(a - b)))
-    self.assertAlmostEqual(verdict.low, low)
-    self.assertAlmostEqual(verdict.high, high)
+    self.assertEqual(verdict.difference.n, 7)  # Seed 9 has no pair.
+    self.assertAlmostEqual(verdict.difference.mean, float(np.mean(a - b)))
+    self.assertAlmostEqual(verdict.difference.low, low)
+    self.assertAlmostEqual(verdict.difference.high, high)
     self.assertGreater(low, 0)
     self.assertEqual(verdict.verdict, claims.REPRODUCED)
     self.assertEqual(claims.verdicts(_claim(direction='lower'), rows)[0].verdict, claims.NOT_REPRODUCED)
 
   def test_below_the_minimum_or_across_zero_is_inconclusive(self):
-    self.assertEqual(claims.verdict(0.1, 0.2, 5, 'higher', 10), 'inconclusive (5 seeds)')
-    self.assertEqual(claims.verdict(0.1, 0.2, 10, 'higher', 10), claims.REPRODUCED)
-    self.assertEqual(claims.verdict(-0.1, 0.2, 12, 'higher', 5), 'inconclusive (12 seeds)')
-    self.assertEqual(claims.verdict(-0.3, -0.2, 5, 'lower', 5), claims.REPRODUCED)
-    self.assertEqual(claims.verdict(float('nan'), float('nan'), 1, 'higher', 5), 'inconclusive (1 seeds)')
+    self.assertEqual(claims.verdict(claims.Interval(5, 0.15, 0.01, 0.1, 0.2), 'higher', 10), 'inconclusive (5 seeds)')
+    self.assertEqual(claims.verdict(claims.Interval(10, 0.15, 0.01, 0.1, 0.2), 'higher', 10), claims.REPRODUCED)
+    self.assertEqual(claims.verdict(claims.Interval(12, 0.05, 0.05, -0.1, 0.2), 'higher', 5), 'inconclusive (12 seeds)')
+    self.assertEqual(claims.verdict(claims.Interval(5, -0.25, 0.01, -0.3, -0.2), 'lower', 5), claims.REPRODUCED)
+    self.assertEqual(claims.verdict(claims.interval([0.3]), 'higher', 5), 'inconclusive (1 seeds)')
 
   def test_a_figure_against_the_runs_own_floor_per_setting(self):
     rows = _rows({('m', s): {'corr': 0.5 + 0.01 * s, 'floor': 0.3} for s in range(5)}, 'linear')
     rows += _rows({('m', s): {'corr': 0.1, 'floor': 0.3} for s in range(5)}, 'cosine')
     claim = _claim(figure='corr', against=(), against_figure='floor')
     linear, cosine = claims.verdicts(claim, rows)
-    self.assertEqual((linear.setting, linear.baseline, linear.n), ((('windowing', 'linear'),), None, 5))
-    self.assertAlmostEqual(linear.mean, 0.22)
+    self.assertEqual((linear.setting, linear.baseline, linear.difference.n), ((('windowing', 'linear'),), None, 5))
+    self.assertAlmostEqual(linear.difference.mean, 0.22)
     self.assertEqual(cosine.verdict, claims.NOT_REPRODUCED)  # 0.1 - 0.3 every seed: a zero-width interval below.
 
   def test_runs_selected_by_at_against_a_value(self):
@@ -59,15 +59,15 @@ class VerdictTest(absltest.TestCase):
     rows += _rows({('m', s): {'ari': -0.5} for s in range(6)}, 'sliding')
     claim = _claim(figure='ari', against=(), against_value=0.0, per=(), at=(('windowing', ('tumbling',)),))
     verdict, = claims.verdicts(claim, rows)
-    self.assertEqual((verdict.setting, verdict.n), ((), 6))
-    self.assertAlmostEqual(verdict.mean, 0.225)
+    self.assertEqual((verdict.setting, verdict.difference.n), ((), 6))
+    self.assertAlmostEqual(verdict.difference.mean, 0.225)
     self.assertEqual(verdict.verdict, claims.REPRODUCED)
     with self.assertRaisesRegex(claims.ClaimError, 'two runs of m, seed 0 in one setting'):
       claims.verdicts(dataclasses.replace(claim, at=()), rows)  # Both windowings' runs in one setting.
 
   def test_no_rows_is_no_seeds(self):
     verdict, = claims.verdicts(_claim(), [])
-    self.assertEqual((verdict.n, verdict.verdict), (0, 'inconclusive (0 seeds)'))
+    self.assertEqual((verdict.difference.n, verdict.verdict), (0, 'inconclusive (0 seeds)'))
 
 
 class LoadTest(absltest.TestCase):

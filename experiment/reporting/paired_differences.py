@@ -27,16 +27,12 @@ class PairedRow:
   setting: tuple  # ((flag, value), ...) of the flags that vary between the settings.
   baseline: str
   figure: str
-  n: int
-  mean: float
-  standard_error: float
-  low: float
-  high: float
+  difference: claims.Interval
 
   @property
   def verdict(self) -> str:
     direction = 'lower' if self.figure in LOWER_IS_BETTER else 'higher'
-    verdict = claims.verdict(self.low, self.high, self.n, direction, claims.MIN_SEEDS)
+    verdict = claims.verdict(self.difference, direction, claims.MIN_SEEDS)
     return {claims.REPRODUCED: 'better', claims.NOT_REPRODUCED: 'worse'}.get(verdict, verdict)
 
 
@@ -60,7 +56,7 @@ def paired_rows(runs: Sequence[run_results.RunResult], method: str, figures: Seq
         seeds = sorted(seed for seed in set(by_method[method]) & set(by_method.get(baseline, {}))
                        if figure in by_method[method][seed] and figure in by_method[baseline][seed])
         differences = [by_method[method][s][figure] - by_method[baseline][s][figure] for s in seeds]
-        rows.append(PairedRow(setting, baseline, figure, len(seeds), *claims.interval(differences)))
+        rows.append(PairedRow(setting, baseline, figure, claims.interval(differences)))
   return rows
 
 
@@ -70,6 +66,7 @@ def markdown(rows: Sequence[PairedRow], method: str) -> str:
            '|---|---|---|---|---|---|---|']
   for row in rows:
     setting = ', '.join(f'{key}={value}' for key, value in row.setting) or '-'
-    lines.append(f'| {setting} | {row.baseline} | {row.figure} | {row.n} | {row.mean:+.3f} +- '
-                 f'{row.standard_error:.3f} | [{row.low:+.3f}, {row.high:+.3f}] | {row.verdict} |')
+    d = row.difference
+    lines.append(f'| {setting} | {row.baseline} | {row.figure} | {d.n} | {d.mean:+.3f} +- {d.standard_error:.3f} | '
+                 f'[{d.low:+.3f}, {d.high:+.3f}] | {row.verdict} |')
   return '\n'.join(lines)

@@ -28,12 +28,13 @@ class PairedDifferencesTest(absltest.TestCase):
     rows = paired_differences.paired_rows(runs, 'a', ['test_mixture_accuracy', 'window_drop'])
     self.assertLen(rows, 2)
     accuracy, drop = rows
-    self.assertEqual((accuracy.baseline, accuracy.n), ('b', 6))
-    self.assertAlmostEqual(accuracy.mean, float(np.mean(a - b)))
-    self.assertAlmostEqual(accuracy.mean / accuracy.standard_error, stats.ttest_rel(a, b).statistic)
+    self.assertEqual((accuracy.baseline, accuracy.difference.n), ('b', 6))
+    self.assertAlmostEqual(accuracy.difference.mean, float(np.mean(a - b)))
+    self.assertAlmostEqual(accuracy.difference.mean / accuracy.difference.standard_error,
+                           stats.ttest_rel(a, b).statistic)
     low, high = stats.t.interval(0.95, 5, loc=np.mean(a - b), scale=stats.sem(a - b))
-    self.assertAlmostEqual(accuracy.low, low)
-    self.assertAlmostEqual(accuracy.high, high)
+    self.assertAlmostEqual(accuracy.difference.low, low)
+    self.assertAlmostEqual(accuracy.difference.high, high)
     self.assertEqual(accuracy.verdict, 'better')
     self.assertEqual(drop.verdict, 'better')  # A smaller drop is better: the interval lies below 0.
     worse = paired_differences.paired_rows(runs, 'b', ['test_mixture_accuracy'])[0]

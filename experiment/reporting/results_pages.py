@@ -87,16 +87,17 @@ def claims_table(page_claims: Sequence[claims_lib.Claim], data: dict[str, list[d
         against = f'its own `{claim.against_figure}`'
       else:
         against = f'the value {factor * claim.against_value:g}'
-      if verdict.n >= 2:
-        numbers = (f'{factor * verdict.mean:+.{decimals}f} +- {factor * verdict.standard_error:.{decimals}f} | '
-                   f'[{factor * verdict.low:+.{decimals}f}, {factor * verdict.high:+.{decimals}f}]')
+      d = verdict.difference
+      if d.n >= 2:
+        numbers = (f'{factor * d.mean:+.{decimals}f} +- {factor * d.standard_error:.{decimals}f} | '
+                   f'[{factor * d.low:+.{decimals}f}, {factor * d.high:+.{decimals}f}]')
       else:
         numbers = '- | -'
       where = f' ({claim.where})' if claim.where else ''
       # The claim's text on its first row only: its other settings and baselines follow it.
       claim_cells = f'{claim.text}{where} | {claim.paper}' if index == 0 else ' | '
       lines.append(f'| {claim_cells} | {_setting_text(verdict.setting)} | `{claim.figure}` | {against} | '
-                   f'{verdict.n} | {numbers} | {verdict.verdict} |')
+                   f'{d.n} | {numbers} | {verdict.verdict} |')
   return '\n'.join(lines) + '\n'
 
 
