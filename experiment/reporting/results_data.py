@@ -1,7 +1,8 @@
 """A grid's results as data: one CSV row per finished run (`docs/results/data/<grid>.csv`), kilobytes where the run
 directories are megabytes, committed beside the pages they make.
 
-A row holds the run's name, the grid's swept flags (the seed among them), the figures the page's tables and claims
+A row holds the run's name, the grid's swept flags (the seed among them), the method as the report names it (marked
+when the run read test labels or test domains, or is the No-Dist-Shift reference), the figures the page's tables and claims
 read (`report_tables.run_metrics` of the run's summary), and its provenance: the commit it ran from and the grid's
 command, as the matrix recorded them when the run finished (`matrix_runner.provenance_path`). A run without that
 record is refused, never guessed: a row's commit is what `experiment.reporting.staleness` compares with the history
@@ -19,6 +20,9 @@ from experiment.core import grid as grid_lib
 from experiment.core import matrix_runner
 
 RUN, COMMIT, COMMAND = 'run', 'commit', 'command'
+# The method as the report names it: with its marks when its run read test labels or test domains, or is the
+# No-Dist-Shift reference (`run_results.method_name`).
+REPORTED_AS = 'reported_as'
 DATA_DIR = os.path.join('docs', 'results', 'data')
 
 
@@ -56,6 +60,7 @@ def collect(grid: grid_lib.Grid, root: str, figures: Sequence[str]) -> list[dict
     settings = dict(run.settings)
     method = {} if 'algorithm' in settings else {'algorithm': dict(run.flags)['algorithm']}  # Fixed by the grid.
     rows.append({RUN: run.name, **method, **{flag: settings[flag] for flag in swept},
+                 REPORTED_AS: run_results.method_name(finished[run.name]),
                  **{figure: _figure(metrics[figure]) if figure in metrics else '' for figure in figures},
                  COMMIT: provenance['commit'], COMMAND: provenance['command']})
   if unrecorded:

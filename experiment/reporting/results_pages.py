@@ -106,8 +106,9 @@ def grid_table(grid_name: str, grid: grid_lib.Grid, rows: Sequence[dict]) -> str
   column's mean +- standard error over them."""
   flags = ['algorithm'] + [flag for flag, _ in grid.sweep if flag not in ('algorithm', 'seed')]
   groups: dict[tuple, list[dict]] = {}
-  for row in rows:
-    groups.setdefault(tuple(row[flag] for flag in flags), []).append(row)
+  for row in rows:  # The method as the report names it, so a run that read test labels is marked as one.
+    key = tuple(row[results_data.REPORTED_AS] if flag == 'algorithm' else row[flag] for flag in flags)
+    groups.setdefault(key, []).append(row)
   columns = list(grid.report_columns)
   if not rows:
     return (f'The data file of grid {grid_name} holds no runs: `bash tools/run_table.sh {grid_name} ROOT`, then '

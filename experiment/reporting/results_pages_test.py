@@ -90,9 +90,17 @@ class ResultsPagesTest(absltest.TestCase):
     _write(os.path.join(self.root, 'm_s5', 'config.json'), json.dumps({'algorithm': 'm', 'seed': 5}))  # Not a run.
     rows = self._collect()
     self.assertLen(rows, 10)
-    self.assertEqual(rows[0], {'run': 'm_s0', 'algorithm': 'm', 'seed': '0', 'test_accuracy': '0.81',
-                               'commit': 'c0ffee', 'command': 'matrix g'})
+    self.assertEqual(rows[0], {'run': 'm_s0', 'algorithm': 'm', 'seed': '0', 'reported_as': 'm',
+                               'test_accuracy': '0.81', 'commit': 'c0ffee', 'command': 'matrix g'})
     self.assertEqual(results_data.read(results_data.path(self.repository, 'g')), rows)
+
+  def test_a_run_that_read_test_labels_is_marked_in_the_table(self):
+    for seed in range(5):  # FedEM with --oracle_test_labels, as the report marks it.
+      _run_directory(self.root, f'm_s{seed}', {'algorithm': 'fedem', 'seed': seed, 'oracle_test_labels': True},
+                     _M[seed])
+    rows = self._collect()
+    self.assertEqual({row['reported_as'] for row in rows}, {'fedem (oracle: test labels)', 'b'})
+    self.assertIn('| fedem (oracle: test labels) | 5 |', results_pages.grid_table('g', self.grid, rows))
 
   def test_a_finished_run_without_provenance_is_refused(self):
     _run_directory(self.root, 'b_s4', {'algorithm': 'b', 'seed': 4}, 0.7, provenance=False)
