@@ -209,7 +209,8 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
   """Runs every unfinished run of `runs` on `jobs` processes of `command` (a `run_series.py`: one run per line of
   its stdin), each run with its `run.arguments() + [--root_output_dir, --experiment_name]`; returns the outcomes of
   the runs started. `on_start` runs once the root is this matrix's (its lock held). Raises `MatrixError` when the
-  root is locked; each finished run's `provenance` (with the time it finished) is written beside its log. On a stop signal, stops the running runs and exits with status 128 + signal (`SystemExit`)."""
+  root is locked; each finished run's `provenance` (with the time it finished) is written beside its log. On a stop
+  signal, stops the running runs and exits with status 128 + signal (`SystemExit`)."""
   try:
     lock = _lock(root)
   except OSError as error:

@@ -2,12 +2,12 @@
 directories are megabytes, committed beside the pages they make.
 
 A row holds the run's name, the grid's swept flags (the seed among them), the method as the report names it (marked
-when the run read test labels or test domains, or is the No-Dist-Shift reference), the figures the page's tables and claims
-read (`report_tables.run_metrics` of the run's summary), and its provenance: the commit it ran from and the grid's
-command, as the matrix recorded them when the run finished (`matrix_runner.provenance_path`). A run without that
-record is refused, never guessed: a row's commit is what `experiment.reporting.staleness` compares with the history
-of the code its methods import. Unfinished runs and runs outside the grid are left out; the tables say how many seeds
-each row has.
+when the run read test labels or test domains, or is the No-Dist-Shift reference), the figures the page's tables
+and claims read (`report_tables.run_metrics` of the run's summary), and its provenance: the commit it ran from and
+the grid's command, as the matrix recorded them when the run finished (`matrix_runner.provenance_path`). A run
+without that record is refused, never guessed: a row's commit is what `experiment.reporting.staleness` compares with
+the history of the code its methods import. Unfinished runs and runs outside the grid are left out; the tables say
+how many seeds each row has.
 """
 
 import csv
