@@ -21,8 +21,6 @@ import os
 import re
 from typing import Optional, Sequence
 
-import numpy as np
-
 from experiment.core import grid as grid_lib
 from experiment.reporting import claims as claims_lib
 from experiment.reporting import metric_labels
@@ -61,12 +59,6 @@ def _scale(figure: str, percent: bool) -> tuple[float, int]:
   if percent and metric_labels.is_share(figure):
     return 100.0, 2
   return 1.0, 4 if '_std' in figure else 3
-
-
-def _mean_and_error(values: Sequence[float]) -> tuple[float, float]:
-  values = np.asarray(values, float)
-  error = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float('nan')
-  return float(values.mean()), error
 
 
 def _setting_text(setting: tuple) -> str:
@@ -123,8 +115,9 @@ def grid_table(grid_name: str, grid: grid_lib.Grid, rows: Sequence[dict]) -> str
         cells.append('')
         continue
       factor, decimals = _scale(column, grid.report_percent)
-      mean, error = _mean_and_error([factor * v for v in values])
-      cells.append(f'{mean:.{decimals}f} +- {error:.{decimals}f}' if len(values) > 1 else f'{mean:.{decimals}f}')
+      spread = claims_lib.interval([factor * v for v in values])  # Its mean and standard error.
+      cells.append(f'{spread.mean:.{decimals}f} +- {spread.standard_error:.{decimals}f}' if len(values) > 1
+                   else f'{spread.mean:.{decimals}f}')
     lines.append('| ' + ' | '.join(list(key) + [str(len(groups[key]))] + cells) + ' |')
   return '\n'.join(lines) + '\n'
 
