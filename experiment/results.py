@@ -3,15 +3,17 @@ r"""The results pages from their data: claims (`experiment/claims/<page>.toml`),
 
     python -m experiment.results                     regenerate every page's generated regions from the data
     python -m experiment.results --check             exit 1 if a committed page differs from what its data make
-    python -m experiment.results --stale             exit 1 if a claim's data ran before a change to its methods'
-                                                     code, naming the grids to rerun
+    python -m experiment.results --stale             exit 1 if a data row's method code changed since it ran
+                                                     (`staleness`), naming the grids and methods to rerun
     python -m experiment.results --collect=GRID --root=DIR
-                                                     write GRID's data file from a root of its finished runs
-                                                     (bash tools/run_table.sh GRID DIR runs the grid)
+                                                     merge the finished runs of a root into GRID's data file: they
+                                                     replace its rows of the same runs (bash tools/run_table.sh GRID
+                                                     DIR runs the grid; --sweep=... runs a part of it)
 
 `bazel run //experiment:results -- --check` does the same from the workspace.
 """
 
+import functools
 import os
 import sys
 
@@ -45,26 +47,41 @@ def _collect(repository: str, grid_name: str, root: str) -> None:
   for figure in list(grid.report_columns) + [f for c in claimed for f in (c.figure, c.against_figure) if f]:
     if figure not in figures:
       figures.append(figure)
-  rows = results_data.collect(grid, root, figures)
-  if not rows:
+  from experiment.reporting import staleness  # pylint: disable=g-import-not-at-top  (TensorFlow, for the registry)
+  readers = {}
+
+  @functools.cache
+  def method_code(commit: str, algorithm: str):
+    if commit not in readers:
+      readers[commit] = staleness.commit_reader(repository, commit)
+    return None if readers[commit] is None else staleness.method_code(repository, readers[commit], algorithm)
+
+  collected = results_data.collect(grid, root, figures, method_code)
+  if not collected:
     _fail(f'no finished run of grid {grid_name} in {root}.')
   path = results_data.path(repository, grid_name)
+  kept = results_data.read(path) if os.path.exists(path) else []
+  rows = results_data.merge(grid, kept, collected)
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path, 'w') as f:
     f.write(results_data.to_csv(rows))
-  print(f'results: {path}: {len(rows)} runs of {len(grid.runs())}')
+  print(f'results: {path}: {len(collected)} runs collected, {len(rows)} of the grid\'s {len(grid.runs())} in the file')
 
 
 def _stale(repository: str) -> int:
   from experiment.reporting import staleness  # pylint: disable=g-import-not-at-top  (TensorFlow, for the registry)
-  found = 0
-  for page in results_pages.pages(repository):
-    for grid in staleness.stale_grids(repository, page.claims):
+  found, code_now = 0, staleness.tree_method_code(repository)
+  for grid_name in results_data.grid_names(repository):
+    stale = staleness.stale_rows(results_data.read(results_data.path(repository, grid_name)), code_now)
+    if stale:
       found += 1
-      print(f'{page.path}: grid {grid.grid}: {grid.rows} runs of {grid.commit}: '
-            f'{", ".join(grid.changed[:6])}{", ..." if len(grid.changed) > 6 else ""}; rerun: '
-            f'bash tools/run_table.sh {grid.grid} ROOT, then python -m experiment.results --collect={grid.grid} '
-            '--root=ROOT')
+      methods = sorted({row['algorithm'] for row in stale})
+      narrowed = (f' --sweep=algorithm={",".join(methods)}'
+                  if 'algorithm' in dict(results_pages.load_grid(repository, grid_name).sweep) else '')
+      print(f'results: grid {grid_name}: {len(stale)} runs ran code of {", ".join(methods)} other than the '
+            f'tree\'s, or unrecorded; rerun: '
+            f'bash tools/run_table.sh {grid_name} ROOT{narrowed}, then python -m experiment.results '
+            f'--collect={grid_name} --root=ROOT')
   return 1 if found else 0
 
 

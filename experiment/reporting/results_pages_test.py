@@ -45,6 +45,10 @@ More prose.
 <!-- generated: claims -->
 <!-- end generated -->
 '''
+def _method_code(commit: str, algorithm: str) -> str:
+  return f'{commit}:{algorithm}'
+
+
 _M = [0.81, 0.84, 0.80, 0.83, 0.86]
 _B = [0.70, 0.75, 0.71, 0.72, 0.74]
 
@@ -78,7 +82,7 @@ class ResultsPagesTest(absltest.TestCase):
     self.grid = grid_lib.load(os.path.join(self.repository, 'experiment', 'grids', 'g.toml'))
 
   def _collect(self):
-    rows = results_data.collect(self.grid, self.root, ['test_accuracy'])
+    rows = results_data.collect(self.grid, self.root, ['test_accuracy'], _method_code)
     _write(results_data.path(self.repository, 'g'), results_data.to_csv(rows))
     return rows
 
@@ -91,7 +95,8 @@ class ResultsPagesTest(absltest.TestCase):
     rows = self._collect()
     self.assertLen(rows, 10)
     self.assertEqual(rows[0], {'run': 'm_s0', 'algorithm': 'm', 'seed': '0', 'reported_as': 'm',
-                               'test_accuracy': '0.81', 'commit': 'c0ffee', 'command': 'matrix g'})
+                               'test_accuracy': '0.81', 'commit': 'c0ffee', 'method_code': 'c0ffee:m',
+                               'command': 'matrix g'})
     self.assertEqual(results_data.read(results_data.path(self.repository, 'g')), rows)
 
   def test_a_run_that_read_test_labels_is_marked_in_the_table(self):
@@ -106,7 +111,27 @@ class ResultsPagesTest(absltest.TestCase):
     _run_directory(self.root, 'b_s4', {'algorithm': 'b', 'seed': 4}, 0.7, provenance=False)
     os.remove(matrix_runner.provenance_path(self.root, 'b_s4'))
     with self.assertRaisesRegex(results_data.DataError, r'1 finished runs have no provenance record \(b_s4\)'):
-      results_data.collect(self.grid, self.root, ['test_accuracy'])
+      results_data.collect(self.grid, self.root, ['test_accuracy'], _method_code)
+
+  def test_a_run_from_code_no_commit_shows_is_refused(self):
+    with self.assertRaisesRegex(results_data.DataError, r'10 finished runs ran from code this repository cannot show '
+                                r'\(m_s0 \(c0ffee\), m_s1 \(c0ffee\), m_s2'):
+      results_data.collect(self.grid, self.root, ['test_accuracy'], lambda commit, algorithm: None)
+
+  def test_collecting_a_part_of_the_grid_replaces_its_rows_and_keeps_the_others(self):
+    rows = self._collect()
+    part = self.create_tempdir().full_path
+    _run_directory(part, 'b_s3', {'algorithm': 'b', 'seed': 3}, 0.5)
+    _run_directory(part, 'm_s9', {'algorithm': 'm', 'seed': 9}, 0.5)  # Outside the grid.
+    collected = results_data.collect(self.grid, part, ['test_accuracy'], _method_code)
+    merged = results_data.merge(self.grid, rows, collected)
+    self.assertEqual([row['run'] for row in merged], [row['run'] for row in rows])
+    self.assertEqual([row['test_accuracy'] for row in merged if row['run'] == 'b_s3'], ['0.5'])
+    self.assertEqual([row for row in merged if row['run'] != 'b_s3'], [row for row in rows if row['run'] != 'b_s3'])
+    self.assertEqual(results_data.merge(self.grid, rows[:3], collected), [*rows[:3], *collected])
+    with self.assertRaisesRegex(results_data.DataError, 'the data file has the columns run, algorithm, seed, '
+                                'reported_as, test_accuracy, commit, method_code, command, the runs collected'):
+      results_data.merge(self.grid, rows, results_data.collect(self.grid, part, ['loss'], _method_code))
 
   def test_regenerated_page_holds_the_data_and_the_verdict_and_check_finds_a_hand_edit(self):
     self._collect()
@@ -144,33 +169,59 @@ class ResultsPagesTest(absltest.TestCase):
 
 class StalenessTest(absltest.TestCase):
 
-  def _git(self, *arguments):
-    return subprocess.run(['git', '-C', self.repository, *arguments], check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-  def test_a_change_to_a_file_the_method_imports_flags_its_rows_and_a_change_elsewhere_does_not(self):
+  def setUp(self):
+    super().setUp()
     self.repository = self.create_tempdir().full_path
-    _write(os.path.join(self.repository, 'algorithms', 'methods', 'm.py'), 'from algorithms.core import helper\n')
-    _write(os.path.join(self.repository, 'algorithms', 'core', 'helper.py'), 'import utils.deep\nX = 1\n')
+    _write(os.path.join(self.repository, 'algorithms', 'methods', 'm.py'),
+           '"""M."""\nfrom algorithms.core import helper\n')
+    _write(os.path.join(self.repository, 'algorithms', 'core', 'helper.py'),
+           'import utils.deep\n\ndef f(x):\n  """Doubles."""\n  return 2 * x\n')
     _write(os.path.join(self.repository, 'utils', 'deep.py'), 'Y = 1\n')
     _write(os.path.join(self.repository, 'utils', 'other.py'), 'Z = 1\n')
-    self.assertEqual(staleness.import_closure(self.repository, 'algorithms/methods/m.py'),
+    self.read = staleness.tree_reader(self.repository)
+
+  def _digest(self):
+    return staleness.code_digest(self.read, 'algorithms/methods/m.py')
+
+  def _git(self, *arguments):
+    return subprocess.run(['git', '-C', self.repository, '-c', 'user.name=t', '-c', 'user.email=t@t', *arguments],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+  def test_the_code_of_a_method_is_its_module_and_every_file_it_imports(self):
+    self.assertEqual(set(staleness.code_of(self.read, 'algorithms/methods/m.py')),
                      {'algorithms/methods/m.py', 'algorithms/core/helper.py', 'utils/deep.py'})
-    self._git('init', '-q')
-    self._git('-c', 'user.name=t', '-c', 'user.email=t@t', 'add', '.')
-    self._git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'one')
-    data_commit = self._git('rev-parse', 'HEAD')
-    files = staleness.import_closure(self.repository, 'algorithms/methods/m.py')
+    self.assertRegex(self._digest(), r'^[0-9a-f]{16}$')
+    self.assertEqual(staleness.code_digest(self.read, 'algorithms/methods/absent.py'), '')
+
+  def test_a_change_two_imports_down_moves_the_digest_and_docstrings_comments_or_layout_do_not(self):
+    before = self._digest()
     _write(os.path.join(self.repository, 'utils', 'other.py'), 'Z = 2\n')
-    self._git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qam', 'elsewhere')
-    self.assertEqual(staleness.changed_since(self.repository, data_commit, files), ())
+    _write(os.path.join(self.repository, 'algorithms', 'core', 'helper.py'),
+           'import utils.deep  # A comment.\n\n\ndef f(x):\n  """Doubles its argument,\n  reworded."""\n'
+           '  return (2 *\n          x)\n')
+    self.assertEqual(self._digest(), before)
     _write(os.path.join(self.repository, 'utils', 'deep.py'), 'Y = 2\n')
-    self._git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qam', 'deep')
-    self.assertEqual(staleness.changed_since(self.repository, data_commit, files), ('utils/deep.py',))
-    self.assertEqual(staleness.changed_since(self.repository, data_commit + '+changes', files),
-                     ('ran from a tree with uncommitted changes',))
-    self.assertEqual(staleness.changed_since(self.repository, 'unrecorded', files),
-                     ('commit unrecorded is not in this repository',))
+    self.assertNotEqual(self._digest(), before)
+
+  def test_a_commit_shows_the_code_it_had_and_an_uncommitted_or_unknown_tree_shows_none(self):
+    self._git('init', '-q')
+    self._git('add', '.')
+    self._git('commit', '-qm', 'one')
+    commit = self._git('rev-parse', 'HEAD')
+    ran = self._digest()
+    _write(os.path.join(self.repository, 'utils', 'deep.py'), 'Y = 2\n')
+    self._git('commit', '-qam', 'deep')
+    self.assertEqual(staleness.code_digest(staleness.commit_reader(self.repository, commit),
+                                           'algorithms/methods/m.py'), ran)
+    self.assertNotEqual(self._digest(), ran)
+    self.assertIsNone(staleness.commit_reader(self.repository, commit + '+changes'))
+    self.assertIsNone(staleness.commit_reader(self.repository, 'unrecorded'))
+
+  def test_rows_whose_method_code_differs_or_is_unrecorded_are_stale(self):
+    rows = [{'run': 'a', 'algorithm': 'm', 'method_code': 'x'}, {'run': 'b', 'algorithm': 'm', 'method_code': 'y'},
+            {'run': 'c', 'algorithm': 'b', 'method_code': 'z'}, {'run': 'd', 'algorithm': 'b', 'method_code': ''}]
+    code_now = {'m': 'x', 'b': 'z'}.get
+    self.assertEqual([row['run'] for row in staleness.stale_rows(rows, code_now)], ['b', 'd'])
 
 
 if __name__ == '__main__':

@@ -1,98 +1,133 @@
-"""Which claims' data may be moved by code changed since they ran: a grid's row is stale when a commit after the
-one it ran from changed a file that a method of a claim on that grid imports (the method's module and every
-repository module it imports, directly or not), or when it ran from a tree with uncommitted changes or from a commit
-this repository does not have.
+"""Which results rows the code may have moved since they ran: a data file's row records its `method_code`, a digest of
+the code its method ran (the method's module and every repository module it imports, directly or not, as of the
+commit the run came from), and the row is stale when the tree's code for that method digests otherwise.
 
-`python -m experiment.results --stale` lists them with the grids to rerun; a change to a method thus flags exactly
-the claims it may move, and a change elsewhere (docs, the report, another method) flags none.
+The digest reads each file's syntax tree without its docstrings (comments and layout are not in it), so rewording a
+docstring or wrapping a line flags nothing, while any change to what runs flags the rows of every method that imports
+it, however deep. It is computed from file contents, not from git history, so the check runs anywhere the sources
+are (a Bazel test's runfiles, a shallow clone): `tests/results_check_test.py` fails on a stale row, and
+`python -m experiment.results --stale` names the grids and methods to rerun.
 """
 
 import ast
-import dataclasses
+import functools
+import hashlib
 import os
 import subprocess
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
 from algorithms import registry
-from experiment.reporting import claims as claims_lib
 from experiment.reporting import results_data
-
 _DIRTY = '+changes'
 
-
-@dataclasses.dataclass(frozen=True)
-class StaleGrid:
-  grid: str
-  commit: str  # The rows' commit.
-  rows: int
-  changed: tuple[str, ...]  # Files of the claims' methods changed since (or the reason, for an unusable commit).
+# Reads a repository-relative path: its text, or None when there is no such file.
+Reader = Callable[[str], Optional[str]]
 
 
-def _module_file(repository: str, module: str):
-  candidate = os.path.join(repository, *module.split('.'))
+def tree_reader(repository: str) -> Reader:
+  def read(relative_path: str) -> Optional[str]:
+    path = os.path.join(repository, relative_path)
+    if not os.path.isfile(path):
+      return None
+    with open(path) as f:
+      return f.read()
+  return read
+
+
+def commit_reader(repository: str, commit: str) -> Optional[Reader]:
+  """The files as of `commit`, or None when `commit` cannot vouch for them (a tree with uncommitted changes, a commit
+  this repository does not have)."""
+  if commit.endswith(_DIRTY) or subprocess.run(['git', '-C', repository, 'cat-file', '-e', f'{commit}^{{commit}}'],
+                                               capture_output=True).returncode:
+    return None
+
+  @functools.cache
+  def read(relative_path: str) -> Optional[str]:
+    shown = subprocess.run(['git', '-C', repository, 'show', f'{commit}:{relative_path}'], capture_output=True,
+                           text=True)
+    return None if shown.returncode else shown.stdout
+  return read
+
+
+def _module_file(read: Reader, module: str) -> Optional[tuple[str, str]]:
+  candidate = os.path.join(*module.split('.'))
   for path in (candidate + '.py', os.path.join(candidate, '__init__.py')):
-    if os.path.exists(path):
-      return os.path.relpath(path, repository)
+    text = read(path)
+    if text is not None:
+      return path, text
   return None
 
 
-def import_closure(repository: str, relative_path: str) -> set[str]:
-  """`relative_path` and every repository file it imports, directly or through others (read, not executed)."""
-  seen, pending = set(), [relative_path]
+def _imported_modules(tree: ast.AST) -> list[str]:
+  names = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      names += [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+      names += [node.module] + [f'{node.module}.{alias.name}' for alias in node.names]
+  return names
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+  for node in ast.walk(tree):
+    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+      first = node.body[0]
+      if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        node.body = node.body[1:] or [ast.Pass()]
+  return tree
+
+
+def code_of(read: Reader, relative_path: str) -> dict[str, str]:
+  """`relative_path` and every repository file it imports, directly or through others (read, not executed): each
+  path -> its syntax tree without docstrings, dumped."""
+  code, pending = {}, [relative_path]
   while pending:
     current = pending.pop()
-    if current in seen:
+    if current in code:
       continue
-    seen.add(current)
-    with open(os.path.join(repository, current)) as f:
-      tree = ast.parse(f.read())
-    for node in ast.walk(tree):
-      names = []
-      if isinstance(node, ast.Import):
-        names = [alias.name for alias in node.names]
-      elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-        names = [node.module] + [f'{node.module}.{alias.name}' for alias in node.names]
-      for name in names:
-        found = _module_file(repository, name)
-        if found and found not in seen:
-          pending.append(found)
-  return seen
+    text = read(current)
+    if text is None:
+      continue
+    tree = ast.parse(text)
+    code[current] = ast.dump(_without_docstrings(tree))
+    for name in _imported_modules(tree):
+      found = _module_file(read, name)
+      if found and found[0] not in code:
+        pending.append(found[0])
+  return code
 
 
-def method_files(repository: str, methods: Sequence[str]) -> set[str]:
-  files = set()
-  for name in methods:
-    files |= import_closure(repository, os.path.relpath(registry.METHODS[name].module.__file__, repository))
-  return files
+def code_digest(read: Reader, relative_path: str) -> str:
+  """A digest of `code_of(read, relative_path)`: 16 hexadecimal digits, '' when the file is not there."""
+  code = code_of(read, relative_path)
+  if not code:
+    return ''
+  hashed = hashlib.sha256()
+  for path in sorted(code):
+    hashed.update(f'{path}\0{code[path]}\0'.encode())
+  return hashed.hexdigest()[:16]
 
 
-def _git(repository: str, *arguments: str) -> subprocess.CompletedProcess:
-  return subprocess.run(['git', '-C', repository, *arguments], capture_output=True, text=True)
+def method_path(repository: str, name: str) -> str:
+  """Method `name`'s module, relative to `repository`."""
+  return os.path.relpath(registry.METHODS[name].module.__file__, repository)
 
 
-def changed_since(repository: str, commit: str, files: Sequence[str]) -> tuple[str, ...]:
-  """The `files` changed by a commit after `commit` (to HEAD), or the reason `commit` cannot vouch for them."""
-  if commit.endswith(_DIRTY):
-    return ('ran from a tree with uncommitted changes',)
-  if _git(repository, 'cat-file', '-e', f'{commit}^{{commit}}').returncode:
-    return (f'commit {commit} is not in this repository',)
-  changed = _git(repository, 'diff', '--name-only', commit, 'HEAD', '--', *sorted(files)).stdout.split()
-  return tuple(sorted(changed))
+def method_code(repository: str, read: Reader, name: str) -> str:
+  """The digest of the code method `name` runs, read through `read` ('' for a method or module that is not there)."""
+  return code_digest(read, method_path(repository, name)) if name in registry.METHODS else ''
 
 
-def stale_grids(repository: str, page_claims: Sequence[claims_lib.Claim]) -> list[StaleGrid]:
-  """Each grid of `page_claims` whose rows of some commit are stale (module docstring)."""
-  methods: dict[str, set[str]] = {}
-  for claim in page_claims:
-    methods.setdefault(claim.grid, set()).update({claim.method, *claim.against})
-  stale = []
-  for grid, names in sorted(methods.items()):
-    if not os.path.exists(results_data.path(repository, grid)):
-      continue  # No rows, nothing to be stale.
-    rows = results_data.read(results_data.path(repository, grid))
-    files = method_files(repository, sorted(names))
-    for commit in sorted({row[results_data.COMMIT] for row in rows}):
-      changed = changed_since(repository, commit, sorted(files))
-      if changed:
-        stale.append(StaleGrid(grid, commit, sum(row[results_data.COMMIT] == commit for row in rows), changed))
-  return stale
+def stale_rows(rows: Sequence[dict], code_now: Callable[[str], str]) -> list[dict]:
+  """The rows whose method's code now (`code_now(algorithm)`, e.g. `method_code` of the tree) differs from what they
+  ran, or whose code is unrecorded."""
+  current = {}
+  for name in {row['algorithm'] for row in rows}:
+    current[name] = code_now(name)
+  return [row for row in rows if not row.get(results_data.METHOD_CODE) or row[results_data.METHOD_CODE] != current[row['algorithm']]]
+
+
+def tree_method_code(repository: str) -> Callable[[str], str]:
+  """`method_code` of the files under `repository`, per method name."""
+  read = tree_reader(repository)
+  return lambda name: method_code(repository, read, name)
