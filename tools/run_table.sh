@@ -17,8 +17,6 @@
 #   fedgmm              FedGMM and its baselines under dirichlet_mixture
 #   fedgmm_toy          FedGMM and its baselines on the FedGMM paper's one-dimensional toy (its Figure 1)
 #   privacy             Vanilla, FedTEM, FedTKM with TFF's DP-FedAvg aggregator at noise 0 / 0.5 / 1.0, and epsilon
-# The grids' earlier names are accepted: seed_000* (pFedEM), seed_001* (FedEvolve), seed_002_* (Diurnal or
-# Nocturnal), seed_003* (ShiftEx), seed_004 (FedGMM).
 # Matrix flags narrow or change the grid: --sweep=seed=0, --set=total_rounds=20, --jobs=1.
 #
 #   bash tools/run_table.sh NAME [OUTPUT_ROOT] [matrix flags...]      (default root: /tmp/<NAME>)
@@ -26,8 +24,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 names=(pfedem pfedem_pretrained pfedem_separation fedevolve fedevolve_rotation diurnal_synthetic diurnal_digits fedtkm_orientation shiftex shiftex_severity fedgmm fedgmm_toy privacy)
 name="${1:-}"
-name=$(sed -E -e 's/^seed_000/pfedem/' -e 's/^seed_001/fedevolve/' -e 's/^seed_002_/diurnal_/' \
-  -e 's/^seed_003/shiftex/' -e 's/^seed_004$/fedgmm/' <<< "$name")
 if [[ ! " ${names[*]} " =~ " $name " ]]; then
   echo "usage: bash tools/run_table.sh {${names[*]}} [OUTPUT_ROOT] [matrix flags...]" >&2
   exit 2
