@@ -5,7 +5,7 @@ A row holds the run's name, the grid's swept flags (the seed among them), the me
 when the run read test labels or test domains, or is the No-Dist-Shift reference), the figures the page's tables
 and claims read (`report_tables.run_metrics` of the run's summary), and its provenance: the commit it ran from and
 the grid's command, as the matrix recorded them when the run finished (`matrix_runner.provenance_path`), and the
-digest of its method's code at that commit (`METHOD_CODE`, which `staleness` compares with the tree's). A run
+fingerprint of its method's code at that commit (`METHOD_CODE`, which `staleness` compares with the tree's). A run
 without that record, or from a tree with uncommitted changes, is refused, never guessed. Unfinished runs and runs
 outside the grid are left out; the tables say how many seeds each row has.
 
@@ -51,7 +51,7 @@ def _figure(value: float) -> str:
 def collect(grid: grid_lib.Grid, root: str, figures: Sequence[str],
             method_code: Callable[[str, str], Optional[str]]) -> list[dict]:
   """The rows of the grid's finished runs under `root`, with `figures` (module docstring). `method_code(commit,
-  algorithm)`: the digest of the method's code at the commit, or None when the commit cannot vouch for it."""
+  algorithm)`: the fingerprint of the method's code at the commit, or None when the commit cannot vouch for it."""
   # Imported here: the report's tables import TensorFlow (through the routing summary), which reading, writing and
   # checking the data files do not need.
   from experiment.reporting import report_tables  # pylint: disable=g-import-not-at-top

@@ -180,8 +180,8 @@ class StalenessTest(absltest.TestCase):
     _write(os.path.join(self.repository, 'utils', 'other.py'), 'Z = 1\n')
     self.read = staleness.tree_reader(self.repository)
 
-  def _digest(self):
-    return staleness.code_digest(self.read, 'algorithms/methods/m.py')
+  def _fingerprint(self):
+    return staleness.code_fingerprint(self.read, 'algorithms/methods/m.py')
 
   def _git(self, *arguments):
     return subprocess.run(['git', '-C', self.repository, '-c', 'user.name=t', '-c', 'user.email=t@t', *arguments],
@@ -190,30 +190,30 @@ class StalenessTest(absltest.TestCase):
   def test_the_code_of_a_method_is_its_module_and_every_file_it_imports(self):
     self.assertEqual(set(staleness.code_of(self.read, 'algorithms/methods/m.py')),
                      {'algorithms/methods/m.py', 'algorithms/core/helper.py', 'utils/deep.py'})
-    self.assertRegex(self._digest(), r'^[0-9a-f]{16}$')
-    self.assertEqual(staleness.code_digest(self.read, 'algorithms/methods/absent.py'), '')
+    self.assertRegex(self._fingerprint(), r'^[0-9a-f]{16}$')
+    self.assertEqual(staleness.code_fingerprint(self.read, 'algorithms/methods/absent.py'), '')
 
-  def test_a_change_two_imports_down_moves_the_digest_and_docstrings_comments_or_layout_do_not(self):
-    before = self._digest()
+  def test_a_change_two_imports_down_moves_the_fingerprint_and_docstrings_comments_or_layout_do_not(self):
+    before = self._fingerprint()
     _write(os.path.join(self.repository, 'utils', 'other.py'), 'Z = 2\n')
     _write(os.path.join(self.repository, 'algorithms', 'core', 'helper.py'),
            'import utils.deep  # A comment.\n\n\ndef f(x):\n  """Doubles its argument,\n  reworded."""\n'
            '  return (2 *\n          x)\n')
-    self.assertEqual(self._digest(), before)
+    self.assertEqual(self._fingerprint(), before)
     _write(os.path.join(self.repository, 'utils', 'deep.py'), 'Y = 2\n')
-    self.assertNotEqual(self._digest(), before)
+    self.assertNotEqual(self._fingerprint(), before)
 
   def test_a_commit_shows_the_code_it_had_and_an_uncommitted_or_unknown_tree_shows_none(self):
     self._git('init', '-q')
     self._git('add', '.')
     self._git('commit', '-qm', 'one')
     commit = self._git('rev-parse', 'HEAD')
-    ran = self._digest()
+    ran = self._fingerprint()
     _write(os.path.join(self.repository, 'utils', 'deep.py'), 'Y = 2\n')
     self._git('commit', '-qam', 'deep')
-    self.assertEqual(staleness.code_digest(staleness.commit_reader(self.repository, commit),
+    self.assertEqual(staleness.code_fingerprint(staleness.commit_reader(self.repository, commit),
                                            'algorithms/methods/m.py'), ran)
-    self.assertNotEqual(self._digest(), ran)
+    self.assertNotEqual(self._fingerprint(), ran)
     self.assertIsNone(staleness.commit_reader(self.repository, commit + '+changes'))
     self.assertIsNone(staleness.commit_reader(self.repository, 'unrecorded'))
 

@@ -1,11 +1,11 @@
-"""Which results rows the code may have moved since they ran: a data file's row records its `method_code`, a digest of
-the code its method ran (the method's module and every repository module it imports, directly or not, as of the
-commit the run came from), and the row is stale when the tree's code for that method digests otherwise.
+"""Which results rows the code may have moved since they ran: a data file's row records its `method_code`, a
+fingerprint of the code its method ran (the method's module and every repository module it imports, directly or not,
+as of the commit the run came from), and the row is stale when the tree's code for that method has another.
 
-The digest reads each file's syntax tree without its docstrings (comments and layout are not in it), so rewording a
-docstring or wrapping a line flags nothing, while any change to what runs flags the rows of every method that imports
-it, however deep. It is computed from file contents, not from git history, so the check runs anywhere the sources
-are (a Bazel test's runfiles, a shallow clone): `tests/results_check_test.py` fails on a stale row, and
+The fingerprint reads each file's syntax tree without its docstrings (comments and layout are not in it), so
+rewording a docstring or wrapping a line flags nothing, while any change to what runs flags the rows of every method
+that imports it, however deep. It is computed from file contents, not from git history, so the check runs anywhere
+the sources are (a Bazel test's runfiles, a shallow clone): `tests/results_check_test.py` fails on a stale row, and
 `python -m experiment.results --stale` names the grids and methods to rerun.
 """
 
@@ -97,8 +97,8 @@ def code_of(read: Reader, relative_path: str) -> dict[str, str]:
   return code
 
 
-def code_digest(read: Reader, relative_path: str) -> str:
-  """A digest of `code_of(read, relative_path)`: 16 hexadecimal digits, '' when the file is not there."""
+def code_fingerprint(read: Reader, relative_path: str) -> str:
+  """A fingerprint of `code_of(read, relative_path)`: 16 hexadecimal digits, '' when the file is not there."""
   code = code_of(read, relative_path)
   if not code:
     return ''
@@ -114,17 +114,16 @@ def method_path(repository: str, name: str) -> str:
 
 
 def method_code(repository: str, read: Reader, name: str) -> str:
-  """The digest of the code method `name` runs, read through `read` ('' for a method or module that is not there)."""
-  return code_digest(read, method_path(repository, name)) if name in registry.METHODS else ''
+  """The fingerprint of the code method `name` runs, read through `read` ('' for a method or module not there)."""
+  return code_fingerprint(read, method_path(repository, name)) if name in registry.METHODS else ''
 
 
 def stale_rows(rows: Sequence[dict], code_now: Callable[[str], str]) -> list[dict]:
   """The rows whose method's code now (`code_now(algorithm)`, e.g. `method_code` of the tree) differs from what they
   ran, or whose code is unrecorded."""
-  current = {}
-  for name in {row['algorithm'] for row in rows}:
-    current[name] = code_now(name)
-  return [row for row in rows if not row.get(results_data.METHOD_CODE) or row[results_data.METHOD_CODE] != current[row['algorithm']]]
+  current = {name: code_now(name) for name in {row['algorithm'] for row in rows}}
+  return [row for row in rows
+          if not row.get(results_data.METHOD_CODE) or row[results_data.METHOD_CODE] != current[row['algorithm']]]
 
 
 def tree_method_code(repository: str) -> Callable[[str], str]:
