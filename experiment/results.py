@@ -9,6 +9,8 @@ r"""The results pages from their data: claims (`experiment/claims/<page>.toml`),
                                                      merge the finished runs of a root into GRID's data file: they
                                                      replace its rows of the same runs (bash tools/run_table.sh GRID
                                                      DIR runs the grid; --sweep=... runs a part of it)
+    python -m experiment.results --produce=NAME      run a program whose printed table a page shows
+                                                     (experiment/results_outputs.toml) and store it
 
 `bazel run //experiment:results -- --check` does the same from the workspace.
 """
@@ -23,12 +25,16 @@ from absl import flags
 from experiment.core import grid as grid_lib
 from experiment.reporting import claims as claims_lib
 from experiment.reporting import results_data
+from experiment.reporting import results_outputs
 from experiment.reporting import results_pages
+from experiment.reporting import staleness
 
 _CHECK = flags.DEFINE_bool('check', False, 'Exit 1 if a committed page differs from what its data make.')
 _STALE = flags.DEFINE_bool('stale', False, 'Exit 1 if a claim\'s data ran before a change to its methods\' code.')
 _COLLECT = flags.DEFINE_string('collect', None, 'Write this grid\'s data file from --root.')
 _ROOT = flags.DEFINE_string('root', None, 'A root of the grid\'s runs (with --collect).')
+_PRODUCE = flags.DEFINE_string('produce', None, 'Run this output\'s program (experiment/results_outputs.toml) and '
+                               'store its table.')
 
 
 def _repository() -> str:
@@ -47,7 +53,6 @@ def _collect(repository: str, grid_name: str, root: str) -> None:
   for figure in list(grid.report_columns) + [f for c in claimed for f in (c.figure, c.against_figure) if f]:
     if figure not in figures:
       figures.append(figure)
-  from experiment.reporting import staleness  # pylint: disable=g-import-not-at-top  (TensorFlow, for the registry)
   readers = {}
 
   @functools.cache
@@ -69,7 +74,6 @@ def _collect(repository: str, grid_name: str, root: str) -> None:
 
 
 def _stale(repository: str) -> int:
-  from experiment.reporting import staleness  # pylint: disable=g-import-not-at-top  (TensorFlow, for the registry)
   found, code_now = 0, staleness.tree_method_code(repository)
   for grid_name in results_data.grid_names(repository):
     stale = staleness.stale_rows(results_data.read(results_data.path(repository, grid_name)), code_now)
@@ -82,7 +86,19 @@ def _stale(repository: str) -> int:
             f'tree\'s, or unrecorded; rerun: '
             f'bash tools/run_table.sh {grid_name} ROOT{narrowed}, then python -m experiment.results '
             f'--collect={grid_name} --root=ROOT')
+  for name in results_outputs.stale(repository):
+    found += 1
+    print(f'results: output {name} is not produced or ran other code than the tree\'s; rerun: python -m '
+          f'experiment.results --produce={name}')
   return 1 if found else 0
+
+
+def _produce(repository: str, name: str) -> None:
+  outputs = results_outputs.declared(repository)
+  if name not in outputs:
+    _fail(f'--produce: no output {name!r} in {results_outputs.DECLARATIONS} ({", ".join(sorted(outputs))}).')
+  results_outputs.write(repository, name, results_outputs.produce(repository, outputs[name]))
+  print(f'results: {results_data.output_path(repository, name)}: {outputs[name].command()}')
 
 
 def main(argv):
@@ -94,6 +110,9 @@ def main(argv):
       if not _ROOT.value:
         _fail('--collect needs --root=DIR, the root of the grid\'s runs.')
       _collect(repository, _COLLECT.value, os.path.abspath(_ROOT.value))
+      return
+    if _PRODUCE.value:
+      _produce(repository, _PRODUCE.value)
       return
     if _STALE.value:
       sys.exit(_stale(repository))
@@ -112,7 +131,8 @@ def main(argv):
         with open(path, 'w') as f:
           f.write(generated)
       print(f'results: {page.path}: {"regenerated" if generated != text else "unchanged"}')
-  except (claims_lib.ClaimError, results_pages.PageError, results_data.DataError, grid_lib.GridError) as error:
+  except (claims_lib.ClaimError, results_pages.PageError, results_data.DataError, grid_lib.GridError,
+          results_outputs.OutputError) as error:
     _fail(str(error))
 
 

@@ -1,13 +1,15 @@
 """The results pages and their data are current: every page is what its data make (`python -m experiment.results
 --check`), so a hand edit of a generated number, or a data or claim file changed without regenerating the page, fails
-here; and every data row ran the code its method has in this tree (`python -m experiment.results --stale`), so a
-change to a method, or to anything it imports, fails here until the grids it may move are rerun."""
+here; and every data row, and every table a program printed, ran the code its method or program has in this tree
+(`python -m experiment.results --stale`), so a change to either, or to anything it imports, fails here until what it
+may move is run again."""
 
 import os
 
 from absl.testing import absltest
 
 from experiment.reporting import results_data
+from experiment.reporting import results_outputs
 from experiment.reporting import results_pages
 from experiment.reporting import staleness
 
@@ -31,6 +33,11 @@ class ResultsCheckTest(absltest.TestCase):
       self.assertEqual([row['run'] for row in stale], [],
                        f'grid {grid}: these runs ran other code of their method; `python -m experiment.results '
                        '--stale` gives the commands that rerun them.')
+
+  def test_every_printed_table_is_produced_by_the_code_of_its_program_now(self):
+    self.assertNotEmpty(results_outputs.declared(_REPOSITORY))
+    self.assertEqual(results_outputs.stale(_REPOSITORY), [],
+                     'produce them again with `python -m experiment.results --produce=NAME`.')
 
 
 if __name__ == '__main__':

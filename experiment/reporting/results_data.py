@@ -38,6 +38,19 @@ def path(repository: str, grid_name: str) -> str:
   return os.path.join(repository, DATA_DIR, f'{grid_name}.csv')
 
 
+def output_path(repository: str, name: str) -> str:
+  """The data file of an output a program prints (`results_outputs`)."""
+  return os.path.join(repository, DATA_DIR, f'{name}.json')
+
+
+def read_output(repository: str, name: str) -> Optional[dict]:
+  """A stored output (its table, command, commit and code), or None before it is produced."""
+  if not os.path.exists(output_path(repository, name)):
+    return None
+  with open(output_path(repository, name)) as f:
+    return json.load(f)
+
+
 def grid_names(repository: str) -> list[str]:
   """The grids that have a data file."""
   directory = os.path.join(repository, DATA_DIR)

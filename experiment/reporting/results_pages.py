@@ -10,6 +10,9 @@ A page marks what is generated; the prose around stays written by hand:
   ...                               [report] columns as mean +- standard error over the seeds (a grid without a
                                     data file has no rows, and its claims n = 0)
   <!-- end generated -->
+  <!-- generated: output NAME -->   the table a program printed (`results_outputs`), as stored in its data file
+  ...
+  <!-- end generated -->
 
 `regenerate` gives every page as its data make it; `python -m experiment.results --check` fails on a page that
 differs (a hand edit of a generated number, or data changed without the page).
@@ -122,14 +125,20 @@ def grid_table(grid_name: str, grid: grid_lib.Grid, rows: Sequence[dict]) -> str
   return '\n'.join(lines) + '\n'
 
 
-def _region(name: str, page: Page, data: dict[str, list[dict]], grids: dict[str, grid_lib.Grid]) -> str:
+def _region(repository: str, name: str, page: Page, data: dict[str, list[dict]],
+            grids: dict[str, grid_lib.Grid]) -> str:
   if name == 'claims':
     return claims_table(page.claims, data, grids)
   kind, _, grid_name = name.partition(' ')
   if kind == 'table' and grid_name in grids:
     return grid_table(grid_name, grids[grid_name], data[grid_name])
-  raise PageError(f'{page.path}: no generated region is called {name!r} (claims, or table GRID for a grid its '
-                  f'claims use: {", ".join(sorted(grids))}).')
+  if kind == 'output':
+    stored = results_data.read_output(repository, grid_name)
+    if stored is None:
+      return f'Output {grid_name} is not produced yet: `python -m experiment.results --produce={grid_name}`.\n'
+    return stored['table']
+  raise PageError(f'{page.path}: no generated region is called {name!r} (claims, output NAME, or table GRID for a '
+                  f'grid its claims use: {", ".join(sorted(grids))}).')
 
 
 def regenerate_page(repository: str, page: Page, text: Optional[str] = None) -> str:
@@ -145,7 +154,7 @@ def regenerate_page(repository: str, page: Page, text: Optional[str] = None) -> 
     data[name] = results_data.read(data_path) if os.path.exists(data_path) else []
   if not _REGION.search(text) or 'claims' not in [m.group('name') for m in _REGION.finditer(text)]:
     raise PageError(f'{page.path}: no <!-- generated: claims --> region.')
-  return _REGION.sub(lambda m: m.group(1) + _region(m.group('name'), page, data, grids) + m.group(4), text)
+  return _REGION.sub(lambda m: m.group(1) + _region(repository, m.group('name'), page, data, grids) + m.group(4), text)
 
 
 def stale_pages(repository: str) -> list[tuple[str, str]]:

@@ -10,6 +10,7 @@ from scipy import stats
 from experiment.core import grid as grid_lib
 from experiment.core import matrix_runner
 from experiment.reporting import results_data
+from experiment.reporting import results_outputs
 from experiment.reporting import results_pages
 from experiment.reporting import staleness
 
@@ -222,6 +223,57 @@ class StalenessTest(absltest.TestCase):
             {'run': 'c', 'algorithm': 'b', 'method_code': 'z'}, {'run': 'd', 'algorithm': 'b', 'method_code': ''}]
     code_now = {'m': 'x', 'b': 'z'}.get
     self.assertEqual([row['run'] for row in staleness.stale_rows(rows, code_now)], ['b', 'd'])
+
+
+class OutputsTest(absltest.TestCase):
+  """A printed table as data: produced from committed code, shown in its region, stale when its code changes."""
+
+  def setUp(self):
+    super().setUp()
+    self.repository = self.create_tempdir().full_path
+    _write(os.path.join(self.repository, 'experiment', 'grids', 'g.toml'), _GRID)
+    _write(os.path.join(self.repository, 'experiment', 'claims', 'p.toml'), _CLAIMS)
+    _write(os.path.join(self.repository, 'docs', 'results', 'p.md'),
+           _PAGE + '\n<!-- generated: output squares -->\n<!-- end generated -->\n')
+    _write(os.path.join(self.repository, 'experiment', 'results_outputs.toml'),
+           '[squares]\nmodule = "tools.squares"\narguments = ["3"]\n')
+    _write(os.path.join(self.repository, 'tools', 'squares.py'),
+           'import sys\nfrom tools import power\nprint("Squares:")\nprint("| n | n^2 |")\n'
+           'for n in range(1, int(sys.argv[1]) + 1):\n  print(f"| {n} | {power.power(n)} |")\n')
+    _write(os.path.join(self.repository, 'tools', 'power.py'), 'def power(n):\n  return n ** 2\n')
+    os.makedirs(os.path.join(self.repository, 'docs', 'results', 'data'))
+    self._git('init', '-q')
+    self._git('add', '.')
+    self._git('commit', '-qm', 'one')
+    self.output = results_outputs.declared(self.repository)['squares']
+
+  def _git(self, *arguments):
+    return subprocess.run(['git', '-C', self.repository, '-c', 'user.name=t', '-c', 'user.email=t@t', *arguments],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+  def test_the_printed_table_is_stored_with_its_provenance_and_shown_in_its_region(self):
+    self.assertEqual(results_outputs.stale(self.repository), ['squares'])  # Not produced yet.
+    produced = results_outputs.produce(self.repository, self.output)
+    self.assertEqual(produced['table'], '| n | n^2 |\n| 1 | 1 |\n| 2 | 4 |\n| 3 | 9 |\n')
+    self.assertEqual(produced['command'], 'python -m tools.squares 3')
+    self.assertEqual(produced['commit'], self._git('rev-parse', 'HEAD'))
+    results_outputs.write(self.repository, 'squares', produced)
+    self.assertEqual(results_data.read_output(self.repository, 'squares'), produced)
+    self.assertEqual(results_outputs.stale(self.repository), [])
+    page, = results_pages.pages(self.repository)
+    generated = results_pages.regenerate_page(self.repository, page)
+    self.assertIn('<!-- generated: output squares -->\n| n | n^2 |\n| 1 | 1 |\n| 2 | 4 |\n| 3 | 9 |\n'
+                  '<!-- end generated -->', generated)
+
+  def test_a_change_to_code_the_program_imports_makes_it_stale_and_uncommitted_code_is_refused(self):
+    results_outputs.write(self.repository, 'squares', results_outputs.produce(self.repository, self.output))
+    _write(os.path.join(self.repository, 'tools', 'power.py'), 'def power(n):\n  return n * n * 1\n')
+    self.assertEqual(results_outputs.stale(self.repository), ['squares'])
+    with self.assertRaisesRegex(results_outputs.OutputError, 'uncommitted changes .*tools/power.py'):
+      results_outputs.produce(self.repository, self.output)
+    self._git('commit', '-qam', 'two')
+    results_outputs.write(self.repository, 'squares', results_outputs.produce(self.repository, self.output))
+    self.assertEqual(results_outputs.stale(self.repository), [])
 
 
 if __name__ == '__main__':

@@ -16,7 +16,6 @@ import os
 import subprocess
 from typing import Callable, Optional, Sequence
 
-from algorithms import registry
 from experiment.reporting import results_data
 _DIRTY = '+changes'
 
@@ -108,14 +107,20 @@ def code_fingerprint(read: Reader, relative_path: str) -> str:
   return hashed.hexdigest()[:16]
 
 
+def _methods():
+  # Imported here: the registry imports TensorFlow (through the methods), which fingerprinting files does not need.
+  from algorithms import registry  # pylint: disable=g-import-not-at-top
+  return registry.METHODS
+
+
 def method_path(repository: str, name: str) -> str:
   """Method `name`'s module, relative to `repository`."""
-  return os.path.relpath(registry.METHODS[name].module.__file__, repository)
+  return os.path.relpath(_methods()[name].module.__file__, repository)
 
 
 def method_code(repository: str, read: Reader, name: str) -> str:
   """The fingerprint of the code method `name` runs, read through `read` ('' for a method or module not there)."""
-  return code_fingerprint(read, method_path(repository, name)) if name in registry.METHODS else ''
+  return code_fingerprint(read, method_path(repository, name)) if name in _methods() else ''
 
 
 def stale_rows(rows: Sequence[dict], code_now: Callable[[str], str]) -> list[dict]:
