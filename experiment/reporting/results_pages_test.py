@@ -68,14 +68,19 @@ def _run_directory(root: str, name: str, config: dict, accuracy: float, provenan
     _write(matrix_runner.provenance_path(root, name), json.dumps({'commit': 'c0ffee', 'command': 'matrix g'}))
 
 
+def _page_repository(repository: str, page: str) -> None:
+  """Writes the grid g, the claims on page p and the page itself under `repository`."""
+  _write(os.path.join(repository, 'experiment', 'grids', 'g.toml'), _GRID)
+  _write(os.path.join(repository, 'experiment', 'claims', 'p.toml'), _CLAIMS)
+  _write(os.path.join(repository, 'docs', 'results', 'p.md'), page)
+
+
 class ResultsPagesTest(absltest.TestCase):
 
   def setUp(self):
     super().setUp()
     self.repository = self.create_tempdir().full_path
-    _write(os.path.join(self.repository, 'experiment', 'grids', 'g.toml'), _GRID)
-    _write(os.path.join(self.repository, 'experiment', 'claims', 'p.toml'), _CLAIMS)
-    _write(os.path.join(self.repository, 'docs', 'results', 'p.md'), _PAGE)
+    _page_repository(self.repository, _PAGE)
     self.root = self.create_tempdir().full_path
     for seed in range(5):
       _run_directory(self.root, f'm_s{seed}', {'algorithm': 'm', 'seed': seed}, _M[seed])
@@ -231,10 +236,7 @@ class OutputsTest(absltest.TestCase):
   def setUp(self):
     super().setUp()
     self.repository = self.create_tempdir().full_path
-    _write(os.path.join(self.repository, 'experiment', 'grids', 'g.toml'), _GRID)
-    _write(os.path.join(self.repository, 'experiment', 'claims', 'p.toml'), _CLAIMS)
-    _write(os.path.join(self.repository, 'docs', 'results', 'p.md'),
-           _PAGE + '\n<!-- generated: output squares -->\n<!-- end generated -->\n')
+    _page_repository(self.repository, _PAGE + '\n<!-- generated: output squares -->\n<!-- end generated -->\n')
     _write(os.path.join(self.repository, 'experiment', 'results_outputs.toml'),
            '[squares]\nmodule = "tools.squares"\narguments = ["3"]\n')
     _write(os.path.join(self.repository, 'tools', 'squares.py'),
