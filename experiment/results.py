@@ -3,8 +3,9 @@ r"""The results pages from their data: claims (`experiment/claims/<page>.toml`),
 
     python -m experiment.results                     regenerate every page's generated regions from the data
     python -m experiment.results --check             exit 1 if a committed page differs from what its data make
-    python -m experiment.results --stale             exit 1 if a data row's method code changed since it ran
-                                                     (`staleness`), naming the grids and methods to rerun
+    python -m experiment.results --stale             exit 1 if a data row's method code, or a printed table's
+                                                     program, changed since it ran (`staleness`), naming what to
+                                                     rerun
     python -m experiment.results --collect=GRID --root=DIR
                                                      merge the finished runs of a root into GRID's data file: they
                                                      replace its rows of the same runs (bash tools/run_table.sh GRID
@@ -30,8 +31,8 @@ from experiment.reporting import results_pages
 from experiment.reporting import staleness
 
 _CHECK = flags.DEFINE_bool('check', False, 'Exit 1 if a committed page differs from what its data make.')
-_STALE = flags.DEFINE_bool('stale', False, 'Exit 1 if a claim\'s data ran before a change to its methods\' code.')
-_COLLECT = flags.DEFINE_string('collect', None, 'Write this grid\'s data file from --root.')
+_STALE = flags.DEFINE_bool('stale', False, 'Exit 1 if a data row or a printed table ran other code than the tree\'s.')
+_COLLECT = flags.DEFINE_string('collect', None, 'Merge the finished runs of --root into this grid\'s data file.')
 _ROOT = flags.DEFINE_string('root', None, 'A root of the grid\'s runs (with --collect).')
 _PRODUCE = flags.DEFINE_string('produce', None, 'Run this output\'s program (experiment/results_outputs.toml) and '
                                'store its table.')
@@ -53,13 +54,12 @@ def _collect(repository: str, grid_name: str, root: str) -> None:
   for figure in list(grid.report_columns) + [f for c in claimed for f in (c.figure, c.against_figure) if f]:
     if figure not in figures:
       figures.append(figure)
-  readers = {}
+  reader = functools.cache(lambda commit: staleness.commit_reader(repository, commit))
 
   @functools.cache
   def method_code(commit: str, algorithm: str):
-    if commit not in readers:
-      readers[commit] = staleness.commit_reader(repository, commit)
-    return None if readers[commit] is None else staleness.method_code(repository, readers[commit], algorithm)
+    read = reader(commit)
+    return None if read is None else staleness.method_code(repository, read, algorithm)
 
   collected = results_data.collect(grid, root, figures, method_code)
   if not collected:
