@@ -11,10 +11,10 @@ the sources are (a Bazel test's runfiles, a shallow clone): `tests/results_check
 
 import ast
 import functools
-import hashlib
 import os
 import subprocess
 from typing import Callable, Optional, Sequence
+import uuid
 
 from experiment.reporting import results_data
 _DIRTY = '+changes'
@@ -97,14 +97,12 @@ def code_of(read: Reader, relative_path: str) -> dict[str, str]:
 
 
 def code_fingerprint(read: Reader, relative_path: str) -> str:
-  """A fingerprint of `code_of(read, relative_path)`: 16 hexadecimal digits, '' when the file is not there."""
+  """A fingerprint of `code_of(read, relative_path)`: 16 hexadecimal digits of a name-based (SHA-1) UUID of every
+  path and its code, '' when the file is not there."""
   code = code_of(read, relative_path)
   if not code:
     return ''
-  hashed = hashlib.sha256()
-  for path in sorted(code):
-    hashed.update(f'{path}\0{code[path]}\0'.encode())
-  return hashed.hexdigest()[:16]
+  return uuid.uuid5(uuid.NAMESPACE_URL, ''.join(f'{path}\0{code[path]}\0' for path in sorted(code))).hex[:16]
 
 
 def _methods():
