@@ -4,8 +4,8 @@ benchmark): each is declared in `experiment/results_outputs.toml` (its module an
 command, the commit and a fingerprint of the module's code), and a page shows it in a region
 `<!-- generated: output NAME -->`.
 
-The module runs from the repository as `python -m MODULE FLAGS`; the table is the lines of its output that start
-with `|`. It must run from committed code (the commit vouches for the table), and the suite fails when the code it
+The module runs from the repository as `python -m MODULE FLAGS`; its tables are the runs of consecutive output lines
+that start with `|`, and the declaration's `table` (1 by default) says which one it shows. It must run from committed code (the commit vouches for the table), and the suite fails when the code it
 imports changes (`staleness`), as for a grid's rows.
 """
 
@@ -31,6 +31,7 @@ class Output:
   name: str
   module: str  # Dotted, run with `python -m`.
   arguments: tuple[str, ...]
+  table: int = 1  # Which of the tables it prints, from 1.
 
   def command(self) -> str:
     return ' '.join(['python -m', self.module, *self.arguments])
@@ -44,16 +45,29 @@ def declared(repository: str) -> dict[str, Output]:
     table = tomllib.load(f)
   outputs = {}
   for name, entry in table.items():
-    unknown = set(entry) - {'module', 'arguments'}
-    if unknown or 'module' not in entry:
-      raise OutputError(f'{DECLARATIONS}: [{name}] needs `module` and may have `arguments`; unknown: '
-                        f'{", ".join(sorted(unknown)) or "-"}.')
-    outputs[name] = Output(name, entry['module'], tuple(entry.get('arguments', ())))
+    unknown = set(entry) - {'module', 'arguments', 'table'}
+    table = entry.get('table', 1)
+    if unknown or 'module' not in entry or not isinstance(table, int) or table < 1:
+      raise OutputError(f'{DECLARATIONS}: [{name}] needs `module` and may have `arguments` and `table` (an integer '
+                        f'from 1); unknown: {", ".join(sorted(unknown)) or "-"}, table: {table!r}.')
+    outputs[name] = Output(name, entry['module'], tuple(entry.get('arguments', ())), table)
   return outputs
 
 
 def _git(repository: str, *arguments: str) -> str:
   return subprocess.run(['git', '-C', repository, *arguments], check=True, capture_output=True, text=True).stdout
+
+
+def _tables(printed: str) -> list[str]:
+  """The runs of consecutive lines starting with `|`, each a table ending in a newline."""
+  tables, lines = [], []
+  for line in printed.splitlines() + ['']:
+    if line.startswith('|'):
+      lines.append(line)
+    elif lines:
+      tables.append('\n'.join(lines) + '\n')
+      lines = []
+  return tables
 
 
 def produce(repository: str, output: Output) -> dict:
@@ -67,11 +81,11 @@ def produce(repository: str, output: Output) -> dict:
                       'commit them, so the commit vouches for the table.')
   ran = subprocess.run([sys.executable, '-m', output.module, *output.arguments], cwd=repository, capture_output=True,
                        text=True, env=dict(os.environ, PYTHONPATH=repository))
-  table = [line for line in ran.stdout.splitlines() if line.startswith('|')]
-  if ran.returncode or not table:
-    raise OutputError(f'{output.name}: `{output.command()}` exited {ran.returncode} with '
-                      f'{len(table)} table lines: {ran.stderr.strip()[-500:]}')
-  return {'table': '\n'.join(table) + '\n', 'command': output.command(),
+  tables = _tables(ran.stdout)
+  if ran.returncode or len(tables) < output.table:
+    raise OutputError(f'{output.name}: `{output.command()}` exited {ran.returncode} with {len(tables)} tables, '
+                      f'table {output.table} declared: {ran.stderr.strip()[-500:]}')
+  return {'table': tables[output.table - 1], 'command': output.command(),
           'commit': _git(repository, 'rev-parse', 'HEAD').strip(),
           'code': staleness.code_fingerprint(staleness.tree_reader(repository), output.module_path())}
 

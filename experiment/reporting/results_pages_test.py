@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import subprocess
@@ -241,7 +242,8 @@ class OutputsTest(absltest.TestCase):
            '[squares]\nmodule = "tools.squares"\narguments = ["3"]\n')
     _write(os.path.join(self.repository, 'tools', 'squares.py'),
            'import sys\nfrom tools import power\nprint("Squares:")\nprint("| n | n^2 |")\n'
-           'for n in range(1, int(sys.argv[1]) + 1):\n  print(f"| {n} | {power.power(n)} |")\n')
+           'for n in range(1, int(sys.argv[1]) + 1):\n  print(f"| {n} | {power.power(n)} |")\n'
+           'print()\nprint("| n | n^3 |")\nprint("| 2 | 8 |")\n')
     _write(os.path.join(self.repository, 'tools', 'power.py'), 'def power(n):\n  return n ** 2\n')
     os.makedirs(os.path.join(self.repository, 'docs', 'results', 'data'))
     self._git('init', '-q')
@@ -266,6 +268,12 @@ class OutputsTest(absltest.TestCase):
     generated = results_pages.regenerate_page(self.repository, page)
     self.assertIn('<!-- generated: output squares -->\n| n | n^2 |\n| 1 | 1 |\n| 2 | 4 |\n| 3 | 9 |\n'
                   '<!-- end generated -->', generated)
+
+  def test_the_declared_table_of_several_is_the_one_stored(self):
+    cubes = results_outputs.Output('cubes', 'tools.squares', ('3',), table=2)
+    self.assertEqual(results_outputs.produce(self.repository, cubes)['table'], '| n | n^3 |\n| 2 | 8 |\n')
+    with self.assertRaisesRegex(results_outputs.OutputError, '2 tables, table 3 declared'):
+      results_outputs.produce(self.repository, dataclasses.replace(cubes, table=3))
 
   def test_a_change_to_code_the_program_imports_makes_it_stale_and_uncommitted_code_is_refused(self):
     results_outputs.write(self.repository, 'squares', results_outputs.produce(self.repository, self.output))
