@@ -79,15 +79,16 @@ def produce(repository: str, output: Output) -> dict:
   if changed:
     raise OutputError(f'{output.name}: its code has uncommitted changes ({changed.splitlines()[0].strip()}, ...): '
                       'commit them, so the commit vouches for the table.')
+  # Taken before it runs: the code it runs is this commit's.
+  commit = _git(repository, 'rev-parse', 'HEAD').strip()
+  fingerprint = staleness.code_fingerprint(staleness.tree_reader(repository), output.module_path())
   ran = subprocess.run([sys.executable, '-m', output.module, *output.arguments], cwd=repository, capture_output=True,
                        text=True, env=dict(os.environ, PYTHONPATH=repository))
   tables = _tables(ran.stdout)
   if ran.returncode or len(tables) < output.table:
     raise OutputError(f'{output.name}: `{output.command()}` exited {ran.returncode} with {len(tables)} tables, '
                       f'table {output.table} declared: {ran.stderr.strip()[-500:]}')
-  return {'table': tables[output.table - 1], 'command': output.command(),
-          'commit': _git(repository, 'rev-parse', 'HEAD').strip(),
-          'code': staleness.code_fingerprint(staleness.tree_reader(repository), output.module_path())}
+  return {'table': tables[output.table - 1], 'command': output.command(), 'commit': commit, 'code': fingerprint}
 
 
 def write(repository: str, name: str, produced: dict) -> None:
