@@ -5,7 +5,7 @@ Robustness to Common Corruptions and Perturbations", 2019; `periodic_shift.domai
 A model is trained by TFF's FedAvg (`tff.learning.algorithms.build_weighted_fed_avg`: client SGD at the task's client
 learning rate, one epoch, batches of the task's client_batch_size; server SGD at rate 1) for --rounds rounds of
 --clients_per_round clients drawn from every base's clean clients, then tested on every base's test data, clean and
-under each family at each severity 1-5 (one family at a time). Printed, as a markdown table: its clean accuracy and,
+under each family at each severity 1-5 (one family at a time). Printed as two markdown tables: the clean accuracy and,
 per family and severity, the accuracy it loses (clean - corrupted), mean +- standard error over --seeds models.
 
   bazel run //benchmarks:corruption_drop -- --task=digits
@@ -87,7 +87,7 @@ def _accuracy(model: tf.keras.Model, task: task_lib.Task, domain: domains_lib.Do
 
 def _table(clean: np.ndarray, drops: dict) -> str:
   mean = lambda values: f'{np.mean(values):.3f} +- {np.std(values, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0:.3f}'
-  lines = [f'clean accuracy {mean(clean)} ({len(clean)} models)', '',
+  lines = ['| models | clean accuracy |', '|---|---|', f'| {len(clean)} | {mean(clean)} |', '',
            '| family | ' + ' | '.join(f'severity {s}' for s in range(1, 6)) + ' |', '|---' * 6 + '|']
   for family in _FAMILIES.value:
     lines.append(f'| {family} | ' + ' | '.join(mean(drops[family, s]) for s in range(1, 6)) + ' |')

@@ -5,7 +5,7 @@ command, the commit and a fingerprint of the module's code), and a page shows it
 `<!-- generated: output NAME -->`.
 
 The module runs from the repository as `python -m MODULE FLAGS`; its tables are the runs of consecutive output lines
-that start with `|`, and the declaration's `table` (1 by default) says which one it shows. It must run from committed code (the commit vouches for the table), and the suite fails when the code it
+that start with `|`. The region shows them all, a blank line between, or the one the declaration's `table` names. It must run from committed code (the commit vouches for the table), and the suite fails when the code it
 imports changes (`staleness`), as for a grid's rows.
 """
 
@@ -31,7 +31,7 @@ class Output:
   name: str
   module: str  # Dotted, run with `python -m`.
   arguments: tuple[str, ...]
-  table: int = 1  # Which of the tables it prints, from 1.
+  table: int = 0  # Which of the tables it prints, from 1; 0: all of them.
 
   def command(self) -> str:
     return ' '.join(['python -m', self.module, *self.arguments])
@@ -46,9 +46,9 @@ def declared(repository: str) -> dict[str, Output]:
   outputs = {}
   for name, entry in table.items():
     unknown = set(entry) - {'module', 'arguments', 'table'}
-    table = entry.get('table', 1)
-    if unknown or 'module' not in entry or not isinstance(table, int) or table < 1:
-      raise OutputError(f'{DECLARATIONS}: [{name}] needs `module` and may have `arguments` and `table` (an integer '
+    table = entry.get('table', 0)
+    if unknown or 'module' not in entry or not isinstance(table, int) or table < 0:
+      raise OutputError(f'{DECLARATIONS}: [{name}] needs `module` and may have `arguments` and `table` (an integer, '
                         f'from 1); unknown: {", ".join(sorted(unknown)) or "-"}, table: {table!r}.')
     outputs[name] = Output(name, entry['module'], tuple(entry.get('arguments', ())), table)
   return outputs
@@ -85,10 +85,11 @@ def produce(repository: str, output: Output) -> dict:
   ran = subprocess.run([sys.executable, '-m', output.module, *output.arguments], cwd=repository, capture_output=True,
                        text=True, env=dict(os.environ, PYTHONPATH=repository))
   tables = _tables(ran.stdout)
-  if ran.returncode or len(tables) < output.table:
+  if ran.returncode or not tables or len(tables) < output.table:
     raise OutputError(f'{output.name}: `{output.command()}` exited {ran.returncode} with {len(tables)} tables, '
-                      f'table {output.table} declared: {ran.stderr.strip()[-500:]}')
-  return {'table': tables[output.table - 1], 'command': output.command(), 'commit': commit, 'code': fingerprint}
+                      f'table {output.table or "any"} declared: {ran.stderr.strip()[-500:]}')
+  shown = '\n'.join(tables) if output.table == 0 else tables[output.table - 1]
+  return {'table': shown, 'command': output.command(), 'commit': commit, 'code': fingerprint}
 
 
 def write(repository: str, name: str, produced: dict) -> None:

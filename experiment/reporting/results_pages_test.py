@@ -258,7 +258,7 @@ class OutputsTest(absltest.TestCase):
   def test_the_printed_table_is_stored_with_its_provenance_and_shown_in_its_region(self):
     self.assertEqual(results_outputs.stale(self.repository), ['squares'])  # Not produced yet.
     produced = results_outputs.produce(self.repository, self.output)
-    self.assertEqual(produced['table'], '| n | n^2 |\n| 1 | 1 |\n| 2 | 4 |\n| 3 | 9 |\n')
+    self.assertEqual(produced['table'], '| n | n^2 |\n| 1 | 1 |\n| 2 | 4 |\n| 3 | 9 |\n\n| n | n^3 |\n| 2 | 8 |\n')
     self.assertEqual(produced['command'], 'python -m tools.squares 3')
     self.assertEqual(produced['commit'], self._git('rev-parse', 'HEAD'))
     results_outputs.write(self.repository, 'squares', produced)
@@ -266,10 +266,12 @@ class OutputsTest(absltest.TestCase):
     self.assertEqual(results_outputs.stale(self.repository), [])
     page, = results_pages.pages(self.repository)
     generated = results_pages.regenerate_page(self.repository, page)
-    self.assertIn('<!-- generated: output squares -->\n| n | n^2 |\n| 1 | 1 |\n| 2 | 4 |\n| 3 | 9 |\n'
-                  '<!-- end generated -->', generated)
+    self.assertIn('<!-- generated: output squares -->\n| n | n^2 |\n| 1 | 1 |\n| 2 | 4 |\n| 3 | 9 |\n\n'
+                  '| n | n^3 |\n| 2 | 8 |\n<!-- end generated -->', generated)
 
   def test_the_declared_table_of_several_is_the_one_stored(self):
+    squares = results_outputs.Output('squares', 'tools.squares', ('3',), table=1)
+    self.assertEqual(results_outputs.produce(self.repository, squares)['table'].splitlines()[-1], '| 3 | 9 |')
     cubes = results_outputs.Output('cubes', 'tools.squares', ('3',), table=2)
     self.assertEqual(results_outputs.produce(self.repository, cubes)['table'], '| n | n^3 |\n| 2 | 8 |\n')
     with self.assertRaisesRegex(results_outputs.OutputError, '2 tables, table 3 declared'):
