@@ -6,9 +6,10 @@ A page marks what is generated; the prose around stays written by hand:
   <!-- generated: claims -->        the page's claims, each setting and baseline a row with n, the mean paired
   ...                               difference +- its standard error, the 95% t interval and the verdict by the one
   <!-- end generated -->            rule (`claims`)
-  <!-- generated: table GRID -->    the grid's table: per setting and method, the seeds and each of the grid's
-  ...                               [report] columns as mean +- standard error over the seeds (a grid without a
-                                    data file has no rows, and its claims n = 0)
+  <!-- generated: table GRID -->    a grid's table (any grid of experiment/grids, claimed or not): per setting and
+  ...                               method, the seeds and each of the grid's [report] columns as mean +- standard
+                                    error over the seeds (a grid without a data file has no rows, and its claims
+                                    n = 0)
   <!-- end generated -->
   <!-- generated: output NAME -->   the table a program printed (`results_outputs`), as stored in its data file
   ...
@@ -138,7 +139,7 @@ def _region(repository: str, name: str, page: Page, data: dict[str, list[dict]],
       return f'Output {grid_name} is not produced yet: `python -m experiment.results --produce={grid_name}`.\n'
     return stored['table']
   raise PageError(f'{page.path}: no generated region is called {name!r} (claims, output NAME, or table GRID for a '
-                  f'grid its claims use: {", ".join(sorted(grids))}).')
+                  f'grid of {GRIDS_DIR}).')
 
 
 def regenerate_page(repository: str, page: Page, text: Optional[str] = None) -> str:
@@ -146,7 +147,9 @@ def regenerate_page(repository: str, page: Page, text: Optional[str] = None) -> 
   if text is None:
     with open(os.path.join(repository, page.path)) as f:
       text = f.read()
-  grid_names = sorted({claim.grid for claim in page.claims})
+  tabled = {m.group('name').partition(' ')[2] for m in _REGION.finditer(text) if m.group('name').startswith('table ')}
+  grid_names = sorted({claim.grid for claim in page.claims}
+                      | {name for name in tabled if os.path.exists(os.path.join(repository, GRIDS_DIR, f'{name}.toml'))})
   grids = {name: load_grid(repository, name) for name in grid_names}
   data = {}
   for name in grid_names:  # A grid not run yet has no rows: its claims have n = 0.

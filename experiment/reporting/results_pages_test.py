@@ -167,6 +167,15 @@ class ResultsPagesTest(absltest.TestCase):
     self.assertIn('| m beats b (Table 1) | +5 points | - | `test_accuracy` | b | 0 | - | - | inconclusive (0 seeds) |',
                   generated)
 
+  def test_a_grid_no_claim_reads_has_its_table_too(self):
+    page, = results_pages.pages(self.repository)
+    rows = self._collect()
+    _write(os.path.join(self.repository, 'experiment', 'grids', 'h.toml'), _GRID)
+    _write(results_data.path(self.repository, 'h'), results_data.to_csv([r for r in rows if r['algorithm'] == 'b']))
+    generated = results_pages.regenerate_page(self.repository, page, _PAGE.replace('table g', 'table h'))
+    b = np.array(_B)
+    self.assertIn(f'| b | 5 | {b.mean():.3f} +- {stats.sem(b):.3f} |\n<!-- end generated -->', generated)
+
   def test_an_unknown_region_is_refused(self):
     page, = results_pages.pages(self.repository)
     self._collect()
