@@ -25,6 +25,7 @@ from models import multi_branch
 from periodic_shift import domains as domains_lib
 from tasks import registry
 from tasks import task as task_lib
+from utils import execution_context
 
 _TASK = flags.DEFINE_string('task', 'digits', 'An image task of the registry.')
 _CACHE_DIR = flags.DEFINE_string('cache_dir', None, 'Where the task reads its files (tasks that read files).')
@@ -96,6 +97,7 @@ def _table(clean: np.ndarray, drops: dict) -> str:
 
 def main(argv):
   del argv  # Unused.
+  execution_context.install()  # TFF's worker on loopback only, and ended with this process.
   cache_dir = _CACHE_DIR.value
   if _REAL_DIGITS.value:
     cache_dir = tempfile.mkdtemp()
