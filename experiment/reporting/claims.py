@@ -9,7 +9,7 @@ d_s = figure(method, s) - figure(baseline, s); the verdict reads the 95% t inter
   reproduced           the interval lies wholly on the paper's side of zero (`direction`: higher or lower),
   not reproduced       it lies wholly on the other side,
   inconclusive (n seeds)  otherwise, or whenever n is below the claim's minimum (`min_seeds`: at least 5, and at
-                       least 10 for a grid on real data whose runs cost minutes, where one seed does not fix a run).
+                       least 10 for a grid on real data whose runs cost minutes, where seeds spread widely).
 
 A claim file:
 
