@@ -5,8 +5,9 @@ command, the commit and a fingerprint of the module's code), and a page shows it
 `<!-- generated: output NAME -->`.
 
 The module runs from the repository as `python -m MODULE FLAGS`; its tables are the runs of consecutive output lines
-that start with `|`. The region shows them all, a blank line between, or the one the declaration's `table` names. It must run from committed code (the commit vouches for the table), and the suite fails when the code it
-imports changes (`staleness`), as for a grid's rows.
+that start with `|`. The region shows them all, a blank line between, or the one the declaration's `table` names.
+It must run from committed code (the commit vouches for the table), and the suite fails when the code it imports
+changes (`staleness`), as for a grid's rows.
 """
 
 import dataclasses
