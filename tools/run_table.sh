@@ -17,13 +17,14 @@
 #   shiftex_severity    ShiftEx and FedDrift at each corruption severity 1-5 (detection power, regime ARI)
 #   fedgmm              FedGMM and its baselines under dirichlet_mixture
 #   fedgmm_toy          FedGMM and its baselines on the FedGMM paper's one-dimensional toy (its Figure 1)
+#   server_step         each method whose paper averages, with averaging and with FedAdam, on real digits
 #   privacy             Vanilla, FedTEM, FedTKM with TFF's DP-FedAvg aggregator at noise 0 / 0.5 / 1.0, and epsilon
 # Matrix flags narrow or change the grid: --sweep=seed=0, --set=total_rounds=20, --jobs=1.
 #
 #   bash tools/run_table.sh NAME [OUTPUT_ROOT] [matrix flags...]      (default root: /tmp/<NAME>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-names=(pfedem pfedem_pretrained pfedem_separation fedevolve fedevolve_rotation fedevolve_towers diurnal_synthetic diurnal_digits fedtkm_orientation shiftex shiftex_severity fedgmm fedgmm_toy privacy)
+names=(pfedem pfedem_pretrained pfedem_separation fedevolve fedevolve_rotation fedevolve_towers diurnal_synthetic diurnal_digits fedtkm_orientation shiftex shiftex_severity fedgmm fedgmm_toy server_step privacy)
 name="${1:-}"
 if [[ ! " ${names[*]} " =~ " $name " ]]; then
   echo "usage: bash tools/run_table.sh {${names[*]}} [OUTPUT_ROOT] [matrix flags...]" >&2
