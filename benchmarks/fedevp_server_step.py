@@ -11,6 +11,8 @@ gives:
   spread      the representation's spread: the mean over feature dimensions of the standard deviation of f(x)
               across the batch's examples, divided by the mean norm of f(x) (0: every example maps to one point);
   separation  between-class over within-class variance of f(x) (the prototypes' distinctness);
+  live        the share of f(x)'s units, and of the classifier's hidden units, that are nonzero on at least one of
+              the batch's examples (a ReLU unit at zero on every example passes no gradient);
   update      the norm of the round's change of the global model, and of the representation's part.
 
     bazel run //benchmarks:fedevp_server_step -- --cache_dir=DIR --server_optimizer=adam
@@ -40,9 +42,11 @@ _DEFAULT_FLAGS = ['--task=emnist', '--scenario=evolving_domains', '--num_domains
 
 def _terms(model, batches, config: fedevp.Config, task) -> dict:
   objective = fedevp.training_objective(task.num_stages, task.num_classes, config)
-  ce, total, features, labels = [], [], [], []
+  ce, total, features, labels, hidden = [], [], [], [], []
+  head = [layer for layer in model.layers if isinstance(layer, tf.keras.Model)][-1]
   for batch in batches:
     outputs = model(batch['x'], training=False)
+    hidden.append(head.layers[0](outputs[multi_branch.FEATURES]).numpy())
     ce.append(float(objectives.averaged_branches(outputs, batch).loss))
     total.append(float(objective(outputs, batch).loss))
     features.append(outputs[multi_branch.FEATURES].numpy())
@@ -50,7 +54,9 @@ def _terms(model, batches, config: fedevp.Config, task) -> dict:
   f, y = np.concatenate(features), np.concatenate(labels)
   class_means = np.stack([f[y == c].mean(axis=0) for c in np.unique(y)])
   within = np.mean([f[y == c].var(axis=0).sum() for c in np.unique(y)])
+  h = np.concatenate(hidden)
   return {'ce': np.mean(ce), 'alignment': np.mean(total) - np.mean(ce),
+          'live_features': float(np.mean(f.max(axis=0) > 0)), 'live_hidden': float(np.mean(h.max(axis=0) > 0)),
           'spread': float(f.std(axis=0).mean() / max(np.linalg.norm(f, axis=1).mean(), 1e-12)),
           'separation': float(class_means.var(axis=0).sum() / max(within, 1e-12))}
 
@@ -73,7 +79,7 @@ def main() -> None:
   state = process.initialize()
   print(f'server optimizer {resolved.training.server_optimizer}, rate {resolved.training.server_learning_rate:g}, '
         f'alignment weight {resolved.method_config.alignment_weight:g}; {trainable} trainable tensors')
-  print('round  train_acc     ce  alignment  spread  separation  update  update_representation')
+  print('round  train_acc     ce  alignment  spread  separation  live  update  update_representation')
   for round_num in range(1, resolved.training.total_rounds + 1):
     datasets = experiment.round_datasets(round_num)
     before = [np.array(t) for t in learning_process.global_model_weights(state).trainable]
@@ -90,7 +96,7 @@ def main() -> None:
     work = output.metrics['client_work']
     accuracy = float(work['train_accuracy'])
     print(f'{round_num:5d}  {accuracy:9.3f}  {terms["ce"]:5.3f}  {terms["alignment"]:9.3f}  {terms["spread"]:6.3f}  '
-          f'{terms["separation"]:10.3f}  {norm(change):6.3f}  {norm(change[:representation_tensors]):21.3f}',
+          f'{terms["separation"]:10.3f}  {terms["live_features"]:.2f}/{terms["live_hidden"]:.2f}  {norm(change):6.3f}  {norm(change[:representation_tensors]):21.3f}',
           flush=True)
 
 
