@@ -14,8 +14,10 @@ and steps on CE^m and A^m at every domain: cross-entropy and alignment weigh 1:1
 `stage_sweep`, the default) each local iteration takes a step per domain m in turn, on a batch of the next
 `stage_batch_size` examples of domain m after a support of every earlier domain (`algorithms.core.stage_batches`):
 the prototypes c^{m-1} are the running mean of the support's class means, built inside the graph with the step's
-parameters (the sweep's earlier steps' parameters in Algorithm 2, one step older), and the step descends CE^m + A^m
-on domain m's examples alone. The other layouts take a batch holding examples of every stage (the client's shuffled
+parameters, and the step descends CE^m + A^m on domain m's examples alone. Algorithm 2 instead accumulates c over the
+sweep from each domain's features at its own step; on Circle at the task's client rate this departure is what makes
+the global model collapse to a constant predictor (docs/results/fedevolve.md, "FedEvp on Circle";
+`benchmarks/fedevp_reference_sweep.py` runs both readings). The other layouts take a batch holding examples of every stage (the client's shuffled
 batch, or `stage_strata`'s `stage_batch_size` of each stage) and descend the sweep's objective divided by the M
 stages in the batch:
 
