@@ -11,15 +11,18 @@ each with a batch B^m of domain m:
   CE^m = (1 / |B^m|) sum_{(x, y) in B^m} CE(w(f(x)), y)                                         (Eq. 8)
 
 and steps on CE^m and A^m at every domain: cross-entropy and alignment weigh 1:1 per domain. Here (`batching`
-`stage_sweep`, the default) each local iteration takes a step per domain m in turn, on a batch of the next
-`stage_batch_size` examples of domain m after a support of every earlier domain (`algorithms.core.stage_batches`):
-the prototypes c^{m-1} are the running mean of the support's class means, built inside the graph with the step's
-parameters, and the step descends CE^m + A^m on domain m's examples alone. Algorithm 2 instead accumulates c over the
-sweep from each domain's features at its own step; on Circle at the task's client rate this departure is what makes
-the global model collapse to a constant predictor (docs/results/fedevolve.md, "FedEvp on Circle";
-`benchmarks/fedevp_reference_sweep.py` runs both readings). The other layouts take a batch holding examples of every stage (the client's shuffled
-batch, or `stage_strata`'s `stage_batch_size` of each stage) and descend the sweep's objective divided by the M
-stages in the batch:
+`stage_sweep`, the default) each local iteration takes a step per domain m in turn, on the next `stage_batch_size`
+examples of domain m (`algorithms.core.stage_batches`; the support rows it adds are not used), descending CE^m + A^m
+against the prototypes c^{m-1} the sweep has accumulated so far; after the step, domain m's class means, from the
+features of that step, enter c (Eq. 6), as Algorithm 2's line 20. The prototypes live in the client computation's
+variables, start at 0 for every client and restart with every local iteration (a step whose domain is not later
+than the previous step's). Built instead from the earlier domains with each step's own parameters, prototypes chase the
+representation they align: on Circle at the task's client rate the global model then collapsed to a constant
+predictor (docs/results/fedevolve.md, "FedEvp on Circle"; `benchmarks/fedevp_reference_sweep.py` runs both).
+
+The other layouts take a batch holding examples of every stage (the client's shuffled batch, or `stage_strata`'s
+`stage_batch_size` of each stage), build the prototypes from the batch itself, and descend the sweep's objective
+divided by the M stages in the batch:
 
   L = (1 / |B|) sum_{(x, y) in B} CE(w(f(x)), y) + (1 / M) sum_{m >= 2} A^m                   (`stage_reduction` mean)
 
@@ -46,7 +49,8 @@ Choices (flags `--fedevp_<field>`):
 - `first_stage`: `included` (default: domain 1's class means enter c, the sensible reading) or `skipped`
   (Algorithm 2's skeleton literally: the update sits under `if m >= 2`, so domain 1 never enters).
 - `prototype_gradient`: `detached` (default; in Algorithm 2 the prototypes are built before the step that uses them,
-  so no gradient reaches them) or `through`.
+  so no gradient reaches them) or `through` (`packed` and `stage_strata` only: the swept prototypes come from
+  earlier steps).
 - Alignment and cross-entropy weigh 1 each (the paper names no coefficient).
 - `distance`, `aggregation`: as FedEvolve's (`algorithms.methods.fedevolve`).
 - Personalization: `personalization_epochs` (1) of SGD at `personalization_learning_rate` (0: the client rate) on
@@ -125,17 +129,20 @@ class Config:
                                               'stage_reduction': prototypes.STAGE_REDUCTIONS,
                                               'batching': BATCHINGS},
                           at_least_one=('personalization_epochs', 'stage_batch_size'))
+    if self.batching == 'stage_sweep' and self.prototype_gradient == 'through':
+      raise ValueError('--fedevp_prototype_gradient=through needs --fedevp_batching=packed or stage_strata: the '
+                       'prototypes of stage_sweep come from earlier steps, which no gradient reaches.')
     if not 0 < self.momentum <= 1 or self.personalization_learning_rate < 0 or self.alignment_weight < 0:
       raise ValueError(f'--fedevp_momentum must be in (0, 1], --fedevp_personalization_learning_rate and '
                        f'--fedevp_alignment_weight >= 0; got {self.momentum:g}, '
                        f'{self.personalization_learning_rate:g}, {self.alignment_weight:g}.')
 
 
-def training_objective(num_stages: int, num_classes: int, config: Config, swept: bool = False):
+def training_objective(num_stages: int, num_classes: int, config: Config):
   """L = CE + the alignment (Eq. 6-8 [R]; divided by the stages in the batch with `stage_reduction` mean) on the
-  tower-head network's outputs; the metrics are the classifier's. Batches without stages (scenarios without time
-  stages) have no alignment: plain cross-entropy. `swept`: `stage_sweep`'s batches, whose last stage is the step's
-  own and whose earlier stages only support its prototypes: CE^m + A^m of that stage m (Algorithm 2's step)."""
+  tower-head network's outputs, the prototypes built from the batch itself (`packed`, `stage_strata` and
+  personalization); the metrics are the classifier's. Batches without stages (scenarios without time stages) have
+  no alignment: plain cross-entropy."""
 
   def objective(outputs, batch):
     if 'stage' not in batch:
@@ -146,28 +153,112 @@ def training_objective(num_stages: int, num_classes: int, config: Config, swept:
                                                              include_first_stage=config.first_stage == 'included')
     if config.prototype_gradient == 'detached':
       evolving = tf.stop_gradient(evolving)
-    if swept:
-      own = tf.equal(batch['stage'], tf.reduce_max(batch['stage']))
-      outputs, batch = (tf.nest.map_structure(lambda t: tf.boolean_mask(t, own), x) for x in (outputs, batch))
     result = objectives.averaged_branches(outputs, batch)
-    alignment = prototypes.prototype_nll(outputs[multi_branch.FEATURES], batch['y'], batch['stage'], evolving,
-                                         has_prototype, config.distance).loss
-    if config.stage_reduction == 'mean' and not swept:
+    alignment = prototypes.prototype_nll(features, batch['y'], batch['stage'], evolving, has_prototype,
+                                         config.distance).loss
+    if config.stage_reduction == 'mean':
       alignment /= tf.maximum(tf.reduce_sum(tf.cast(tf.reduce_sum(counts, axis=1) > 0, tf.float32)), 1.0)
     return result._replace(loss=result.loss + config.alignment_weight * alignment)
 
   return objective
 
 
+def _own_rows(batch: dict) -> tf.Tensor:
+  """The rows of a `stage_sweep` batch that are its step's own: its last stage's (the others are support rows)."""
+  return tf.equal(batch['stage'], tf.reduce_max(batch['stage']))
+
+
+def swept_forward(model: tf.keras.Model, batch: dict):
+  """The network on a `stage_sweep` batch's own rows only."""
+  return model(tf.boolean_mask(batch['x'], _own_rows(batch)), training=True)
+
+
+class SweptPrototypes:
+  """Algorithm 2's prototypes c over one client's sweep, in variables of the client computation: the class
+  prototypes [C, d], the number of domains each class entered [C] and the stage of the last step."""
+
+  def __init__(self, num_classes: int, feature_dim: int):
+    self.prototypes = tf.Variable(tf.zeros([num_classes, feature_dim]), trainable=False)
+    self.domains = tf.Variable(tf.zeros([num_classes]), trainable=False)
+    self.last_stage = tf.Variable(tf.constant(-1, tf.int64), trainable=False)
+
+
+def _with_domain(config: Config, current: tuple, features, labels, stage) -> tuple:
+  """(prototypes, domains) after the domain `stage` with `features` [n, d] and `labels` [n] enters (Eq. 6):
+  running_mean, the mean of the class means over the domains where the class is present; moving_average, momentum
+  times the new class mean plus (1 - momentum) times the old. With `first_stage` skipped, stage 0 enters as zeros."""
+  prototypes_now, domains = current
+  means, counts = prototypes.stage_class_means(features, labels, tf.zeros_like(labels), 1, domains.shape[0])
+  means, present = means[0], counts[0] > 0
+  if config.first_stage == 'skipped':
+    first = tf.equal(stage, 0)
+    means, present = tf.where(first, tf.zeros_like(means), means), tf.logical_or(first, present)
+  domains = domains + tf.cast(present, tf.float32)
+  if config.prototypes == 'running_mean':
+    moved = prototypes_now + (means - prototypes_now) / tf.maximum(domains, 1.0)[:, tf.newaxis]
+  else:
+    moved = (1.0 - config.momentum) * prototypes_now + config.momentum * means
+  return tf.where(present[:, tf.newaxis], moved, prototypes_now), domains
+
+
+def swept_objective(config: Config, carried: SweptPrototypes):
+  """Algorithm 2's step on a `stage_sweep` batch (outputs of `swept_forward`): CE^m + A^m of the step's domain m
+  against the prototypes c^{m-1} in `carried`, which then take in domain m's class means. A step whose stage does
+  not follow the last one starts a new sweep: c restarts at 0."""
+
+  def objective(outputs, batch):
+    batch = tf.nest.map_structure(lambda t: tf.boolean_mask(t, _own_rows(batch)), batch)
+    stage = tf.cast(batch['stage'][0], tf.int64)
+    restart = stage <= carried.last_stage
+    current = tuple(tf.where(restart, tf.zeros_like(v), v) for v in (carried.prototypes, carried.domains))
+    features, labels = outputs[multi_branch.FEATURES], tf.cast(batch['y'], tf.int32)
+    result = objectives.averaged_branches(outputs, batch)
+    has_prototype = current[1] > 0
+    scored = tf.cast(tf.gather(has_prototype, labels), tf.float32)
+    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=prototypes.prototype_logits(features, current[0], has_prototype, config.distance))
+    alignment = tf.reduce_sum(nll * scored) / tf.maximum(tf.reduce_sum(scored), 1.0)
+    updated = _with_domain(config, current, tf.stop_gradient(features), labels, stage)
+    for variable, value in zip((carried.prototypes, carried.domains, carried.last_stage), updated + (stage,)):
+      variable.assign(value)
+    return result._replace(loss=result.loss + config.alignment_weight * alignment)
+
+  return objective
+
+
+def _swept_client_work(model_fn, task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
+                       config: Config) -> tff.learning.templates.ClientWorkProcess:
+  """The client work of `stage_sweep`: `client_training.local_training` on `swept_objective`, whose prototypes are
+  variables made inside the client computation (so every client starts from c = 0)."""
+  optimizer = tff.learning.optimizers.build_sgdm(hparams.client_learning_rate)
+  regroup = stage_batches.regrouped('stage_sweep', task.num_stages, config.stage_batch_size)
+  feature_dim = model_fn().output[multi_branch.FEATURES].shape[-1]
+
+  @tff.tensorflow.computation(learning_process.model_weights_type(model_fn),
+                              learning_process.client_data_type(element_spec))
+  def client_update(weights, dataset):
+    model = learning_process.client_model(model_fn)
+    objective = swept_objective(config, SweptPrototypes(task.num_classes, feature_dim))
+    train = tf.function(lambda initial, batches: client_training.local_training(
+        model, optimizer, initial, batches, objective, forward=swept_forward), autograph=False)
+    output = train(weights, regroup(task_lib.model_batches(dataset, task.batch_fn)))
+    weight = tf.cast(output.finite, tf.float32) if config.aggregation == 'uniform' else output.num_examples
+    return tff.learning.templates.ClientResult(update=output.update, update_weight=weight), output.metrics
+
+  return learning_process.stateless_client_work(client_update, client_training.finalize_train_metrics)
+
+
 def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparameters, config: Config):
   """(model_fn, learning process): the tower and head trained on Eq. 6-8 [R], averaged, the server step applied."""
   network = task.representation_split()
   model_fn = lambda: representation.tower_head_model(network)
-  client_work = client_training.objective_client_work(
-      model_fn, task.batch_fn, tff.learning.optimizers.build_sgdm(hparams.client_learning_rate), element_spec,
-      training_objective(task.num_stages, task.num_classes, config, swept=config.batching == 'stage_sweep'),
-      uniform_weights=config.aggregation == 'uniform',
-      regroup=stage_batches.regrouped(config.batching, task.num_stages, config.stage_batch_size))
+  if config.batching == 'stage_sweep':
+    client_work = _swept_client_work(model_fn, task, element_spec, hparams, config)
+  else:
+    client_work = client_training.objective_client_work(
+        model_fn, task.batch_fn, tff.learning.optimizers.build_sgdm(hparams.client_learning_rate), element_spec,
+        training_objective(task.num_stages, task.num_classes, config), uniform_weights=config.aggregation == 'uniform',
+        regroup=stage_batches.regrouped(config.batching, task.num_stages, config.stage_batch_size))
   return model_fn, learning_process.compose(model_fn, client_work, hparams.server_step)
 
 
