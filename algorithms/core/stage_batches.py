@@ -18,12 +18,10 @@ examples in the order the client's stream gave them (its seeded shuffle), `stage
   data.
 - `stage_sweep` (FedEvp, Algorithm 2): one batch per domain m and step, the domains m = 0..S-1 in turn inside each
   local iteration (Algorithm 2's loop over m): the next b examples of stage m, the step's own, after a support of
-  every earlier stage j < m from which the step's prototypes c^{m-1} are built: ceil(b / m) examples of each
-  (`sweep_support_size`; its full batches of that size in turn, cycling, as `stage_pairs`' supports). Every
-  example of every stage is the step's own exactly once per pass. The supports of a step hold about b examples
-  together, so a pass runs the network forward on about twice the data whatever the number of stages (b of every
-  earlier stage would cost S / 2 times: 15 times on Circle's 29 sources); c^{m-1}, a mean over m stages' class
-  means, rests on about b examples either way.
+  every earlier stage j < m: ceil(b / m) examples of each (`sweep_support_size`; its full batches of that size in
+  turn, cycling, as `stage_pairs`' supports). Every example of every stage is the step's own exactly once per pass.
+  FedEvp reads the own rows only (its prototypes accumulate over the sweep, `algorithms.methods.fedevp`), so the
+  support rows are gathered and not used.
 - `stage_strata` (FedEvp's option, one sweep of Algorithm 2's loop over m per step): each batch holds the next b
   examples of every stage; a stage that has run out contributes nothing. Every example appears exactly once per
   pass, in S b / B times fewer steps than batches of B.
