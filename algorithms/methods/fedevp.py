@@ -249,10 +249,12 @@ def _swept_client_work(model_fn, task: task_lib.Task, element_spec, hparams: met
 
 
 def build_process(task: task_lib.Task, element_spec, hparams: method.Hyperparameters, config: Config):
-  """(model_fn, learning process): the tower and head trained on Eq. 6-8 [R], averaged, the server step applied."""
+  """(model_fn, learning process): the tower and head trained on Eq. 6-8 [R], averaged, the server step applied. A
+  task without time stages has no domains to sweep and no alignment: every layout trains on the cross-entropy of the
+  client's batches as they come."""
   network = task.representation_split()
   model_fn = lambda: representation.tower_head_model(network)
-  if config.batching == 'stage_sweep':
+  if config.batching == 'stage_sweep' and task.num_stages > 1:
     client_work = _swept_client_work(model_fn, task, element_spec, hparams, config)
   else:
     client_work = client_training.objective_client_work(

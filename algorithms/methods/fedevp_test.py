@@ -10,10 +10,13 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from algorithms.core import client_training
+from algorithms.core import learning_process
+from algorithms.core import method
 from algorithms.core import stage_batches
 from algorithms.methods import fedevp
 from models import multi_branch
 from models import representation
+from tasks import task as task_lib
 
 _STAGES, _PER_STAGE, _CLASSES, _RATE = 4, 6, 3, 0.2
 
@@ -92,6 +95,33 @@ class SweptStepTest(parameterized.TestCase):
       np.testing.assert_allclose(value, reference, atol=2e-5)
     moved = [np.abs(r - w.numpy()).max() for r, w in zip(expected, initial.trainable)]
     self.assertGreater(min(moved), 1e-3)  # Every tensor trained: the comparison is not of untouched weights.
+
+  @parameterized.parameters(*fedevp.BATCHINGS)
+  def test_without_time_stages_every_layout_trains_on_the_cross_entropy(self, batching):
+    # A scenario without time stages (batches without `stage`): one round of one client under averaging at rate 1
+    # moves the global model to the client's plain SGD on the cross-entropy, batch by batch.
+    rng = np.random.default_rng(2)
+    data = collections.OrderedDict(x=rng.normal(size=(12, 2)).astype(np.float32),
+                                   y=rng.integers(0, _CLASSES, size=12).astype(np.int32))
+    batches = tf.data.Dataset.from_tensor_slices(data).batch(5)
+    stream = batches.map(lambda batch: (batch, tf.zeros_like(batch['y'])))  # A client's (raw batch, mode) stream.
+    network = representation.mlp_representation(2, _CLASSES, units=8)
+    task = task_lib.Task(name='t', train_data=[], client_sizes=[], test_data=[], test_sizes=[], batch_fn=lambda b: b,
+                         model_fn=None, num_classes=_CLASSES, mode_names=('a',), representation=network)
+    hparams = method.Hyperparameters(_RATE, learning_process.ServerStep.named('sgd', 1.0))
+    model_fn, process = fedevp.build_process(task, stream.element_spec, hparams, fedevp.Config(batching=batching))
+    tf.keras.utils.set_random_seed(3)
+    reference = model_fn()
+    state = process.set_model_weights(process.initialize(), tff.learning.models.ModelWeights.from_model(reference))
+    trained = process.get_model_weights(process.next(state, [stream]).state).trainable
+    for batch in batches:
+      with tf.GradientTape() as tape:
+        logits = reference(batch['x'], training=True)[multi_branch.LOGITS][:, 0]
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(batch['y'], logits))
+      for variable, gradient in zip(reference.trainable_variables, tape.gradient(loss, reference.trainable_variables)):
+        variable.assign_sub(_RATE * gradient)
+    for value, expected in zip(trained, reference.trainable_variables):
+      np.testing.assert_allclose(value, expected.numpy(), atol=2e-5)
 
   def test_gradients_through_swept_prototypes_are_refused(self):
     with self.assertRaisesRegex(ValueError, 'prototype_gradient=through needs'):
