@@ -5,12 +5,13 @@ Distribution Shifts", 2024).
 The suite's FedEvp (`algorithms.methods.fedevp`, `batching` stage_sweep) builds each step's prototypes inside the
 graph from a support of every earlier domain, with the step's parameters. This script shares none of that code: the
 same run's clients and data (`run_experiment.py`'s flags after this script's own), initial weights from the run's
-process (FedEvp's build is not seeded, so each invocation draws its own), and per client Algorithm 2 as printed: for each local iteration, domains m = 1..M in order; at domain m the features of its
-examples B^m, the cross-entropy of Eq. 8, for m >= 2 the alignment of Eq. 7 to the prototypes c^{m-1} (fixed, no
-gradient), one SGD step on their sum, then c^m = ((m - 1) / m) c^{m-1} + (1 / m) (B^m's class means) with the
-features of that step (Eq. 6; a class absent from B^m keeps its prototype). The server averages by examples.
-`--prototypes=current` builds c^{m-1} instead before each step from every earlier domain's examples with the step's
-parameters (the suite's reading, with a support of all earlier examples), the one change between the two.
+process (FedEvp's build is not seeded, so each invocation draws its own), and per client Algorithm 2 as printed: for
+each local iteration, domains m = 1..M in order; at domain m the features of its examples B^m, the cross-entropy of
+Eq. 8, for m >= 2 the alignment of Eq. 7 to the prototypes c^{m-1} (fixed, no gradient), one SGD step on their sum,
+then c^m = ((m - 1) / m) c^{m-1} + (1 / m) (B^m's class means) with the features of that step (Eq. 6; a class absent
+from B^m keeps its prototype). The server averages by examples. `--prototypes=current` builds c^{m-1} instead before
+each step from every earlier domain's examples with the step's parameters (the suite's reading, with a support of all
+earlier examples), the one change between the two.
 
 Every `--every` rounds it prints the global model's training accuracy over the round's clients, the mean
 cross-entropy and alignment of the round's local steps, and the share of live ReLU units (nonzero on at least one

@@ -96,7 +96,8 @@ def main() -> None:
     work = output.metrics['client_work']
     accuracy = float(work['train_accuracy'])
     print(f'{round_num:5d}  {accuracy:9.3f}  {terms["ce"]:5.3f}  {terms["alignment"]:9.3f}  {terms["spread"]:6.3f}  '
-          f'{terms["separation"]:10.3f}  {terms["live_features"]:.2f}/{terms["live_hidden"]:.2f}  {norm(change):6.3f}  {norm(change[:representation_tensors]):21.3f}',
+          f'{terms["separation"]:10.3f}  {terms["live_features"]:.2f}/{terms["live_hidden"]:.2f}  '
+          f'{norm(change):6.3f}  {norm(change[:representation_tensors]):21.3f}',
           flush=True)
 
 

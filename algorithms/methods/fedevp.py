@@ -17,9 +17,10 @@ the prototypes c^{m-1} are the running mean of the support's class means, built 
 parameters, and the step descends CE^m + A^m on domain m's examples alone. Algorithm 2 instead accumulates c over the
 sweep from each domain's features at its own step; on Circle at the task's client rate this departure is what makes
 the global model collapse to a constant predictor (docs/results/fedevolve.md, "FedEvp on Circle";
-`benchmarks/fedevp_reference_sweep.py` runs both readings). The other layouts take a batch holding examples of every stage (the client's shuffled
-batch, or `stage_strata`'s `stage_batch_size` of each stage) and descend the sweep's objective divided by the M
-stages in the batch:
+`benchmarks/fedevp_reference_sweep.py` runs both readings).
+
+The other layouts take a batch holding examples of every stage (the client's shuffled batch, or `stage_strata`'s
+`stage_batch_size` of each stage) and descend the sweep's objective divided by the M stages in the batch:
 
   L = (1 / |B|) sum_{(x, y) in B} CE(w(f(x)), y) + (1 / M) sum_{m >= 2} A^m                   (`stage_reduction` mean)
 
