@@ -16,9 +16,10 @@ examples of domain m (`algorithms.core.stage_batches`; the support rows it adds 
 against the prototypes c^{m-1} the sweep has accumulated so far; after the step, domain m's class means, from the
 features of that step, enter c (Eq. 6), as Algorithm 2's line 20. The prototypes live in the client computation's
 variables, start at 0 for every client and restart with every local iteration (a step whose domain is not later
-than the previous step's). Built instead from the earlier domains with each step's own parameters, prototypes chase the
-representation they align: on Circle at the task's client rate the global model then collapsed to a constant
-predictor (docs/results/fedevolve.md, "FedEvp on Circle"; `benchmarks/fedevp_reference_sweep.py` runs both).
+than the previous step's). Built instead before each step from the earlier domains with the step's own parameters,
+prototypes chase the representation they align, and on Circle at the task's client rate the global model collapses
+to a constant predictor (docs/results/fedevolve.md, "FedEvp's prototypes (Algorithm 2)";
+`benchmarks/fedevp_reference_sweep.py` runs both).
 
 The other layouts take a batch holding examples of every stage (the client's shuffled batch, or `stage_strata`'s
 `stage_batch_size` of each stage), build the prototypes from the batch itself, and descend the sweep's objective
