@@ -151,23 +151,6 @@ class FedEvpBalanceTest(tf.test.TestCase):
     self.assertAllClose(summed(outputs, batch).loss - ce, num_stages * (reference - ce), rtol=1e-5)
 
 
-  def test_a_swept_step_is_its_domains_objective_against_the_earlier_domains_prototypes(self):
-    rng = np.random.default_rng(5)
-    stages = np.repeat(np.arange(4), [6, 9, 5, 8]).astype(np.int32)  # Supports of stages 0-2, stage 3's own rows.
-    labels = rng.integers(0, NUM_CLASSES, stages.size).astype(np.int32)
-    features = rng.normal(size=(stages.size, DIM)).astype(np.float32)
-    logits = rng.normal(size=(stages.size, NUM_CLASSES)).astype(np.float32)
-    outputs = {multi_branch.FEATURES: features, multi_branch.LOGITS: logits[:, np.newaxis]}
-    batch = collections.OrderedDict(x=features, y=labels, stage=stages)
-    result = fedevp.training_objective(5, NUM_CLASSES, fedevp.Config(), swept=True)(outputs, batch)
-    # Algorithm 2's objective of the batch by loops is the mean over its stages of CE^m + A^m, and with stage 3's
-    # rows alone the CE^3 of that; the swept step's loss is stage 3's term: M times the whole minus the rest.
-    whole = _algorithm_2_objective(features, logits, labels, stages)
-    rest = _algorithm_2_objective(features[stages < 3], logits[stages < 3], labels[stages < 3], stages[stages < 3])
-    self.assertAllClose(result.loss, 4 * whole - 3 * rest, rtol=1e-5)
-    self.assertEqual(int(result.num_examples), 8)  # The metrics count the step's own rows only.
-
-
 class FedEvolvePairForwardTest(tf.test.TestCase):
 
   def test_each_tower_on_its_rows_gives_the_full_forwards_loss_and_gradients(self):
