@@ -1,5 +1,6 @@
 """FedEvp's step per domain against Algorithm 2 written out eagerly (Tan et al., "Federated Learning Under Evolving
-Distribution Shifts", 2024): the same client's two local iterations, step by step, with the prototypes in numpy."""
+Distribution Shifts", 2024): the same client's two local iterations, step by step, with the prototypes in numpy;
+and on a task without time stages, where there is nothing to sweep, plain SGD on the cross-entropy."""
 
 import collections
 
