@@ -9,6 +9,9 @@
 #   fedevolve_rotation  FedAvg, FedEvp, FedEvolve against the rotation step and an unexpected target rotation
 #   fedevolve_towers    FedEvolve's distance (squared / Euclidean) and tower initialization (tied / independent)
 #   fedevp_circle       FedEvp on Circle at the task's client rate and at half of it
+#   fedevolve_emnist    FedAvg, FedEvp, FedEvolve at their defaults and the other server step, EMNIST-layout digits
+#                       (needs --set=cache_dir=DIR)
+#   fedevolve_emnist_packed  FedEvp on mixed batches there: server step, alignment, distance (--set=cache_dir=DIR)
 #   diurnal_synthetic   every method of the Diurnal-or-Nocturnal paper, linear shift, p in {0.25, 1, 4}
 #   diurnal_digits      the Diurnal-or-Nocturnal paper's methods on real handwriting (scikit-learn digits, night
 #                       mirrored), p = 1
@@ -25,7 +28,7 @@
 #   bash tools/run_table.sh NAME [OUTPUT_ROOT] [matrix flags...]      (default root: /tmp/<NAME>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-names=(pfedem pfedem_pretrained pfedem_separation fedevolve fedevolve_rotation fedevolve_towers fedevp_circle diurnal_synthetic diurnal_digits fedtkm_orientation shiftex shiftex_severity fedgmm fedgmm_toy server_step privacy)
+names=(pfedem pfedem_pretrained pfedem_separation fedevolve fedevolve_rotation fedevolve_towers fedevp_circle fedevolve_emnist fedevolve_emnist_packed diurnal_synthetic diurnal_digits fedtkm_orientation shiftex shiftex_severity fedgmm fedgmm_toy server_step privacy)
 name="${1:-}"
 if [[ ! " ${names[*]} " =~ " $name " ]]; then
   echo "usage: bash tools/run_table.sh {${names[*]}} [OUTPUT_ROOT] [matrix flags...]" >&2
