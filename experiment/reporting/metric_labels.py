@@ -13,6 +13,7 @@ _LABELS = {
     'test_accuracy_last_period_mean': ('test accuracy, mean over the last period', SHARE),
     'test_accuracy': ('test accuracy, last evaluation', SHARE),
     'train_accuracy': ('training accuracy, last round', SHARE),
+    'train_accuracy_last_10_rounds_mean': ('training accuracy, mean over the last 10 rounds', SHARE),
     'test_mixture_accuracy': ('accuracy on the round\'s domain mixture, last evaluation', SHARE),
     'personalized_accuracy': ('personalized accuracy on clients\' own test splits', SHARE),
     'personalized_server_accuracy': ('global model on clients\' own test splits', SHARE),

@@ -1,29 +1,31 @@
 """The report's tables: every metric that applies to a root's finished runs, mean +- standard error over seeds.
 
 Per run the figures come from its `summary.json`: the last evaluation (`final_metrics`), the mean over the last
-period of evaluations (`test_accuracy_last_period_mean`), the windows' drop / recovery / max accuracy averaged over
-the run's windows (and per window, for the per-window table), and the recurring concepts' forgetting averaged over its concepts. Held-out clients' accuracy has
-a server view (`<name>_server_accuracy`, the FedEvolve paper's "server accuracy") beside the personalized one; a method
-with a global model that does not personalize (it reports `test_accuracy` but no server view) has one model for both, so
-its server view is its `<name>_accuracy`. Runs whose scenario schedules a mixture (`scheduled_share_0`, the pFedEM
+period of evaluations (`test_accuracy_last_period_mean`), the training accuracy averaged over the last 10 rounds
+(`train_accuracy_last_10_rounds_mean`, from metrics.csv: a round's training accuracy is one round's batches), the
+windows' drop / recovery / max accuracy averaged over the run's windows (and per window, for the per-window table),
+and the recurring concepts' forgetting averaged over its concepts. Held-out clients' accuracy has a server view
+(`<name>_server_accuracy`, the FedEvolve paper's "server accuracy") beside the personalized one; a method with a
+global model that does not personalize (it reports `test_accuracy` but no server view) has one model for both, so its
+server view is its `<name>_accuracy`. Runs whose scenario schedules a mixture (`scheduled_share_0`, the pFedEM
 paper's cycles) add the pFedEM paper's measures from their metrics.csv (`experiment.core.shift_metrics`): the mean of
-`test_mixture_accuracy` over the evaluations (`test_mixture_accuracy_mean`), its standard deviation over the last
-two cycles (`test_mixture_accuracy_std_last_cycles`, Table I), the last evaluation's mean of the per-domain
-accuracies (`balanced_mix_accuracy`: every base in equal share, the 50/50 mix of Figure 2) and, for a method that
-learns mixture weights, the signed correlation of the share matched to base 0 with the imposed share
-(`share_correlation`, Figure 4) and beside it what noise reaches for that run length (`share_correlation_floor`).
-Windowed runs of a method that detects shifts add the detector's rates against the simulation's truth
-(`detection_rate`, `false_alarm_rate`) and the ARI of its assignment against the true regimes (`regime_ari`), from
-`summary.json` (`experiment.core.shift_metrics`). Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`: set by
-the noise multiplier and the rounds, the same for every method of a comparison). A column appears when at least one
-run reports it; `columns` chooses and orders them; the headline metric of the runs' scenario (summary.json's
-`headline_metric`, the scenario module's `HEADLINE_METRIC`) comes first when the runs share one, and the mixed-mode batches (`--mixed_test_q`)
-follow the test accuracies. Headers are labels with units and averaging windows (`metric_labels`; the CSV keeps the
-metric names). Rows are settings (`experiment.reporting.run_results`); within a comparison (settings that differ only
-in the method) the best mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for
-losses, drops, recovery times, false alarms and forgetting; the columns that describe a run
-(`share_correlation_floor`, `dp_epsilon`) are not marked. Reference rows (No-Dist-Shift, runs that decided with the
-test labels: `run_results.is_reference_name`) are marked as such and never marked best.
+`test_mixture_accuracy` over the evaluations (`test_mixture_accuracy_mean`), its standard deviation over the last two
+cycles (`test_mixture_accuracy_std_last_cycles`, Table I), the last evaluation's mean of the per-domain accuracies
+(`balanced_mix_accuracy`: every base in equal share, the 50/50 mix of Figure 2) and, for a method that learns mixture
+weights, the signed correlation of the share matched to base 0 with the imposed share (`share_correlation`, Figure 4)
+and beside it what noise reaches for that run length (`share_correlation_floor`). Windowed runs of a method that
+detects shifts add the detector's rates against the simulation's truth (`detection_rate`, `false_alarm_rate`) and the
+ARI of its assignment against the true regimes (`regime_ari`), from `summary.json` (`experiment.core.shift_metrics`).
+Runs with `--aggregator=dp` add their epsilon (`dp_epsilon`: set by the noise multiplier and the rounds, the same for
+every method of a comparison). A column appears when at least one run reports it; `columns` chooses and orders them;
+the headline metric of the runs' scenario (summary.json's `headline_metric`, the scenario module's `HEADLINE_METRIC`)
+comes first when the runs share one, and the mixed-mode batches (`--mixed_test_q`) follow the test accuracies.
+Headers are labels with units and averaging windows (`metric_labels`; the CSV keeps the metric names). Rows are
+settings (`experiment.reporting.run_results`); within a comparison (settings that differ only in the method) the best
+mean of each column is marked (bold in markdown, `best` in the CSV): highest, or lowest for losses, drops, recovery
+times, false alarms and forgetting; the columns that describe a run (`share_correlation_floor`, `dp_epsilon`) are not
+marked. Reference rows (No-Dist-Shift, runs that decided with the test labels: `run_results.is_reference_name`) are
+marked as such and never marked best.
 """
 
 import csv
@@ -54,6 +56,7 @@ MAIN_COLUMNS = (
     ('window_max_accuracy', False), ('regime_ari', False), ('detection_rate', False), ('false_alarm_rate', True),
     ('forgetting', True), ('dp_epsilon', None))
 _HELD_OUT = ('personalized', 'unseen', 'target')
+LAST_TRAINING_ROUNDS = 10
 WINDOW_FIELDS = (('drop', True), ('recovery_rounds', True), ('max_accuracy', False))  # (field, lower is better)
 
 
@@ -64,6 +67,9 @@ def run_metrics(run: run_results.RunResult) -> dict[str, float]:
     for name in _HELD_OUT:
       if f'{name}_accuracy' in final:
         final.setdefault(f'{name}_server_accuracy', final[f'{name}_accuracy'])
+  trained = [row['train_accuracy'] for row in run.rows if 'train_accuracy' in row]
+  if len(trained) >= LAST_TRAINING_ROUNDS:
+    final[f'train_accuracy_last_{LAST_TRAINING_ROUNDS}_rounds_mean'] = float(np.mean(trained[-LAST_TRAINING_ROUNDS:]))
   windows = run.summary.get('window_metrics') or []
   for field, _ in WINDOW_FIELDS:
     values = [w[field] for w in windows if w.get(field) is not None]

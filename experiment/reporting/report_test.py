@@ -396,6 +396,16 @@ class SettingsTest(absltest.TestCase):
     self.assertEqual(report_tables.run_metrics(fedrep)['target_server_accuracy'], 0.7)
     self.assertNotIn('target_server_accuracy', report_tables.run_metrics(local))
 
+  def test_training_accuracy_is_averaged_over_the_last_ten_rounds(self):
+    accuracies = np.random.default_rng(0).uniform(size=13)
+    rows = [{'round': r + 1, 'train_accuracy': a} for r, a in enumerate(accuracies)]
+    rows[-1]['test_accuracy'] = 0.5  # The last round also evaluates.
+    run = run_results.RunResult('r', {}, rows, {'final_metrics': {'train_accuracy': accuracies[-1]}})
+    self.assertAlmostEqual(report_tables.run_metrics(run)['train_accuracy_last_10_rounds_mean'],
+                           float(np.mean(accuracies[3:])), places=12)
+    short = run_results.RunResult('r', {}, rows[:9], {'final_metrics': {}})  # Fewer rounds than the window.
+    self.assertNotIn('train_accuracy_last_10_rounds_mean', report_tables.run_metrics(short))
+
 
 if __name__ == '__main__':
   absltest.main()
