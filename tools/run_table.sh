@@ -5,6 +5,7 @@
 #   pfedem              pFedEM, FedAvg, FedEM, CFL, FedGMM under mixture_drift
 #   pfedem_pretrained   pFedEM with a frozen pretrained encoder, both GMM initializations, seeds 0-5
 #   pfedem_separation   the pfedem grid's methods with the synthetic bases twice as far apart
+#   pfedem_frozen_encoder  pFedEM with a frozen pretrained encoder as Algorithm 1 prints it and with each departure
 #   fedevolve           FedAvg, FedAvg+FT, FedRep, FedEvp, FedEvolve under evolving domains
 #   fedevolve_rotation  FedAvg, FedEvp, FedEvolve against the rotation step and an unexpected target rotation
 #   fedevolve_towers    FedEvolve's distance (squared / Euclidean) and tower initialization (tied / independent)
@@ -28,7 +29,7 @@
 #   bash tools/run_table.sh NAME [OUTPUT_ROOT] [matrix flags...]      (default root: /tmp/<NAME>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-names=(pfedem pfedem_pretrained pfedem_separation fedevolve fedevolve_rotation fedevolve_towers fedevp_circle fedevolve_emnist fedevolve_emnist_packed diurnal_synthetic diurnal_digits fedtkm_orientation shiftex shiftex_severity fedgmm fedgmm_toy server_step privacy)
+names=(pfedem pfedem_pretrained pfedem_separation pfedem_frozen_encoder fedevolve fedevolve_rotation fedevolve_towers fedevp_circle fedevolve_emnist fedevolve_emnist_packed diurnal_synthetic diurnal_digits fedtkm_orientation shiftex shiftex_severity fedgmm fedgmm_toy server_step privacy)
 name="${1:-}"
 if [[ ! " ${names[*]} " =~ " $name " ]]; then
   echo "usage: bash tools/run_table.sh {${names[*]}} [OUTPUT_ROOT] [matrix flags...]" >&2
