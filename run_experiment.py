@@ -71,7 +71,8 @@ def _values(flag_values: flags.FlagValues, part: str, only_set: bool = False) ->
 
 def experiment_config(flag_values: flags.FlagValues = flags.FLAGS) -> assembly.ExperimentConfig:
   """The configuration parsed `flag_values` describe (an unknown task, scenario or method is left for
-  `assembly.resolve` to refuse); raises ValueError (one line) for a set flag of a task other than `--task`."""
+  `assembly.resolve` to refuse); raises ValueError (one line) for a set flag of a task other than `--task` or of a
+  method other than `--algorithm`."""
   groups = {name: group(**_values(flag_values, f'{name}_group')) for name, group in assembly.GROUPS.items()}
   task, choice, algorithm = groups['task'].task, groups['scenario'], groups['method'].algorithm
   if task in tasks.TASKS:
@@ -81,6 +82,7 @@ def experiment_config(flag_values: flags.FlagValues = flags.FLAGS) -> assembly.E
     settings = scenarios.settings_from(choice.scenario, _values(flag_values, 'scenario'))
     groups['scenario'] = dataclasses.replace(choice, settings=settings)
   if algorithm in algorithms.METHODS:
+    algorithms.check_set_flags(algorithm, _values(flag_values, 'method', only_set=True))
     module, values = algorithms.METHODS[algorithm].module, _values(flag_values, 'method')
     config = module.Config(**{field.name: values[flag]
                               for flag, field in method.settings(module.NAME, module.Config).items()})

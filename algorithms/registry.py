@@ -97,6 +97,19 @@ def flags() -> list[settings_lib.Flag]:
   return list(specs.values())
 
 
+def check_set_flags(name: str, values) -> None:
+  """Raises ValueError (one line) when a method flag in `values` (flag name -> value, the flags a user set) is not a
+  setting of method `name` and differs from its default: the run would ignore it silently, and its record would not
+  show that it did. A flag at its default is let through, so that a grid may sweep one method's setting (FedTKM's
+  leak) over every method it compares."""
+  own = method.settings(METHODS[name].module.NAME, METHODS[name].module.Config)
+  defaults = {flag.name: tuple(flag.default) if isinstance(flag.default, list) else flag.default for flag in flags()}
+  for flag, value in values.items():
+    if flag not in own and value != defaults[flag]:
+      owners = [module.NAME for module in MODULES if flag in method.settings(module.NAME, module.Config)]
+      raise ValueError(f'--{flag} is a setting of {" and ".join(owners)}; the method is {name}.')
+
+
 def validate(name: str, task_name: str = None, num_branches: int = 2) -> None:
   """Raises ValueError for an unknown method, or one that cannot run on the task (its module's `RAW_INPUT_SPACE`) or
   with the branches."""

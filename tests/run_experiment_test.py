@@ -72,6 +72,8 @@ class BadInputTest(parameterized.TestCase):
       ('unknown_algorithm', ['--algorithm=fedfoo'], 'algorithm must be one of'),
       ('style_scale_of_another_task', ['--task=digits', '--synthetic_style_scale=0.3'],
        '--synthetic_style_scale is a setting of task synthetic; the task is digits'),
+      ('setting_of_another_method', ['--algorithm=vanilla_single', '--fedevp_batching=packed'],
+       '--fedevp_batching is a setting of fedevp; the method is vanilla_single'),
       ('style_scale_zero', ['--synthetic_style_scale=0'], 'synthetic_style_scale must be > 0'),
       ('unknown_shift', ['--shift_fn=sine'], 'shift_fn must be one of'),
       ('client_lr', ['--client_learning_rate=0'], 'client_learning_rate must be > 0'),
