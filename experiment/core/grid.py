@@ -101,8 +101,8 @@ def flag_value(value) -> str:
   """`value` as the binary's flag parser reads it."""
   if isinstance(value, bool):
     return 'true' if value else 'false'
-  if isinstance(value, float):
-    return f'{value:g}' if value == value and abs(value) != float('inf') else str(value)
+  if isinstance(value, float):  # Every digit the TOML gave (`:g` would keep six), without a trailing ".0".
+    return repr(value).removesuffix('.0') if value == value and abs(value) != float('inf') else str(value)
   if isinstance(value, (str, int)):
     return str(value)
   raise GridError(f'flag values must be strings, numbers or booleans; got {value!r}.')

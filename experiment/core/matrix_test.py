@@ -97,8 +97,10 @@ class GridTest(absltest.TestCase):
         ('seed=3,algorithm=b', ['--seed=3', '--algorithm=b', '--total_rounds=2'])])
 
   def test_flag_values_are_written_as_the_binary_reads_them(self):
-    self.assertEqual([grid_lib.flag_value(v) for v in (True, False, 1.0, 0.25, float('inf'), 3, 'inf')],
-                     ['true', 'false', '1', '0.25', 'inf', '3', 'inf'])
+    self.assertEqual([grid_lib.flag_value(v) for v in (True, False, 1.0, 0.25, float('inf'), 3, 'inf', 10**-2.5,
+                                                        1e-5, 6.2069)],
+                     ['true', 'false', '1', '0.25', 'inf', '3', 'inf', '0.0031622776601683794', '1e-05', '6.2069'])
+    self.assertEqual(float(grid_lib.flag_value(10**-2.5)), 10**-2.5)  # The binary reads the very float.
 
   def test_bad_grids_are_one_line(self):
     cases = [
