@@ -56,7 +56,6 @@ MAIN_COLUMNS = (
     ('window_max_accuracy', False), ('regime_ari', False), ('detection_rate', False), ('false_alarm_rate', True),
     ('forgetting', True), ('dp_epsilon', None))
 _HELD_OUT = ('personalized', 'unseen', 'target')
-LAST_TRAINING_ROUNDS = 10
 WINDOW_FIELDS = (('drop', True), ('recovery_rounds', True), ('max_accuracy', False))  # (field, lower is better)
 
 
@@ -68,8 +67,8 @@ def run_metrics(run: run_results.RunResult) -> dict[str, float]:
       if f'{name}_accuracy' in final:
         final.setdefault(f'{name}_server_accuracy', final[f'{name}_accuracy'])
   trained = [row['train_accuracy'] for row in run.rows if 'train_accuracy' in row]
-  if len(trained) >= LAST_TRAINING_ROUNDS:
-    final[f'train_accuracy_last_{LAST_TRAINING_ROUNDS}_rounds_mean'] = float(np.mean(trained[-LAST_TRAINING_ROUNDS:]))
+  if len(trained) >= 10:  # The window is in the figure's name, as metric_labels shows it.
+    final['train_accuracy_last_10_rounds_mean'] = float(np.mean(trained[-10:]))
   windows = run.summary.get('window_metrics') or []
   for field, _ in WINDOW_FIELDS:
     values = [w[field] for w in windows if w.get(field) is not None]
