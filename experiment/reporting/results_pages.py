@@ -11,6 +11,9 @@ A page marks what is generated; the prose around stays written by hand:
                                     error over the seeds (a grid without a data file has no rows, and its claims
                                     n = 0)
   <!-- end generated -->
+  <!-- generated: seeds GRID FIGURE -->  one figure of a grid run by run: per setting (as in its table) the figure's
+  ...                               value for each seed, so a page can say which seeds do what; settings without
+  <!-- end generated -->            the figure (a method that does not report it) are left out
   <!-- generated: output NAME -->   the table a program printed (`results_outputs`), as stored in its data file
   ...
   <!-- end generated -->
@@ -97,18 +100,27 @@ def claims_table(page_claims: Sequence[claims_lib.Claim], data: dict[str, list[d
   return '\n'.join(lines) + '\n'
 
 
-def grid_table(grid_name: str, grid: grid_lib.Grid, rows: Sequence[dict]) -> str:
-  """A grid's table region: per setting (its swept flags but the seed, the method first) the seeds and each report
-  column's mean +- standard error over them."""
+def _settings(grid: grid_lib.Grid, rows: Sequence[dict]) -> tuple[list[str], dict[tuple, list[dict]]]:
+  """The flags that make a setting (the grid's swept flags but the seed, the method first) and the rows of each."""
   flags = ['algorithm'] + [flag for flag, _ in grid.sweep if flag not in ('algorithm', 'seed')]
   groups: dict[tuple, list[dict]] = {}
   for row in rows:  # The method as the report names it, so a run that read test labels is marked as one.
     key = tuple(row[results_data.REPORTED_AS] if flag == 'algorithm' else row[flag] for flag in flags)
     groups.setdefault(key, []).append(row)
+  return flags, groups
+
+
+def _no_runs(grid_name: str) -> str:
+  return (f'The data file of grid {grid_name} holds no runs: `bash tools/run_table.sh {grid_name} ROOT`, then '
+          f'`python -m experiment.results --collect={grid_name} --root=ROOT`, makes it.\n')
+
+
+def grid_table(grid_name: str, grid: grid_lib.Grid, rows: Sequence[dict]) -> str:
+  """A grid's table region: per setting the seeds and each report column's mean +- standard error over them."""
+  flags, groups = _settings(grid, rows)
   columns = list(grid.report_columns)
   if not rows:
-    return (f'The data file of grid {grid_name} holds no runs: `bash tools/run_table.sh {grid_name} ROOT`, then '
-            f'`python -m experiment.results --collect={grid_name} --root=ROOT`, makes it.\n')
+    return _no_runs(grid_name)
   lines = ['| ' + ' | '.join(flags + ['seeds'] + [metric_labels.label(c, grid.report_percent) for c in columns])
            + ' |', '|' + '---|' * (len(flags) + 1 + len(columns))]
   for key in sorted(groups):
@@ -126,20 +138,44 @@ def grid_table(grid_name: str, grid: grid_lib.Grid, rows: Sequence[dict]) -> str
   return '\n'.join(lines) + '\n'
 
 
+def seeds_table(grid_name: str, grid: grid_lib.Grid, rows: Sequence[dict], figure: str) -> str:
+  """A `seeds GRID FIGURE` region: per setting that reports `figure`, its value in the run of each seed."""
+  rows = [row for row in rows if row.get(figure, '') != '']
+  if not rows:
+    return _no_runs(grid_name)
+  flags, groups = _settings(grid, rows)
+  seeds = sorted({int(row['seed']) for row in rows})
+  factor, decimals = _scale(figure, grid.report_percent)
+  lines = [f'{metric_labels.label(figure, grid.report_percent)}, run by run:', '',
+           '| ' + ' | '.join(flags + [f'seed {seed}' for seed in seeds]) + ' |',
+           '|' + '---|' * (len(flags) + len(seeds))]
+  for key in sorted(groups):
+    by_seed = {int(row['seed']): factor * float(row[figure]) for row in groups[key]}
+    cells = [f'{by_seed[seed]:.{decimals}f}' if seed in by_seed else '' for seed in seeds]
+    lines.append('| ' + ' | '.join(list(key) + cells) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
 def _region(repository: str, name: str, page: Page, data: dict[str, list[dict]],
             grids: dict[str, grid_lib.Grid]) -> str:
   if name == 'claims':
     return claims_table(page.claims, data, grids)
-  kind, _, grid_name = name.partition(' ')
-  if kind == 'table' and grid_name in grids:
-    return grid_table(grid_name, grids[grid_name], data[grid_name])
+  kind, _, argument = name.partition(' ')
+  if kind == 'table' and argument in grids:
+    return grid_table(argument, grids[argument], data[argument])
+  grid_name, _, figure = argument.partition(' ')
+  if kind == 'seeds' and grid_name in grids and figure:
+    if figure not in grids[grid_name].report_columns:
+      raise PageError(f'{page.path}: grid {grid_name} does not report {figure!r} (its [report] columns: '
+                      f'{", ".join(grids[grid_name].report_columns)}).')
+    return seeds_table(grid_name, grids[grid_name], data[grid_name], figure)
   if kind == 'output':
-    stored = results_data.read_output(repository, grid_name)
+    stored = results_data.read_output(repository, argument)
     if stored is None:
-      return f'Output {grid_name} is not produced yet: `python -m experiment.results --produce={grid_name}`.\n'
+      return f'Output {argument} is not produced yet: `python -m experiment.results --produce={argument}`.\n'
     return stored['table']
-  raise PageError(f'{page.path}: no generated region is called {name!r} (claims, output NAME, or table GRID for a '
-                  f'grid of {GRIDS_DIR}).')
+  raise PageError(f'{page.path}: no generated region is called {name!r} (claims, output NAME, or table GRID '
+                  f'or seeds GRID FIGURE for a grid of {GRIDS_DIR}).')
 
 
 def regenerate_page(repository: str, page: Page, text: Optional[str] = None) -> str:
@@ -147,7 +183,8 @@ def regenerate_page(repository: str, page: Page, text: Optional[str] = None) -> 
   if text is None:
     with open(os.path.join(repository, page.path)) as f:
       text = f.read()
-  tabled = {m.group('name').partition(' ')[2] for m in _REGION.finditer(text) if m.group('name').startswith('table ')}
+  tabled = {m.group('name').split(' ')[1] for m in _REGION.finditer(text)
+            if m.group('name').split(' ')[0] in ('table', 'seeds') and ' ' in m.group('name')}
   grid_names = sorted({claim.grid for claim in page.claims}
                       | {name for name in tabled if os.path.exists(os.path.join(repository, GRIDS_DIR, f'{name}.toml'))})
   grids = {name: load_grid(repository, name) for name in grid_names}

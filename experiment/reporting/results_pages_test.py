@@ -176,6 +176,21 @@ class ResultsPagesTest(absltest.TestCase):
     b = np.array(_B)
     self.assertIn(f'| b | 5 | {b.mean():.3f} +- {stats.sem(b):.3f} |\n<!-- end generated -->', generated)
 
+  def test_the_seeds_region_shows_each_run_in_its_seeds_column_and_leaves_out_settings_without_the_figure(self):
+    page, = results_pages.pages(self.repository)
+    rows = self._collect()
+    for row in rows:  # b does not report the figure; m's seed 3 did not run.
+      if row['algorithm'] == 'b':
+        row['test_accuracy'] = ''
+    rows = [row for row in rows if row['run'] != 'm_s3']
+    _write(results_data.path(self.repository, 'g'), results_data.to_csv(rows))
+    generated = results_pages.regenerate_page(self.repository, page,
+                                              _PAGE.replace('table g', 'seeds g test_accuracy'))
+    self.assertIn('| algorithm | seed 0 | seed 1 | seed 2 | seed 4 |\n|---|---|---|---|---|\n'
+                  f'| m | {_M[0]:.3f} | {_M[1]:.3f} | {_M[2]:.3f} | {_M[4]:.3f} |\n<!-- end generated -->', generated)
+    with self.assertRaisesRegex(results_pages.PageError, "grid g does not report 'train_accuracy'"):
+      results_pages.regenerate_page(self.repository, page, _PAGE.replace('table g', 'seeds g train_accuracy'))
+
   def test_an_unknown_region_is_refused(self):
     page, = results_pages.pages(self.repository)
     self._collect()
