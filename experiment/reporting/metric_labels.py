@@ -29,6 +29,7 @@ _LABELS = {
     'share_correlation': ('correlation of the learned share with the imposed one', INDEX),
     'share_correlation_floor': ('that correlation\'s noise floor', INDEX),
     'routing_ari': ('test routing ARI', INDEX),
+    'routing_ari_last_period_mean': ('test routing ARI, mean over the last period', INDEX),
     'train_routing_accuracy_run_matched': ('training routing accuracy, modes matched to branches over the run',
                                            SHARE),
     'novelty_auroc': ('novelty detection AUROC', SHARE),
