@@ -150,7 +150,8 @@ def seeds_table(grid_name: str, grid: grid_lib.Grid, rows: Sequence[dict], figur
            '| ' + ' | '.join(flags + [f'seed {seed}' for seed in seeds]) + ' |',
            '|' + '---|' * (len(flags) + len(seeds))]
   for key in sorted(groups):
-    by_seed = {int(row['seed']): factor * float(row[figure]) for row in groups[key]}
+    # Rounded before it is written, so a value a hair below zero shows as 0.000, not -0.000.
+    by_seed = {int(row['seed']): round(factor * float(row[figure]), decimals) + 0.0 for row in groups[key]}
     cells = [f'{by_seed[seed]:.{decimals}f}' if seed in by_seed else '' for seed in seeds]
     lines.append('| ' + ' | '.join(list(key) + cells) + ' |')
   return '\n'.join(lines) + '\n'

@@ -182,12 +182,14 @@ class ResultsPagesTest(absltest.TestCase):
     for row in rows:  # b does not report the figure; m's seed 3 did not run.
       if row['algorithm'] == 'b':
         row['test_accuracy'] = ''
+      if row['run'] == 'm_s4':  # A hair below zero is written as zero.
+        row['test_accuracy'] = '-0.00001'
     rows = [row for row in rows if row['run'] != 'm_s3']
     _write(results_data.path(self.repository, 'g'), results_data.to_csv(rows))
     generated = results_pages.regenerate_page(self.repository, page,
                                               _PAGE.replace('table g', 'seeds g test_accuracy'))
     self.assertIn('| algorithm | seed 0 | seed 1 | seed 2 | seed 4 |\n|---|---|---|---|---|\n'
-                  f'| m | {_M[0]:.3f} | {_M[1]:.3f} | {_M[2]:.3f} | {_M[4]:.3f} |\n<!-- end generated -->', generated)
+                  f'| m | {_M[0]:.3f} | {_M[1]:.3f} | {_M[2]:.3f} | 0.000 |\n<!-- end generated -->', generated)
     with self.assertRaisesRegex(results_pages.PageError, "grid g does not report 'train_accuracy'"):
       results_pages.regenerate_page(self.repository, page, _PAGE.replace('table g', 'seeds g train_accuracy'))
 
