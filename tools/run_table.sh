@@ -6,6 +6,7 @@
 #   pfedem_pretrained   pFedEM with a frozen pretrained encoder, both GMM initializations, seeds 0-5
 #   pfedem_separation   the pfedem grid's methods with the synthetic bases twice as far apart
 #   pfedem_frozen_encoder  pFedEM with a frozen pretrained encoder as Algorithm 1 prints it and with each departure
+#   pfedem_gaussian     pFedEM (both predictions), FedAvg, FedEM where the bases are Gaussian components, K = 3
 #   fedevolve           FedAvg, FedAvg+FT, FedRep, FedEvp, FedEvolve under evolving domains
 #   fedevolve_rotation  FedAvg, FedEvp, FedEvolve against the rotation step and an unexpected target rotation
 #   fedevolve_towers    FedEvolve's distance (squared / Euclidean) and tower initialization (tied / independent)
@@ -29,7 +30,7 @@
 #   bash tools/run_table.sh NAME [OUTPUT_ROOT] [matrix flags...]      (default root: /tmp/<NAME>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-names=(pfedem pfedem_pretrained pfedem_separation pfedem_frozen_encoder fedevolve fedevolve_rotation fedevolve_towers fedevp_circle fedevolve_emnist fedevolve_emnist_packed diurnal_synthetic diurnal_digits fedtkm_orientation shiftex shiftex_severity fedgmm fedgmm_toy server_step privacy)
+names=(pfedem pfedem_pretrained pfedem_separation pfedem_frozen_encoder pfedem_gaussian fedevolve fedevolve_rotation fedevolve_towers fedevp_circle fedevolve_emnist fedevolve_emnist_packed diurnal_synthetic diurnal_digits fedtkm_orientation shiftex shiftex_severity fedgmm fedgmm_toy server_step privacy)
 name="${1:-}"
 if [[ ! " ${names[*]} " =~ " $name " ]]; then
   echo "usage: bash tools/run_table.sh {${names[*]}} [OUTPUT_ROOT] [matrix flags...]" >&2
