@@ -143,15 +143,15 @@ class GridTest(absltest.TestCase):
     # every_method: 6 scenarios x 21 methods x 3 seeds less Local on 4 and FedEvolve on 5 scenarios; pfedem: 5
     # methods x 2 schedules x 5 seeds; fedevolve: 3 alphas x 5 methods x (2 tasks x 5 seeds + real digits x 10);
     # pfedem_separation: 4 methods x 2 schedules x 5 seeds; pfedem_frozen_encoder: (2 steps x 2 pseudo-counts +
-    # Algorithm 1 at the far scale) x 2 schedules x 3 seeds; pfedem_gaussian: (pFedEM's 2 predictions + 2 methods) x 3
-    # seeds; fedevolve_rotation: 2 tasks x 3 methods x 5 seeds x (3
-    # steps + 2 x 2 at step 15); fedevolve_towers: 2 distances x 2 initializations x 3 seeds; fedevp_circle: 2 rates
-    # x 3 seeds; fedevolve_emnist: 3 methods x 3 seeds under their defaults, FedAvg's other server step x 3 seeds,
-    # FedEvp's and FedEvolve's on seed 0; fedevolve_emnist_packed: 3 seeds of the default and 4 ablations on seed 0;
-    # diurnal_synthetic: (7 methods x 3 p + No-Dist-Shift) x 5 seeds and FedTKM's leak at 3 p x 5; diurnal_digits:
-    # (6 methods and FedTKM's leak) x 10 seeds; fedtkm_orientation: 2 orientations x (3 p x 3 seeds on synthetic, 10
-    # seeds on digits and on emnist); shiftex: 4 methods x 2 windowings x 10 seeds; fedgmm: 6 methods x 5 seeds;
-    # fedgmm_toy: 5 methods x 5 seeds; server_step: 10 methods x 2 server steps x 3 seeds.
+    # Algorithm 1 at the far scale) x 2 schedules x 3 seeds; pfedem_gaussian: (pFedEM's 2 predictions + 2 methods) x
+    # 3 seeds; fedevolve_rotation: 2 tasks x 3 methods x 5 seeds x (3 steps + 2 x 2 at step 15); fedevolve_towers: 2
+    # distances x 2 initializations x 3 seeds; fedevp_circle: 2 rates x 3 seeds; fedevolve_emnist: 3 methods x 3
+    # seeds under their defaults, FedAvg's other server step x 3 seeds, FedEvp's and FedEvolve's on seed 0;
+    # fedevolve_emnist_packed: 3 seeds of the default and 4 ablations on seed 0; diurnal_synthetic: (7 methods x 3 p
+    # + No-Dist-Shift) x 5 seeds and FedTKM's leak at 3 p x 5; diurnal_digits: (6 methods and FedTKM's leak) x 10
+    # seeds; fedtkm_orientation: 2 orientations x (3 p x 3 seeds on synthetic, 10 seeds on digits and on emnist);
+    # shiftex: 4 methods x 2 windowings x 10 seeds; fedgmm: 6 methods x 5 seeds; fedgmm_toy: 5 methods x 5 seeds;
+    # server_step: 10 methods x 2 server steps x 3 seeds.
     self.assertEqual(counts, {'every_method.toml': 6 * 21 * 3 - (4 + 5) * 3, 'pfedem.toml': 5 * 2 * 5,
                               'pfedem_pretrained.toml': 2 * 2 * 6, 'pfedem_separation.toml': 4 * 2 * 5,
                               'pfedem_frozen_encoder.toml': (2 * 2 + 1) * 2 * 3, 'pfedem_gaussian.toml': (2 + 2) * 3,
