@@ -101,6 +101,7 @@ def serve(requests, replies) -> int:
 def main() -> int:
   execution_context.install()
   _start_worker()
+  execution_context.freeze_startup_objects()
   replies = os.fdopen(os.dup(1), 'w')
   return serve(sys.stdin, replies)
 

@@ -37,6 +37,7 @@ from utils import remote_workers
 def start_worker() -> None:
   execution_context.install()
   tff.tensorflow.computation(lambda: tf.constant(0))()
+  execution_context.freeze_startup_objects()
 
 
 def run(args) -> tuple[int, str]:

@@ -155,6 +155,7 @@ def _stop(pid: int) -> None:
 
 def _disarm_service_managers() -> None:
   """Stops the workers of TFF's `ServiceManager`s and leaves the managers with no process to stop."""
+  gc.unfreeze()  # `gc.get_objects` lists no frozen object (`freeze_startup_objects`), and the first manager is one.
   for manager in gc.get_objects():
     if type(manager).__name__ == 'ServiceManager' and type(manager).__module__.endswith('executor_factory'):
       process = getattr(manager, '_process', None)
@@ -278,6 +279,16 @@ def _set_local_context() -> None:
   tff_default_context.set_default_context(tff.framework.SyncExecutionContext(
       executor_fn=executor_factory.local_cpp_executor_factory(), compiler_fn=compile_for_simulation,
       transform_args=tff.tensorflow.transform_args, transform_result=tff.tensorflow.transform_result))
+
+
+def freeze_startup_objects() -> None:
+  """Puts every object alive now out of the garbage collector's sight (Python's `gc.freeze`): what the imports and
+  the worker's start made (modules, TensorFlow's and TFF's registries: half a million objects) lives as long as the
+  process, and a process that makes many runs (`run_series.py`, the tests' in-process runs) collects fully after each
+  run and many times while tracing, each time walking all of them again. Frozen objects are never freed, so call it
+  once, after start-up and before the first run; `restart_worker` unfreezes them (TFF's worker manager is one)."""
+  gc.collect()
+  gc.freeze()
 
 
 def restart_worker() -> None:
