@@ -43,7 +43,8 @@ if sys.argv[2] == 'wait':
 
 # A child that restarts its worker: the pids before and after, whether the old one still runs, the new one's resident
 # bytes and a computation's result on it. Its start-up objects are frozen first, as a series of runs freezes them, and
-# it holds on to the old context, so that only the restart itself can stop the old worker (not the context's collection).
+# it holds on to the old context, so that only the restart itself can stop the old worker (not the context's
+# collection).
 _RESTART_CHILD = r'''
 import os
 import numpy as np
