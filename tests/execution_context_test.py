@@ -1,6 +1,7 @@
 """Proves that no TFF worker process outlives a process that used `execution_context.install()`."""
 
 import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -42,10 +43,12 @@ if sys.argv[2] == 'wait':
 '''
 
 # A child that restarts its worker: the pids before and after, whether the old one still runs, the new one's resident
-# bytes and a computation's result on it. Its start-up objects are frozen first, as a series of runs freezes them, and
-# it holds on to the old context, so that only the restart itself can stop the old worker (not the context's
-# collection).
+# bytes and a computation's result on it; first, how many objects a second `freeze_startup_objects` froze (a test's
+# in-process runs call it before each run: what a run keeps alive must stay collectable). Its start-up objects are
+# frozen first, as a series of runs freezes them, and it holds on to the old context, so that only the restart itself
+# can stop the old worker (not the context's collection).
 _RESTART_CHILD = r'''
+import gc
 import os
 import numpy as np
 import tensorflow_federated as tff
@@ -58,6 +61,10 @@ def mean(x):
 
 mean([1.0, 3.0])
 execution_context.freeze_startup_objects()
+frozen = gc.get_freeze_count()
+run_objects = [[] for _ in range(1000)]
+execution_context.freeze_startup_objects()
+print(gc.get_freeze_count() - frozen)
 old_context = tff.framework.get_context_stack().current
 old, = execution_context.worker_pids()
 execution_context.restart_worker()
@@ -190,6 +197,16 @@ print(worker_calls.rss_mb(worker) - first)
 """
 
 
+@functools.cache
+def _restart_child_output() -> tuple[int, int, int, str, int, str]:
+  """What `_RESTART_CHILD` prints: objects frozen by a second freeze, old and new worker pids, whether the old one
+  still runs, the new one's resident bytes and the result (one child for the tests that read it)."""
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+  output = subprocess.run([sys.executable, '-c', _RESTART_CHILD], env=env, capture_output=True, text=True,
+                          check=True).stdout.split()
+  return int(output[0]), int(output[1]), int(output[2]), output[3], int(output[4]), output[5]
+
+
 def _is_running(pid: int) -> bool:
   """True if `pid` exists and is not a zombie."""
   try:
@@ -319,11 +336,11 @@ class ExecutionContextTest(absltest.TestCase):
     self.assertGreater(batched, 150.0)
     self.assertLess(ours, 40.0)
 
+  def test_only_the_first_freeze_of_a_process_freezes(self):
+    self.assertLess(_restart_child_output()[0], 1000)  # The 1,000 objects made between the two calls stay unfrozen.
+
   def test_a_restarted_worker_replaces_the_old_one_and_computes(self):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
-    output = subprocess.run([sys.executable, '-c', _RESTART_CHILD], env=env, capture_output=True, text=True,
-                            check=True).stdout.split()
-    old, new, old_alive, memory, result = int(output[0]), int(output[1]), output[2], int(output[3]), output[4]
+    old, new, old_alive, memory, result = _restart_child_output()[1:]
     self.assertNotEqual(old, new)
     self.assertEqual(old_alive, 'False')  # The old worker is stopped, not left behind.
     self.assertGreater(memory, 10 << 20)  # The new worker's resident memory, read from /proc.

@@ -281,12 +281,15 @@ def _set_local_context() -> None:
       transform_args=tff.tensorflow.transform_args, transform_result=tff.tensorflow.transform_result))
 
 
+@functools.cache
 def freeze_startup_objects() -> None:
   """Puts every object alive now out of the garbage collector's sight (Python's `gc.freeze`): what the imports and
   the worker's start made (modules, TensorFlow's and TFF's registries: half a million objects) lives as long as the
   process, and a process that makes many runs (`run_series.py`, the tests' in-process runs) collects fully after each
-  run and many times while tracing, each time walking all of them again. Frozen objects are never freed, so call it
-  once, after start-up and before the first run; `restart_worker` unfreezes them (TFF's worker manager is one)."""
+  run and many times while tracing, each time walking all of them again. A frozen object in a reference cycle is never
+  freed, so only a process's first call freezes, after start-up and before the first run: a later call would freeze a
+  run's objects (its kept build), which must stay collectable. `restart_worker` unfreezes them (TFF's worker manager
+  is one)."""
   gc.collect()
   gc.freeze()
 
