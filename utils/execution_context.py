@@ -289,7 +289,7 @@ def freeze_startup_objects() -> None:
   run and many times while tracing, each time walking all of them again. A frozen object in a reference cycle is never
   freed, so only a process's first call freezes, after start-up and before the first run: a later call would freeze a
   run's objects (its kept build), which must stay collectable. `restart_worker` unfreezes them (TFF's worker manager
-  is one)."""
+  is one), and they stay unfrozen after it."""
   gc.collect()
   gc.freeze()
 
