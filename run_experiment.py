@@ -26,6 +26,7 @@ from utils import stderr_filter
 
 with stderr_filter.dropping(stderr_filter.IMPORT_NOISE):
   import tensorflow  # pylint: disable=unused-import,g-bad-import-order
+stderr_filter.drop_unused_assert_reports()
 
 from absl import app
 from absl import flags

@@ -31,6 +31,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from utils import execution_context
+from utils import loopback
 
 # TFF's worker keeps what it built for each computation it ran (about 18 MB for a two-round run of the synthetic
 # task), so a worker grown beyond this is replaced between runs; a restart costs about a second.
@@ -100,7 +101,11 @@ def serve(requests, replies) -> int:
 @execution_context.exits_with_signal_status
 def main() -> int:
   execution_context.install()
-  _start_worker()
+  try:
+    _start_worker()
+  except loopback.NotLoopbackError as error:  # Before any run: one line, as a run's own check ends.
+    print(f'run_series: error: {error}', file=sys.stderr)
+    return 2
   execution_context.freeze_startup_objects()
   replies = os.fdopen(os.dup(1), 'w')
   return serve(sys.stdin, replies)

@@ -7,25 +7,41 @@ server_step_contract_test); (4) a resume whose metrics.csv is missing, empty or 
 not load; (5) a rerun
 over an unparsable metrics.csv; (6) a run that failed in its first round and the corrected rerun; (7) damaged SQLite
 files, garbage in metrics.csv and unknown flags; (8) a report over malformed, duplicate and unfinished runs; (9) the
-secure aggregator's simulation said in the log and summary.json.
+secure aggregator's simulation said in the log and summary.json. Then the run directory's owner and resource
+faults: (10) a second run of a directory held by a running one, `--overwrite` included, refused and the directory
+untouched; (11) a full disk during a checkpoint or a row, one line and an exact resume; (12) a TFF worker that
+would listen beyond loopback, one line; (13) the report's limits and reasons (a huge or binary metrics.csv, an
+empty directory, checkpoints without rows).
 """
 
+import errno
+import gc
 import json
+import logging
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
+from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
+import tensorflow as tf
 
 from algorithms.core import privacy_accounting
 from benchmarks import task_files
+from experiment.core import assembly
+from experiment.core import run_directory
+from experiment.core import training_loop
 from experiment.reporting import report_writer
 from experiment.reporting import run_results
 from tests import in_process_run
+from utils import directory_lock
+from utils import execution_context
+from utils import loopback
 
 _BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run_experiment.py')
 _SMALL = ['--task=synthetic', '--clients_per_round=4', '--period=4', '--total_rounds=8', '--rounds_per_eval=2',
@@ -40,6 +56,12 @@ def _error_line(test, status: int, stderr: str) -> str:
   test.assertLen(errors, 1, stderr[-2000:])
   test.assertEqual(errors[0], stderr.strip().splitlines()[-1])
   return errors[0]
+
+
+def _rows(run_dir: str) -> list[dict]:
+  """metrics.csv's rows without `round_seconds` (the one cell a resumed run may differ in)."""
+  return [{key: value for key, value in row.items() if key != 'round_seconds'}
+          for row in training_loop.read_metrics(run_dir)]
 
 
 def _file_bytes(directory: str) -> dict[str, bytes]:
@@ -279,12 +301,124 @@ class FaultInjectionTest(absltest.TestCase):
     self.assertIn('Skipped (6)', page)
     self.assertIn('seed_1: unfinished: 8 of 8 rounds', page)
 
+  # (13) The report's limits and reasons: a metrics.csv over its limit or with NUL bytes is skipped unread, and an
+  # empty directory or checkpoints without rows are named as what they are.
+  def test_13_the_report_caps_what_it_reads_and_says_what_a_directory_holds(self):
+    root = self.create_tempdir().full_path
+    source = os.path.join(self._finished, 'e')
+    for name in ('huge', 'binary', 'checkpoints_only', 'good'):
+      shutil.copytree(source, os.path.join(root, name))
+    with open(os.path.join(root, 'binary', 'metrics.csv'), 'ab') as f:
+      f.write(b'\0' * 100_000)
+    with open(os.path.join(root, 'huge', 'metrics.csv'), 'a') as f:
+      f.write('\n' * 300_000)
+    os.remove(os.path.join(root, 'checkpoints_only', 'metrics.csv'))
+    os.remove(os.path.join(root, 'checkpoints_only', 'summary.json'))
+    os.makedirs(os.path.join(root, 'empty'))
+    os.makedirs(os.path.join(root, 'lock_only'))
+    open(os.path.join(root, 'lock_only', directory_lock.LOCK_FILE), 'w').close()
+    with mock.patch.object(run_results, 'MAX_METRICS_BYTES', 200_000):
+      runs, skipped = run_results.load_all(root)
+    self.assertEqual([run.name for run in runs], ['good'])
+    reasons = {item.name: item.reason for item in skipped}
+    self.assertRegex(reasons['huge'], r"^metrics\.csv is 0\.3 MB, over the report's limit of 0\.2 MB for it; not read$")
+    self.assertEqual(reasons['binary'], 'metrics.csv holds binary data (a NUL byte at offset '
+                     f'{os.path.getsize(os.path.join(source, "metrics.csv")):,})')
+    self.assertEqual(reasons['checkpoints_only'], 'no metrics.csv, though it holds checkpoints of rounds 4, 6, 8')
+    self.assertEqual(reasons['empty'], 'an empty directory')
+    self.assertIn('only a run\'s lock file', reasons['lock_only'])
+
+  # (10) A run owns its directory: a second run of it, --overwrite included, is refused in one line naming the
+  # holder, and the directory is left byte for byte as it was; the first goes on to the uninterrupted rows.
+  def test_10_a_directory_held_by_a_running_run_refuses_a_second_one_touching_nothing(self):
+    root = self.create_tempdir().full_path
+    run_dir = os.path.join(root, 'e')
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL='3')
+    first = subprocess.Popen([sys.executable, _BINARY, *_SMALL, f'--root_output_dir={root}'], env=environment,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while directory_lock.holder(run_dir) is None and first.poll() is None:
+      self.assertLess(time.monotonic(), deadline)
+      time.sleep(0.05)
+    os.kill(first.pid, 19)  # SIGSTOP: the holder writes nothing while the second run tries.
+    try:
+      before = _file_bytes(run_dir)
+      for extra in ([], ['--overwrite']):
+        line = _error_line(self, *in_process_run.run([*_SMALL, *extra, f'--root_output_dir={root}']))
+        self.assertRegex(line, rf'{run_dir} is in use by another run \(pid {first.pid} on host \S+ since ')
+        self.assertEqual(_file_bytes(run_dir), before, extra)
+    finally:
+      os.kill(first.pid, 18)  # SIGCONT.
+    _, stderr = first.communicate(timeout=600)
+    self.assertEqual(first.returncode, 0, stderr[-2000:])
+    self.assertEqual(_rows(run_dir), _rows(os.path.join(self._finished, 'e')))
+    self.assertIsNone(directory_lock.holder(run_dir))  # Released with its process.
+
+  # (11) A full disk while a checkpoint or a row is written: one line naming the path, the free space and what a
+  # checkpoint takes, exit status 5; the rerun resumes to the uninterrupted run's rows.
+  def test_11_a_full_disk_ends_in_one_line_and_the_run_resumes_exactly(self):
+    root, run_dir = self._copy_of_finished_run(at_round=4)
+    staging = os.path.join(run_dir, 'checkpoints', '.staging')
+    save, release = run_directory.Checkpoints.save, training_loop._MetricsRelease.release
+
+    def full_at_checkpoint_6(checkpoints, state, round_num):
+      if round_num == 6:
+        raise tf.errors.ResourceExhaustedError(None, None, f'{{{{function_node __wrapped__SaveV2}}}} {staging}/'
+                                               'program_state_6_temp7/variables/part-00000; No space left on device '
+                                               '[Op:SaveV2]')
+      save(checkpoints, state, round_num)
+
+    def full_at_row_5(outputs, values, round_num):
+      if round_num == 5:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.path.join(run_dir, 'metrics.csv'))
+      release(outputs, values, round_num)
+
+    for target, name, fault, path in (
+        (run_directory.Checkpoints, 'save', full_at_checkpoint_6, f'{staging}/program_state_6'),
+        (training_loop._MetricsRelease, 'release', full_at_row_5, os.path.join(run_dir, 'metrics.csv'))):
+      with mock.patch.object(target, name, fault):
+        status, stderr = self._resume(root)
+      self.assertEqual(status, assembly.STORAGE_FAULT_STATUS, stderr[-2000:])
+      line = stderr.strip().splitlines()[-1]
+      self.assertRegex(line, rf'^run_experiment: error: no space left on device while writing {path}: [0-9.]+ MB '
+                             r'free there, and a checkpoint of this run takes [0-9.]+ MB; free at least [0-9.]+ MB and '
+                             r'rerun the command, which resumes after round 4\.$')
+      self.assertNotIn('Traceback', stderr)
+    status, stderr = self._resume(root)
+    self.assertEqual(status, 0, stderr[-2000:])
+    self.assertEqual(_rows(run_dir), _rows(os.path.join(self._finished, 'e')))
+
+  # (12) This process's TFF worker when the loopback library is damaged: one line, exit status 2, nothing listens.
+  def test_12_a_worker_that_would_listen_beyond_loopback_ends_the_run_in_one_line(self):
+    damaged = self.create_tempfile('loopback_bind.so', '').full_path
+    root = self.create_tempdir().full_path
+    execution_context.restart_worker()
+    try:
+      with mock.patch.object(loopback, 'library_path', return_value=damaged):
+        line = _error_line(self, *in_process_run.run([*_SMALL, f'--root_output_dir={root}']))
+    finally:
+      execution_context.restart_worker()
+      in_process_run.start_worker()  # With this process's own stdout and stderr, outside a run's buffers.
+    self.assertEqual(line, f'run_experiment: error: {damaged} is not a shared library (empty or damaged), so a TFF '
+                           'worker would listen on every interface; delete it and run tools/bootstrap.sh to build it '
+                           'again.')
+
   # (9) The secure aggregator's sums are simulated in the clear: the log and summary.json say so.
   def test_9_secure_runs_say_their_sums_are_simulated(self):
     root = self.create_tempdir().full_path
-    status, stdout, stderr = in_process_run.run_with_stdout([*_SMALL, '--aggregator=secure', '--total_rounds=2',
-                                                             f'--root_output_dir={root}'])
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger('tensorflow').addHandler(handler)
+    try:
+      status, stdout, stderr = in_process_run.run_with_stdout([*_SMALL, '--aggregator=secure', '--total_rounds=2',
+                                                               f'--root_output_dir={root}'])
+      gc.collect()  # TensorFlow reports an unused op when its graph is freed.
+    finally:
+      logging.getLogger('tensorflow').removeHandler(handler)
     self.assertEqual(status, 0, stderr[-2000:])
+    # TFF's secure aggregators' unused bound checks are not reported (`utils.stderr_filter`); nothing else was.
+    self.assertEqual([record.getMessage()[:80] for record in records if record.levelno >= logging.ERROR], [])
     simulated = 'simulated: the server sees the clipped, quantized sum in the clear'
     self.assertIn(simulated, stdout)
     with open(os.path.join(root, 'e', 'summary.json')) as f:

@@ -5,6 +5,8 @@ host's loopback (an OpenSSH server on 127.0.0.1 stands in for the other host).
 Listening sockets are read from /proc/<pid>/fd and /proc/net/tcp{,6} (`utils.loopback`), and checked against `ss`.
 """
 
+import contextlib
+import io
 import os
 import shutil
 import signal
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
@@ -23,6 +26,7 @@ from utils import execution_context
 from utils import loopback
 from utils import remote_workers
 from utils import ssh_tunnels
+from utils import worker_host
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SSHD = '/usr/sbin/sshd'
@@ -89,6 +93,27 @@ class ListenerTest(absltest.TestCase):
     self.assertEqual(_ss_lines(port), [])  # Stopped.
 
 
+class StartWorkerTest(absltest.TestCase):
+
+  def test_a_damaged_or_inert_preload_library_stops_the_worker_in_one_line(self):
+    inert = next(line.split()[-1] for line in open('/proc/self/maps') if '/libm.so' in line)  # An ELF that binds nothing.
+    for name, source in (('empty', None), ('inert', inert)):
+      library = self.create_tempfile(f'{name}.so').full_path
+      if source:
+        shutil.copyfile(source, library)
+      port = portpicker.pick_unused_port()
+      stderr = io.StringIO()
+      with mock.patch.object(loopback, 'library_path', return_value=library), contextlib.redirect_stderr(stderr):
+        status = worker_host.serve(port, 'user')
+      lines = stderr.getvalue().strip().splitlines()
+      self.assertEqual(status, 2, name)
+      self.assertLen([line for line in lines if line.startswith('start_worker: ')], 1, lines)
+      self.assertRegex(lines[-1], {'empty': rf'^start_worker: {library} is not a shared library',
+                                   'inert': rf'^start_worker: TFF worker \d+ listens beyond loopback \(.*:{port}\); it '
+                                            'was stopped'}[name])
+      self.assertEqual(_ss_lines(port), [], name)  # Stopped: nothing listens.
+
+
 class RunListenersTest(absltest.TestCase):
 
   def test_a_run_and_a_started_worker_listen_on_loopback_only(self):
@@ -112,6 +137,12 @@ class RunListenersTest(absltest.TestCase):
       run_ports = {listener.port for listener in seen} - {worker_port}
       self.assertNotEmpty(run_ports, 'the run\'s own worker was never seen listening')
       ss_lines = _ss_lines(worker_port) + [line for port in run_ports for line in _ss_lines(port)]
+      second = subprocess.run(['bash', os.path.join(_ROOT, 'tools', 'start_worker.sh'), f'--port={worker_port}'],
+                              env=environment, capture_output=True, text=True, timeout=120)
+      self.assertEqual((second.returncode, second.stderr.strip().splitlines()),
+                       (2, [f'start_worker: port {worker_port} is already in use (127.0.0.1:{worker_port}): a second '
+                            'worker there would share its connections; stop that process or choose another --port.']))
+      self.assertLen(_ss_lines(worker_port), 1)
     finally:
       run.kill()
       os.killpg(worker.pid, signal.SIGTERM)
@@ -220,7 +251,10 @@ class SshTunnelTest(absltest.TestCase):
   def test_addresses_parse(self):
     self.assertEqual(ssh_tunnels.parse('ssh://alice@host-a:8000'), ssh_tunnels.Target('alice@host-a', 8000))
     self.assertEqual(ssh_tunnels.parse('ssh://host-a:8000'), ssh_tunnels.Target('host-a', 8000))
-    for bad in ('ssh://host-a', 'ssh://alice@host-a:0', 'ssh://a@b@c:1', 'ssh://host-a:80/x'):
+    self.assertEqual(ssh_tunnels.parse('ssh://alice@[::1]:8000'), ssh_tunnels.Target('alice@::1', 8000))
+    self.assertEqual(ssh_tunnels.parse('ssh://[fe80::2]:8000'), ssh_tunnels.Target('fe80::2', 8000))
+    for bad in ('ssh://host-a', 'ssh://alice@host-a:0', 'ssh://a@b@c:1', 'ssh://host-a:80/x', 'ssh://[::g]:80',
+                'ssh://[1.2.3.4]:80'):
       with self.assertRaisesRegex(ValueError, '^--workers takes ssh://'):
         remote_workers.parse(bad)
 

@@ -9,6 +9,7 @@ epsilon is an upper bound on the exact one, and a tight one for these parameters
 """
 
 import functools
+import io
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from experiment.core import grid as grid_lib
 from experiment.reporting import report_tables
 from experiment.reporting import run_results
 from tests import in_process_run
+from utils import strict_json
 
 _RUN = ['--task=synthetic', '--clients_per_round=5', '--period=8', '--total_rounds=8', '--rounds_per_eval=8',
         '--eval_batch_size=500', '--experiment_name=r']
@@ -38,6 +40,10 @@ def _exact_epsilon(noise_multiplier: float, rounds: int, delta: float) -> float:
   return optimize.brentq(curve, 0.0, 500.0)
 
 
+def _not_json(constant: str):
+  raise AssertionError(f'summary.json holds {constant}, which is not JSON')
+
+
 @functools.lru_cache(maxsize=None)
 def _run(args: tuple):
   """summary.json of a run with `args`, with its report row under 'report' (each run made once per process)."""
@@ -46,7 +52,9 @@ def _run(args: tuple):
   if status != 0:
     raise AssertionError(stderr[-3000:])
   with open(os.path.join(root, 'r', 'summary.json')) as f:
-    summary = json.load(f)
+    text = f.read()
+  json.loads(text, parse_constant=_not_json)  # Strict JSON: no Infinity or NaN (`utils.strict_json`).
+  summary = strict_json.load(io.StringIO(text))
   (run,) = run_results.load(root)
   summary['report'] = report_tables.run_metrics(run)
   return summary

@@ -18,7 +18,7 @@ fi
 
 stamp="$(cat requirements.txt requirements.lock requirements-nodeps.txt tools/bootstrap.sh utils/loopback_bind.c |
   sha256sum | cut -c1-16)"
-if [ -x .venv/bin/python3 ] && [ -f .venv/lib/loopback_bind.so ] &&
+if [ -x .venv/bin/python3 ] && [ "$(head -c 4 .venv/lib/loopback_bind.so 2>/dev/null)" = $'\x7fELF' ] &&
   [ "$(cat .venv/.bootstrap_stamp 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi

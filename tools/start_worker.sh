@@ -38,21 +38,17 @@ if [[ -n "$cache_dir" ]]; then
   TF_CPP_MIN_LOG_LEVEL=3 PYTHONPATH=. .venv/bin/python -c 'import sys; from tasks import tff_files; tff_files.index_databases(sys.argv[1])' \
     "$cache_dir" 2>&1 | grep -v -e 'TF-TRT' -e 'oneDNN' -e 'cpu_feature_guard' -e 'rebuild TensorFlow' || true
 fi
-binary="$(PYTHONPATH=. .venv/bin/python -c 'from utils import remote_workers; print(remote_workers.worker_binary_path())' 2>/dev/null | tail -1)"
 export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"  # As utils/execution_context.py gives the local worker.
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 if (( all_interfaces )); then
+  binary="$(PYTHONPATH=. .venv/bin/python -c 'from utils import remote_workers; print(remote_workers.worker_binary_path())' 2>/dev/null | tail -1)"
   echo "WARNING: --insecure_listen_on_all_interfaces: this TFF worker listens on every interface of $(hostname) on" \
     "port $port with no TLS and no authentication; anyone who can reach it can run code as $(id -un)." >&2
+  PYTHONPATH=. .venv/bin/python -c 'import sys; from utils import worker_host; sys.exit(worker_host.check_port(int(sys.argv[1])))' \
+    "$port" || exit 2
   echo "TFF worker listening on every interface, port $port: run_experiment.py --workers=$(hostname):$port"
-else
-  library="$(PYTHONPATH=. .venv/bin/python -c 'from utils import loopback; print(loopback.library_path())' 2>/dev/null | tail -1)"
-  if [[ ! -f "$library" ]]; then
-    echo "start_worker: $library is missing; run tools/bootstrap.sh." >&2
-    exit 2
-  fi
-  export LD_PRELOAD="$library${LD_PRELOAD:+ $LD_PRELOAD}"
-  echo "TFF worker listening on loopback, port $port: run_experiment.py --workers=ssh://$(id -un)@$(hostname):$port" \
-    "from another host (an SSH tunnel), --workers=localhost:$port from this one"
+  exec "$binary" --port="$port" --max_concurrent_computation_calls=-1
 fi
-exec "$binary" --port="$port" --max_concurrent_computation_calls=-1
+# On loopback: utils/worker_host.py refuses a port already in use, starts the worker with the loopback preload,
+# reads its listening sockets and stops it (one line, exit 2) unless they are all loopback.
+exec env PYTHONPATH=. .venv/bin/python -m utils.worker_host --port="$port" --user="$(id -un)"

@@ -17,6 +17,7 @@ The tunnels end with the process that opened them (the kernel's parent-death sig
 
 import atexit
 import ctypes
+import ipaddress
 import re
 import signal
 import socket
@@ -48,12 +49,22 @@ def is_tunneled(address: str) -> bool:
 
 
 def parse(address: str) -> Target:
-  """`ssh://[user@]host:port` -> Target; ValueError (one line) for another form."""
+  """`ssh://[user@]host:port` -> Target; ValueError (one line) for another form. An IPv6 host is written in
+  brackets (`ssh://alice@[::1]:8000`), which ssh takes without them."""
   match = _TARGET.match(address)
-  if not match or not 0 < int(match['port']) < 65536:
+  bracketed = match is not None and match['host'].startswith('[')
+  if not match or not 0 < int(match['port']) < 65536 or (bracketed and not _is_ipv6(match['host'][1:-1])):
     raise ValueError(f'--workers takes ssh://[user@]host:port for a worker reached through SSH; got {address!r}.')
-  login = f'{match["user"]}@{match["host"]}' if match['user'] else match['host']
+  host = match['host'][1:-1] if bracketed else match['host']
+  login = f'{match["user"]}@{host}' if match['user'] else host
   return Target(login, int(match['port']))
+
+
+def _is_ipv6(text: str) -> bool:
+  try:
+    return ipaddress.ip_address(text).version == 6
+  except ValueError:
+    return False
 
 
 def _die_with_parent() -> None:

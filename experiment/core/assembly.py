@@ -14,7 +14,9 @@ evaluator over the test sets and held-out splits, the method's learning process,
 sizes, parameter counts, final metrics). Rerunning the same configuration after an interruption resumes after the
 last checkpoint; another configuration in the directory is refused (only `CADENCE`, which cannot change results, may
 differ) unless `overwrite`. A round with non-finite values ends the run with exit status 3 (`NUMERIC_FAULT_STATUS`),
-a lost worker with 4 (`WORKER_LOST_STATUS`), keeping the last good checkpoint.
+a lost worker with 4 (`WORKER_LOST_STATUS`), a full disk or an exceeded quota with 5 (`STORAGE_FAULT_STATUS`), keeping
+the last good checkpoint. A run owns its directory while it lives (`utils.directory_lock`): a second run of the same
+directory, `overwrite` included, is refused in one line naming the holder, having written nothing.
 
 Every field of the groups below declared with `utils.settings.setting` is a flag of `run_experiment.py` of the same
 name, as are the chosen scenario's Settings (`periodic_shift.scenario`) and the method's Config settings
@@ -47,7 +49,9 @@ from periodic_shift import scenario as scenario_lib
 from periodic_shift import scenarios
 from tasks import registry as tasks
 from tasks import task as task_lib
+from utils import directory_lock
 from utils import execution_context
+from utils import loopback
 from utils import remote_workers
 from utils import resident_state
 from utils import settings as settings_lib
@@ -56,6 +60,7 @@ from utils import ssh_tunnels
 setting = settings_lib.setting
 NUMERIC_FAULT_STATUS = 3
 WORKER_LOST_STATUS = 4
+STORAGE_FAULT_STATUS = 5
 
 
 class ExperimentError(Exception):
@@ -176,6 +181,9 @@ class OutputConfig:
   rounds_per_checkpoint: int = setting(
       8, 'Checkpoint every this many rounds (and after the last); a resumed run recomputes the rounds after the last '
       'checkpoint, with identical results.')
+  unlocked_run_directory: bool = setting(
+      False, 'Run even where the run directory\'s filesystem keeps no locks (a run is otherwise refused there): '
+      'nothing then stops a second run of the same directory from writing there at once.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +220,8 @@ GROUPS = {field.name: field.type for field in dataclasses.fields(ExperimentConfi
 # with other values; config.json leaves them out.
 CADENCE = frozenset({'rounds_per_eval', 'rounds_per_checkpoint', 'root_output_dir', 'experiment_name', 'cache_dir',
                      'workers', 'subrounds', 'worker_timeout', 'eval_inference_batch_size', 'overwrite',
-                     'overlap_evaluation', 'state_on_worker', 'accept_unprotected_sums'})
+                     'overlap_evaluation', 'state_on_worker', 'accept_unprotected_sums',
+                     'unlocked_run_directory'})
 # The server optimizers whose learning rate 1 is parameter averaging (their default rate), and sgdm's momentum.
 _AVERAGING_OPTIMIZERS = ('sgd', 'sgdm')
 _ADAPTIVE_OPTIMIZERS = ('adam', 'adagrad', 'yogi')
@@ -477,6 +486,7 @@ def resolve(config: ExperimentConfig) -> Resolved:
   scenario_settings = _with_task_defaults(scenario_settings, tasks.defaults(task_name))
   training, sources = _resolve_training(config)
   output_dir = _output_dir(config, training, scenario_settings)
+  directory_lock.check_free(output_dir)  # Before reading the directory: another run may be writing it.
   # Resuming: the values the run started with stand where no flag sets them (an attempt that completed no round holds
   # no result and is replaced, `run_directory.prepare`).
   resuming = not config.outputs.overwrite and not run_directory.completed_no_round(output_dir)
@@ -487,8 +497,11 @@ def resolve(config: ExperimentConfig) -> Resolved:
   scenarios.validate(choice.scenario, scenario_settings, _schedule(training))
   mixed_test_shares(config.evaluation)
   inference_groups(config.evaluation)
-  hparams = _hyperparameters(config, training)
   module = algorithms.METHODS[algorithm].module
+  if training.aggregator != 'mean' and getattr(config.method.config or module.Config(), 'own_aggregation', False):
+    raise ValueError(f'--aggregator={training.aggregator} replaces the mean of one model update; {algorithm} with '
+                     'these settings aggregates its updates its own way, so it runs with --aggregator=mean only.')
+  hparams = _hyperparameters(config, training)
   method_config = method.with_shared(config.method.config or module.Config(), hparams)
   method_config.validate()
   workers = remote_workers.parse(','.join(config.workers.workers))
@@ -756,7 +769,44 @@ def build(resolved: Resolved) -> Experiment:
 
 def run(config: ExperimentConfig) -> dict:
   """Runs (or resumes, or extends) the experiment of `config` and returns its summary (summary.json); raises
-  ExperimentError (a message of one line and the exit status) when it cannot start or go on."""
+  ExperimentError (a message of one line and the exit status) when it cannot start or go on.
+
+  The run holds its directory's lock (`utils.directory_lock`) from before its first write to its end; the directory
+  is resolved again once the lock is held, so what the checks read is what no other run changes meanwhile. A run
+  refused by a check made under the lock (its checkpoints do not load) undoes the lock's record: the directory is
+  left byte for byte as it was."""
+  try:
+    output_dir = resolve(config).output_dir
+  except ValueError as error:
+    raise ExperimentError(str(error)) from error
+  try:
+    lock = directory_lock.DirectoryLock(output_dir, required=not config.outputs.unlocked_run_directory).acquire()
+  except ValueError as error:
+    raise ExperimentError(str(error)) from error
+  except OSError as error:
+    fault = run_directory.storage_fault(error, output_dir)
+    raise ExperimentError(fault or f'cannot write the run directory {output_dir}: {error.strerror or error}.',
+                          STORAGE_FAULT_STATUS if fault else 2) from error
+  try:
+    try:
+      resolved, experiment = _checked_build(config)
+    except BaseException:
+      lock.release(undo=True)
+      raise
+    return _prepare_and_train(resolved, experiment)
+  except (OSError, tf.errors.OpError) as error:
+    message = run_directory.storage_fault(error, output_dir)
+    if message is None:
+      raise
+    raise ExperimentError(message, STORAGE_FAULT_STATUS) from error
+  except loopback.NotLoopbackError as error:
+    raise ExperimentError(str(error)) from error
+  finally:
+    lock.release()
+
+
+def _checked_build(config: ExperimentConfig) -> tuple[Resolved, 'Experiment']:
+  """`run`'s checks and build once the run directory's lock is held; writes nothing in the directory."""
   try:
     resolved = resolve(config)
   except ValueError as error:
@@ -764,10 +814,19 @@ def run(config: ExperimentConfig) -> dict:
   for line in resolution_lines(resolved):
     print(line)
   experiment = build(resolved)
+  try:
+    if not config.outputs.overwrite:
+      training_loop.check_resumable(experiment.algorithm, resolved.output_dir)
+  except ValueError as error:
+    raise ExperimentError(str(error)) from error
+  return resolved, experiment
+
+
+def _prepare_and_train(resolved: Resolved, experiment: 'Experiment') -> dict:
+  """The rest of `run`: records the configuration, trains, writes the summary."""
+  config = resolved.config
   training, outputs, output_dir = resolved.training, config.outputs, resolved.output_dir
   try:
-    if not outputs.overwrite:
-      training_loop.check_resumable(experiment.algorithm, output_dir)
     extended_from = run_directory.prepare(
         output_dir, resolved.record, outputs.overwrite,
         lambda r: r % config.evaluation.rounds_per_eval == 0 and r % outputs.rounds_per_checkpoint == 0,

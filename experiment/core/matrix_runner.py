@@ -22,13 +22,17 @@ last line gives the matrix's elapsed time.
 Stopping: SIGINT, SIGTERM or SIGHUP stop the jobs' processes with SIGTERM (each running run checkpoints what it has
 and its process exits) and end the matrix; each process also gets SIGTERM from the kernel if the matrix process dies
 without cleanup (SIGKILL), so no orphan keeps writing to a directory a rerun resumes, and a killed job loses only
-the run it was running. One matrix at a time per root (a lock file).
+the run it was running.
+
+Several matrices may share a root (a grid split by seeds, a second terminal, a scheduler's retry): a matrix claims
+each run before sending it to a job (`<root>/.matrix/<run name>.lock`, `utils.directory_lock`, held until the run
+ends), and a run another matrix has claimed, or whose directory another process holds (a run started by hand), is
+skipped as `in use`, neither run nor counted as failed; a later rerun finds it finished.
 """
 
 import ctypes
 import dataclasses
 import datetime
-import fcntl
 import json
 import os
 import select
@@ -39,6 +43,8 @@ import time
 from typing import Callable, Optional, Sequence
 
 from experiment.core import grid as grid_lib
+from utils import directory_lock
+from utils import strict_json
 
 LOG_DIR = '.matrix'
 SUMMARY = 'summary.json'
@@ -47,12 +53,13 @@ _PR_SET_PDEATHSIG = 1
 
 
 class MatrixError(RuntimeError):
-  """A matrix that cannot start (its root is locked or cannot be written); its message is one line."""
+  """A matrix that cannot start (its root cannot be written); its message is one line."""
 
 
 @dataclasses.dataclass
 class Outcome:
-  """How one run ended in this invocation: `finished`, `refused` (exit status 2), `failed` or `stopped`."""
+  """How one run ended in this invocation: `finished`, `refused` (exit status 2), `failed`, `stopped`, or `in use`
+  (another matrix or process runs it: not started here)."""
   name: str
   status: str
   seconds: float
@@ -90,7 +97,7 @@ def headline(root: str, name: str) -> str:
   `HEADLINE_METRICS` it has; '' when it has none."""
   try:
     with open(os.path.join(root, name, SUMMARY)) as f:
-      summary = json.load(f)
+      summary = strict_json.load(f)
   except (OSError, ValueError):
     return ''
   final = summary.get('final_metrics', {})
@@ -119,15 +126,15 @@ def _raise_stop(signum, frame):
   raise _Stop(signum)
 
 
-def _lock(root: str):
-  os.makedirs(os.path.join(root, LOG_DIR), exist_ok=True)
-  handle = open(os.path.join(root, LOG_DIR, 'lock'), 'w')
+def _claim(root: str, name: str) -> Optional[directory_lock.DirectoryLock]:
+  """This matrix's claim on run `name` (held until the run ends), or None when another matrix has claimed it or
+  another process holds its directory."""
+  if directory_lock.holder(os.path.join(root, name)) is not None:
+    return None
   try:
-    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-  except OSError:
-    handle.close()
-    raise MatrixError(f'another matrix is running in {root}; wait for it or stop it first.') from None
-  return handle
+    return directory_lock.DirectoryLock(os.path.join(root, LOG_DIR), name=f'{name}.lock').acquire()
+  except directory_lock.DirectoryInUse:
+    return None
 
 
 class _Job:
@@ -138,18 +145,20 @@ class _Job:
     self._command, self._log_path, self._env = list(command), log_path, env
     self.process: Optional[subprocess.Popen] = None
     self.run: Optional[grid_lib.Run] = None
+    self.claim: Optional[directory_lock.DirectoryLock] = None
     self.run_log = ''
     self.started = 0.0
     self._received = b''
 
-  def start(self, run: grid_lib.Run, root: str) -> None:
-    """Sends `run` to this job's process, starting one if it has none running."""
+  def start(self, run: grid_lib.Run, root: str, claim: directory_lock.DirectoryLock) -> None:
+    """Sends `run` (claimed by `claim`, released when the run ends) to this job's process, starting one if it has
+    none running."""
     if self.process is None or self.process.poll() is not None:
       with open(self._log_path, 'a') as log:  # The process's own output, outside its runs' logs.
         self.process = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                         env=self._env, preexec_fn=_die_with_parent)
       self._received = b''
-    self.run, self.started = run, time.monotonic()
+    self.run, self.claim, self.started = run, claim, time.monotonic()
     self.run_log = os.path.join(root, LOG_DIR, f'{run.name}.log')
     arguments = run.arguments() + [f'--root_output_dir={root}', f'--experiment_name={run.name}']
     try:
@@ -208,11 +217,12 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
                provenance: Optional[dict] = None) -> list[Outcome]:
   """Runs every unfinished run of `runs` on `jobs` processes of `command` (a `run_series.py`: one run per line of
   its stdin), each run with its `run.arguments() + [--root_output_dir, --experiment_name]`; returns the outcomes of
-  the runs started. `on_start` runs once the root is this matrix's (its lock held). Raises `MatrixError` when the
-  root is locked; each finished run's `provenance` (with the time it finished) is written beside its log. On a stop
-  signal, stops the running runs and exits with status 128 + signal (`SystemExit`)."""
+  the runs started (a run another matrix or process holds is `in use`, not started). `on_start` runs once the
+  root's log directory is made. Raises `MatrixError` when the root cannot be written; each finished run's
+  `provenance` (with the time it finished) is written beside its log. On a stop signal, stops the running runs and
+  exits with status 128 + signal (`SystemExit`)."""
   try:
-    lock = _lock(root)
+    os.makedirs(os.path.join(root, LOG_DIR), exist_ok=True)
   except OSError as error:
     raise MatrixError(f'cannot write to {root}: {error.strerror}.') from None
   on_start()
@@ -228,20 +238,26 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
     return [job for job in slots if job.run is not None]
 
   def progress() -> str:
-    done = skipped + sum(o.status == 'finished' for o in outcomes)
+    done = sum(is_finished(root, run.name) for run in runs)  # Runs another matrix finished meanwhile too.
     failed = sum(o.status in ('failed', 'refused') for o in outcomes)
+    in_use = sum(o.status == 'in use' for o in outcomes)
     finished = [o.seconds for o in outcomes if o.status == 'finished']
     left = len(pending) + len(busy())
     estimate = ''
     if finished and left:  # Not below a minute while a run is going: it is a rough mean, not a countdown.
       estimate = f', ~{_duration(max(60.0, sum(finished) / len(finished) * left / jobs))} left'
     return (f'matrix: {done}/{total} done, {len(busy())} running, {len(pending)} waiting, {failed} failed'
-            f'{estimate}')
+            f'{f", {in_use} in use elsewhere" if in_use else ""}{estimate}')
 
   def record(job: _Job, status: int) -> None:
     name, seconds = job.run.name, time.monotonic() - job.started
     job.run = None
-    if status == 0:
+    job.claim.release()
+    job.claim = None
+    if status == REFUSED_STATUS and (held_by := directory_lock.holder(os.path.join(root, name))) is not None:
+      outcomes.append(Outcome(name, 'in use', seconds, f'its directory is held by {held_by}'))
+      print_line(f'matrix: {name} skipped: in use ({outcomes[-1].message})')
+    elif status == 0:
       outcomes.append(Outcome(name, 'finished', seconds))
       if provenance is not None:
         _write_provenance(root, name, provenance)
@@ -257,8 +273,15 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
     ended = False
     while pending or busy():
       for job in slots:
-        if job.run is None and pending:
-          job.start(pending.pop(0), root)
+        while job.run is None and pending:
+          run = pending.pop(0)
+          claim = None if is_finished(root, run.name) else _claim(root, run.name)
+          if claim is not None:
+            job.start(run, root, claim)
+          elif not is_finished(root, run.name):  # Another matrix or process runs it now.
+            outcomes.append(Outcome(run.name, 'in use', 0.0, 'another matrix or process runs it'))
+            print_line(f'matrix: {run.name} skipped: in use by another matrix or process')
+            ended = True
       if ended:  # After the freed jobs have their next runs.
         print_line(progress())
         ended = False
@@ -288,7 +311,9 @@ def run_matrix(runs: Sequence[grid_lib.Run], root: str, jobs: int, command: Sequ
       job.wait()
     for signum, handler in handlers.items():
       signal.signal(signum, handler)
-    lock.close()
+    for job in slots:
+      if job.claim is not None:
+        job.claim.release()
   return outcomes
 
 

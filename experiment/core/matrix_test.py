@@ -16,6 +16,7 @@ from absl.testing import absltest
 
 from experiment.core import grid as grid_lib
 from experiment.core import matrix_runner
+from utils import directory_lock
 
 # A stand-in for run_series.py: for each run line, writes <root>/<name>/summary.json after --sleep seconds, or ends
 # as --exit says; logs start and end times, its process id and, when SIGTERM stops it, `stopped`.
@@ -250,11 +251,33 @@ class RunnerTest(absltest.TestCase):
     self.assertRegex(recorded['finished'], r'^\d{4}-\d\d-\d\d \d\d:\d\d UTC$')
     self.assertFalse(os.path.exists(matrix_runner.provenance_path(self.root, 'exit=1')))
 
-  def test_one_matrix_per_root(self):
-    lock = matrix_runner._lock(self.root)
-    self.addCleanup(lock.close)
-    with self.assertRaisesRegex(matrix_runner.MatrixError, 'another matrix is running in'):
-      self._run([('exit', ['0'])])
+  def test_a_second_matrix_over_the_root_skips_the_runs_the_first_runs(self):
+    matrix = self._start_matrix()
+    self.addCleanup(lambda: (matrix.kill(), matrix.communicate(timeout=60)))
+    started = {name: self._started(name) for name in ('seed=0', 'seed=1')}
+    outcomes = self._run([('seed', ['0', '1', '2'])], [('sleep', '0')])
+    self.assertEqual(sorted((o.name, o.status) for o in outcomes),
+                     [('seed=0', 'in use'), ('seed=1', 'in use'), ('seed=2', 'finished')])
+    self.assertEqual({name: self._started(name) for name in started}, started)  # Neither started a second time.
+    self.assertIn('matrix: 1/3 done, 0 running, 0 waiting, 0 failed, 2 in use elsewhere', self.lines)
+
+  def _started(self, name: str) -> str:
+    with open(os.path.join(self.root, name, 'times')) as f:
+      return f.read()
+
+  def test_a_run_whose_directory_another_process_holds_is_skipped(self):
+    directory = os.path.join(self.root, 'exit=0')
+    script = (f'from utils import directory_lock; lock = directory_lock.DirectoryLock({directory!r}).acquire(); '
+              'print("held", flush=True); input()')
+    holder = subprocess.Popen([sys.executable, '-c', script], env=dict(os.environ, PYTHONPATH=_REPOSITORY),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    self.addCleanup(lambda: (holder.kill(), holder.communicate(timeout=60)))
+    self.assertEqual(holder.stdout.readline(), 'held\n')
+    with self.assertRaisesRegex(directory_lock.DirectoryInUse, rf'in use by another run \(pid {holder.pid} on host '):
+      directory_lock.check_free(directory)
+    outcomes = self._run([('exit', ['0'])])
+    self.assertEqual([(o.name, o.status) for o in outcomes], [('exit=0', 'in use')])
+    self.assertFalse(os.path.exists(os.path.join(directory, 'times')))
 
   def _start_matrix(self):
     """A matrix of two long runs in another process; returns it once both runs have started."""

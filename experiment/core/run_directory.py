@@ -29,14 +29,18 @@ Rules that keep results from being lost or mixed:
   a kill, before the resumed run appends to the file (`MetricsReleaseManager`). It and `write_json` (config.json,
   summary.json) write a temporary file in the same directory, flush it to disk and rename it into place; rows are
   appended one write each, and a row a kill cut short is dropped on resume.
+- A full disk or an exceeded quota during any write is `storage_fault`'s one line (the path, the free space, what
+  a checkpoint takes); what was written before stays, and the rerun resumes from the newest checkpoint.
 """
 
 import asyncio
 import csv
+import errno
 import io
 import json
 import math
 import os
+import re
 import shutil
 from typing import Callable, Mapping, NamedTuple, Optional
 
@@ -45,6 +49,8 @@ import tensorflow as tf
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 import tensorflow_federated as tff
 import tree
+
+from utils import strict_json
 
 CONFIG = 'config.json'
 TOTAL_ROUNDS = 'total_rounds'
@@ -86,7 +92,7 @@ def _read_config_file(output_dir: str) -> Optional[dict]:
   if not os.path.exists(path):
     return None
   with open(path) as f:
-    return json.load(f)
+    return strict_json.load(f)
 
 
 def _normalized(value):
@@ -146,8 +152,9 @@ def check_compatible(output_dir: str, config: Mapping[str, object], defaults: Ma
 
 def write_json(path: str, value: Mapping[str, object]) -> None:
   """Writes `value` to `path` atomically (a temporary file in the same directory, flushed to disk, renamed into
-  place), so a reader sees the old file or the new one, never part of one."""
-  _write_atomically(path, lambda f: json.dump(value, f, indent=2, sort_keys=True))
+  place), so a reader sees the old file or the new one, never part of one; strict JSON (`utils.strict_json`:
+  an infinite epsilon is "inf")."""
+  _write_atomically(path, lambda f: strict_json.dump(value, f, indent=2, sort_keys=True))
 
 
 def prepare(output_dir: str, config: Mapping[str, object], overwrite: bool,
@@ -289,13 +296,56 @@ def newest_checkpoint_round(output_dir: str) -> int:
 
 
 def _write_atomically(path: str, write: Callable) -> None:
-  """`write(file)` into a temporary file beside `path`, flushed to disk, then renamed over `path`."""
+  """`write(file)` into a temporary file beside `path`, flushed to disk, then renamed over `path`; a write that
+  fails (a full disk) leaves `path` as it was and no temporary file."""
   temporary = path + '.tmp'
-  with open(temporary, 'w', newline='') as f:
-    write(f)
-    f.flush()
-    os.fsync(f.fileno())
+  try:
+    with open(temporary, 'w', newline='') as f:
+      write(f)
+      f.flush()
+      os.fsync(f.fileno())
+  except BaseException:
+    if os.path.exists(temporary):
+      os.remove(temporary)
+    raise
   os.replace(temporary, path)
+
+
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+# TensorFlow's file errors end `<path>; <strerror>` (a checkpoint's SaveV2, a summary writer's flush).
+_TF_FULL = re.compile(r'(/[^;{}]*); (No space left on device|Disk quota exceeded)')
+
+
+def storage_fault(error: BaseException, output_dir: str) -> Optional[str]:
+  """One line for `error` when it is a full disk or an exceeded quota (an OSError, or TensorFlow's error for one),
+  naming the path written, the free space, what a checkpoint of the run takes and the round a rerun resumes after;
+  None for any other error."""
+  if isinstance(error, OSError) and error.errno in _FULL_ERRNOS:
+    path, reason = error.filename or output_dir, os.strerror(error.errno)
+  elif isinstance(error, tf.errors.OpError) and (found := _TF_FULL.search(error.message or '')):
+    path, reason = re.sub(rf'(/{_PREFIX}\d+)_temp[^/]*/.*$', r'\1', found.group(1)), found.group(2)
+  else:
+    return None
+  try:
+    free = shutil.disk_usage(output_dir).free
+  except OSError:
+    free = 0
+  resumes = newest_checkpoint_round(output_dir)
+  checkpoint = _tree_bytes(os.path.join(output_dir, CHECKPOINTS, f'{_PREFIX}{resumes}'))
+  needed = checkpoint + (1 << 20)  # A checkpoint saved whole before the oldest goes, and room for rows and events.
+  size = _megabytes(checkpoint) if checkpoint else 'an unknown size (none was saved yet)'
+  return (f'{reason[0].lower()}{reason[1:]} while writing {path}: {_megabytes(free)} free there, and a checkpoint of '
+          f'this run takes {size}; free at least {_megabytes(needed)} and rerun the command, which resumes '
+          f'{f"after round {resumes}" if resumes else "from the start"}.')
+
+
+def _tree_bytes(path: str) -> int:
+  """The bytes of the files under `path` (0 when it does not exist)."""
+  return sum(os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(path) for name in names)
+
+
+def _megabytes(count: int) -> str:
+  return f'{count / 1e6:.1f} MB'
 
 
 def truncate_metrics(output_dir: str, last_round: int) -> None:

@@ -238,6 +238,10 @@ def write_and_print(program: str, root: str, output: str, only: Optional[str] = 
   except ReportError as error:
     print(f'{program}: error: {error}', file=sys.stderr)
     return False
+  except OSError as error:  # A full disk, a quota, a read-only output: the file it was writing, in one line.
+    print(f'{program}: error: cannot write the report: {error.strerror or error} writing '
+          f'{error.filename or output}.', file=sys.stderr)
+    return False
   if show_table and 'tables.md' in files:
     with open(os.path.join(output, 'tables.md')) as f:
       print(f.read().rstrip('\n') + '\n')

@@ -15,6 +15,8 @@ import json
 import os
 from typing import Optional
 
+from utils import strict_json
+
 # Flags that name or place a run, or repeat it, rather than set it.
 # Besides the flags that only place a run: where its values came from (`experiment.core.run_directory.SOURCES`).
 NOT_SETTINGS = frozenset({'seed', 'experiment_name', 'root_output_dir', 'overwrite', 'cache_dir', 'tfds_data_dir',
@@ -68,12 +70,25 @@ class Skipped:
 
 
 _RUN_FILES = ('config.json', 'metrics.csv', 'summary.json', 'checkpoints')
+_LOCK_FILE = '.lock'  # `utils.directory_lock`'s file, which a run writes before anything else.
+# The most the report reads of one file: a metrics.csv of 2,000 rounds of ShiftEx's 2,500 columns is about 100 MB;
+# a larger file is skipped unread (a 1 GB file read whole held 2.8 GB of memory).
+MAX_METRICS_BYTES = 256 << 20
+MAX_JSON_BYTES = 16 << 20
+
+
+def _check_size(path: str, limit: int) -> None:
+  size = os.path.getsize(path)
+  if size > limit:
+    raise Unreadable(f'{os.path.basename(path)} is {size / 1e6:,.1f} MB, over the report\'s limit of '
+                     f'{limit / 1e6:,.1f} MB for it; not read')
 
 
 def _read_json(path: str) -> dict:
+  _check_size(path, MAX_JSON_BYTES)
   try:
     with open(path) as f:
-      value = json.load(f)
+      value = strict_json.load(f)
   except (OSError, ValueError) as error:
     raise Unreadable(f'{os.path.basename(path)} does not parse ({str(error).splitlines()[0][:120]})') from None
   if not isinstance(value, dict):
@@ -85,8 +100,11 @@ def _read_rows(path: str) -> list[dict]:
   """metrics.csv's complete rows as floats (empty cells left out; a last line without its newline, a row being
   written, dropped); Unreadable unless the header has a `round` column, every cell is a number and the rounds are
   whole numbers from 1 up, in increasing order (a finished run must also hold every round: `_read_run`)."""
-  with open(path, newline='') as f:
+  _check_size(path, MAX_METRICS_BYTES)
+  with open(path, newline='', errors='replace') as f:
     text = f.read()
+  if '\0' in text:
+    raise Unreadable(f'metrics.csv holds binary data (a NUL byte at offset {text.index(chr(0)):,})')
   text = text[:text.rfind('\n') + 1]
   reader = csv.reader(io.StringIO(text, newline=''))
   try:
@@ -118,7 +136,9 @@ def _read_run(run_dir: str) -> RunResult:
     raise Unreadable('holds run outputs but no config.json')
   config = _read_json(os.path.join(run_dir, 'config.json'))
   if not os.path.exists(os.path.join(run_dir, 'metrics.csv')):
-    raise Unreadable('no metrics.csv (no round completed)')
+    checkpoints = _checkpoint_rounds(run_dir)
+    raise Unreadable(f'no metrics.csv, though it holds checkpoints of rounds {", ".join(map(str, checkpoints))}'
+                     if checkpoints else 'no metrics.csv (no round completed)')
   rows = _read_rows(os.path.join(run_dir, 'metrics.csv'))
   summary = None
   if os.path.exists(os.path.join(run_dir, 'summary.json')):
@@ -129,15 +149,39 @@ def _read_run(run_dir: str) -> RunResult:
   return RunResult(os.path.basename(run_dir), config, rows, summary)
 
 
+def _checkpoint_rounds(run_dir: str) -> list[int]:
+  """The rounds of the checkpoints in `run_dir`, by their directories' names."""
+  folder = os.path.join(run_dir, 'checkpoints')
+  names = os.listdir(folder) if os.path.isdir(folder) else []
+  return sorted(int(name.rpartition('_')[2]) for name in names
+                if name.startswith('program_state_') and name.rpartition('_')[2].isdigit())
+
+
+def _no_run_reason(run_dir: str) -> Optional[str]:
+  """Why a directory that holds none of a run's files is listed as skipped: it is empty, or holds only a run's
+  lock file (a run stopped before it wrote config.json); None for one that holds other files (the report's own)."""
+  names = set(os.listdir(run_dir))
+  if not names:
+    return 'an empty directory'
+  if names == {_LOCK_FILE}:
+    return 'no run outputs, only a run\'s lock file (the run stopped before it wrote config.json)'
+  return None
+
+
 def load_all(root: str) -> tuple[list['RunResult'], list[Skipped]]:
   """(every usable run under `root`, by name; the directories skipped, each with its reason). A directory holding
-  none of a run's files (the report's own, say) is neither. Of several runs with the same settings and seed
+  none of a run's files but other files (the report's own, say) is neither, nor is a hidden one (`.matrix`); an empty
+  one, or one with only a run's lock file, is skipped. Of several runs with the same settings and seed
   (config.json without the flags that only place a run, `NOT_SETTINGS`), a finished one is kept (the first by name)
   and the others are skipped as duplicates, so a seed is never counted twice."""
   runs, skipped = [], []
   for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
     run_dir = os.path.join(root, name)
-    if not os.path.isdir(run_dir) or not any(os.path.exists(os.path.join(run_dir, f)) for f in _RUN_FILES):
+    if not os.path.isdir(run_dir) or name.startswith('.'):
+      continue
+    if not any(os.path.exists(os.path.join(run_dir, f)) for f in _RUN_FILES):
+      if (reason := _no_run_reason(run_dir)) is not None:
+        skipped.append(Skipped(name, reason))
       continue
     try:
       run = _read_run(run_dir)
