@@ -14,11 +14,13 @@ would listen beyond loopback, one line; (13) the report's limits and reasons (a 
 empty directory, checkpoints without rows).
 """
 
+import contextlib
 import errno
 import gc
 import json
 import logging
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -39,6 +41,7 @@ from experiment.core import training_loop
 from experiment.reporting import report_writer
 from experiment.reporting import run_results
 from tests import in_process_run
+import run_experiment
 from utils import directory_lock
 from utils import execution_context
 from utils import loopback
@@ -394,14 +397,17 @@ class FaultInjectionTest(absltest.TestCase):
     root = self.create_tempdir().full_path
     execution_context.restart_worker()
     try:
-      with mock.patch.object(loopback, 'library_path', return_value=damaged):
-        line = _error_line(self, *in_process_run.run([*_SMALL, f'--root_output_dir={root}']))
+      # The worker starts inside the run and TFF gives it the run's stdout and stderr: files, not buffers.
+      with mock.patch.object(loopback, 'library_path', return_value=damaged), tempfile.TemporaryFile('w+') as stderr, \
+          tempfile.TemporaryFile('w+') as stdout, contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        status = run_experiment.run_arguments([*_SMALL, f'--root_output_dir={root}'])
+        stderr.seek(0)
+        line = _error_line(self, status, stderr.read())
     finally:
       execution_context.restart_worker()
       in_process_run.start_worker()  # With this process's own stdout and stderr, outside a run's buffers.
-    self.assertEqual(line, f'run_experiment: error: {damaged} is not a shared library (empty or damaged), so a TFF '
-                           'worker would listen on every interface; delete it and run tools/bootstrap.sh to build it '
-                           'again.')
+    self.assertRegex(line, rf'^run_experiment: error: TFF worker \d+ listens beyond loopback \(.*\); it was stopped\. '
+                           rf'The preload library {re.escape(damaged)} did not take effect\.$')
 
   # (9) The secure aggregator's sums are simulated in the clear: the log and summary.json say so.
   def test_9_secure_runs_say_their_sums_are_simulated(self):

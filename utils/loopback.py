@@ -41,10 +41,6 @@ def preload_environment(environment: Optional[dict] = None) -> dict:
   if not os.path.isfile(path):
     raise NotLoopbackError(f'{path} is missing, so a TFF worker would listen on every interface; run '
                            'tools/bootstrap.sh to build it.')
-  with open(path, 'rb') as f:
-    if f.read(4) != b'\x7fELF':  # The loader would ignore it ("file too short") and the worker bind every interface.
-      raise NotLoopbackError(f'{path} is not a shared library (empty or damaged), so a TFF worker would listen on '
-                             'every interface; delete it and run tools/bootstrap.sh to build it again.')
   environment = dict(os.environ if environment is None else environment)
   others = [entry for entry in environment.get('LD_PRELOAD', '').split() if entry and entry != path]
   environment['LD_PRELOAD'] = ' '.join([path] + others)
@@ -62,8 +58,7 @@ class Listener(NamedTuple):
     return self.address.is_loopback or (mapped is not None and mapped.is_loopback)
 
   def __str__(self) -> str:
-    address = getattr(self.address, 'ipv4_mapped', None) or self.address
-    return f'[{address}]:{self.port}' if address.version == 6 else f'{address}:{self.port}'
+    return f'[{self.address}]:{self.port}' if self.address.version == 6 else f'{self.address}:{self.port}'
 
 
 def _address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:

@@ -4,8 +4,9 @@
 
 Starts TFF's `worker_binary` as every worker of the suite starts (`utils.execution_context.start_worker_process`:
 the loopback preload, two malloc arenas, the parent-death signal) and then checks, rather than assumes:
-- before start, that no socket of this host listens on port P (TFF's worker binds with SO_REUSEPORT, so a second
-  worker on a port succeeds and connections reach either);
+- before start, that the preload library is a shared library at all (the loader ignores an empty or damaged one with
+  a warning, and the worker would bind every interface), and that no socket of this host listens on port P (TFF's
+  worker binds with SO_REUSEPORT, so a second worker on a port succeeds and connections reach either);
 - after start, that the worker listens on loopback only (`utils.loopback.check_worker`, the check a run makes of its
   own worker) and that no other process took the port meanwhile.
 Any failure stops the worker and ends in one line on stderr, exit status 2. Once both checks pass it prints the
@@ -23,6 +24,27 @@ from utils import loopback
 from utils import stderr_filter
 
 _USAGE_STATUS = 2
+_ELF_MAGIC = b'\x7fELF'
+
+
+def check_library() -> int:
+  """0 when the loopback preload library is there and an ELF file; else 2, after one line on stderr."""
+  path = loopback.library_path()
+  try:
+    with open(path, 'rb') as f:
+      if f.read(len(_ELF_MAGIC)) == _ELF_MAGIC:
+        return 0
+    problem = 'is not a shared library (empty or damaged)'
+  except OSError:
+    problem = 'is missing'
+  print(f'start_worker: {path} {problem}, so a TFF worker would listen on every interface; delete it if it is there '
+        'and run tools/bootstrap.sh to build it again.', file=sys.stderr)
+  return _USAGE_STATUS
+
+
+def _shown(listener: loopback.Listener) -> str:
+  mapped = getattr(listener.address, 'ipv4_mapped', None)  # An IPv6 socket that takes IPv4 shows its IPv4 address.
+  return f'{mapped}:{listener.port}' if mapped else str(listener)
 
 
 def port_listeners(port: int) -> dict[str, loopback.Listener]:
@@ -34,7 +56,7 @@ def check_port(port: int) -> int:
   """0 when no socket of this host listens on `port`; else 2, after one line on stderr naming the listeners."""
   if not port_listeners(port):
     return 0
-  listening = ', '.join(str(found) for found in port_listeners(port).values())
+  listening = ', '.join(_shown(found) for found in port_listeners(port).values())
   print(f'start_worker: port {port} is already in use ({listening}): a second worker there would share its '
         'connections; stop that process or choose another --port.', file=sys.stderr)
   return _USAGE_STATUS
@@ -43,7 +65,7 @@ def check_port(port: int) -> int:
 def serve(port: int, user: str) -> int:
   """Starts the worker on `port`, checks it and waits for it; the exit status (2 with one line on stderr when a
   check fails)."""
-  if check_port(port):
+  if check_library() or check_port(port):
     return _USAGE_STATUS
   with stderr_filter.dropping(stderr_filter.IMPORT_NOISE):  # TensorFlow and TFF, once the port is free.
     from utils import remote_workers  # pylint: disable=g-import-not-at-top

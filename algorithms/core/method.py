@@ -25,9 +25,7 @@ the Diurnal-or-Nocturnal paper's methods that users already pass by their first 
 `flag` the setting gives; methods that declare the same `flag` share it. A field without `setting` is not a flag: when
 it is named like a `Hyperparameters` field (`period`, `seed`, `num_branches`, ...) `with_shared` sets it from the shared
 hyperparameters, else it keeps its default (a constant of the method). A new method touches neither the binary nor
-the registry beyond its one entry. A `Config` whose settings make the method aggregate its updates its own way
-(pFedEM's Eq. 6 weights) says so with an `own_aggregation` property, which the run checks before anything is built,
-as it checks `Sends.own_aggregation`.
+the registry beyond its one entry.
 """
 
 import dataclasses

@@ -167,12 +167,6 @@ class Config:
   gmm_step: float = method.setting(1.0, 'pFedEM server GMM step beta in (0, 1]: 1 is Eq. 12-13; < 1 pools the '
                                    'round\'s Gaussians with the accumulated ones (see algorithms/methods/pfedem.py).')
 
-  @property
-  def own_aggregation(self) -> bool:
-    """Whether these settings aggregate the sub-models' updates pFedEM's own way (Eq. 6's per-tensor weights), so
-    the run takes --aggregator=mean only (`algorithms.core.method`)."""
-    return self.model_weights == 'partition_size'
-
   def validate(self) -> None:
     method.check_settings(self, NAME, {'submodels': SUBMODELS, 'features': FEATURES, 'inference': INFERENCES,
                                        'model_weights': MODEL_WEIGHTS, 'collapse_guard': COLLAPSE_GUARDS,

@@ -497,11 +497,8 @@ def resolve(config: ExperimentConfig) -> Resolved:
   scenarios.validate(choice.scenario, scenario_settings, _schedule(training))
   mixed_test_shares(config.evaluation)
   inference_groups(config.evaluation)
-  module = algorithms.METHODS[algorithm].module
-  if training.aggregator != 'mean' and getattr(config.method.config or module.Config(), 'own_aggregation', False):
-    raise ValueError(f'--aggregator={training.aggregator} replaces the mean of one model update; {algorithm} with '
-                     'these settings aggregates its updates its own way, so it runs with --aggregator=mean only.')
   hparams = _hyperparameters(config, training)
+  module = algorithms.METHODS[algorithm].module
   method_config = method.with_shared(config.method.config or module.Config(), hparams)
   method_config.validate()
   workers = remote_workers.parse(','.join(config.workers.workers))
