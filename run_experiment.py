@@ -16,7 +16,7 @@ process (`run_series.py`, the grid runner's jobs).
 import dataclasses
 import os
 import sys
-from typing import Sequence
+from typing import Optional, Sequence
 
 # TensorFlow's C++ INFO and WARNING logs (here and in TFF's worker process, which inherits the environment) drown
 # the progress lines; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
@@ -34,6 +34,7 @@ from absl import flags
 from algorithms import registry as algorithms
 from algorithms.core import method
 from experiment.core import assembly
+from experiment.setups import registry as setups
 from periodic_shift import scenarios
 from tasks import registry as tasks
 from utils import execution_context
@@ -63,24 +64,37 @@ _PARTS = _flags_by_part()
 define_flags(flags.FLAGS)
 
 
-def _values(flag_values: flags.FlagValues, part: str, only_set: bool = False) -> dict:
-  """Flag name -> value (a list as a tuple) of the flags of `part`; with `only_set`, of those set on the command
-  line."""
-  return {flag.name: tuple(value) if isinstance(value := flag_values[flag.name].value, list) else value
-          for flag in _PARTS[part] if not only_set or flag_values[flag.name].present}
+def _values(flag_values: flags.FlagValues, part: str, only_set: bool = False, given: Optional[dict] = None) -> dict:
+  """Flag name -> value (a list as a tuple) of the flags of `part`, a flag in `given` (the setup's values of flags
+  the command line leaves unset) taking its value from there; with `only_set`, of those set on the command line or
+  in `given`."""
+  given = given or {}
+  values = {}
+  for flag in _PARTS[part]:
+    if flag.name in given:
+      values[flag.name] = given[flag.name]
+    elif not only_set or flag_values[flag.name].present:
+      value = flag_values[flag.name].value
+      values[flag.name] = tuple(value) if isinstance(value, list) else value
+  return values
 
 
 def experiment_config(flag_values: flags.FlagValues = flags.FLAGS) -> assembly.ExperimentConfig:
   """The configuration parsed `flag_values` describe (an unknown task, scenario or method is left for
   `assembly.resolve` to refuse); raises ValueError (one line) for a set flag of a task other than `--task` or of a
-  method other than `--algorithm`."""
-  groups = {name: group(**_values(flag_values, f'{name}_group')) for name, group in assembly.GROUPS.items()}
+  method other than `--algorithm`. With `--setup`, the flags the command line leaves unset take the setup's values."""
+  setup_name = flag_values['setup'].value
+  declared = setups.get(setup_name) if setup_name is not None else None
+  given = setups.unset_values(setup_name, lambda flag: flag_values[flag].present) if declared else {}
+  groups = {name: group(**_values(flag_values, f'{name}_group', given=given))
+            for name, group in assembly.GROUPS.items()}
+  groups['setup'] = dataclasses.replace(groups['setup'], declared=declared)
   task, choice, algorithm = groups['task'].task, groups['scenario'], groups['method'].algorithm
   if task in tasks.TASKS:
-    settings = tasks.settings_from(task, _values(flag_values, 'task', only_set=True))
+    settings = tasks.settings_from(task, _values(flag_values, 'task', only_set=True, given=given))
     groups['task'] = dataclasses.replace(groups['task'], settings=settings)
   if choice.scenario in scenarios.SCENARIOS:
-    settings = scenarios.settings_from(choice.scenario, _values(flag_values, 'scenario'))
+    settings = scenarios.settings_from(choice.scenario, _values(flag_values, 'scenario', given=given))
     groups['scenario'] = dataclasses.replace(choice, settings=settings)
   if algorithm in algorithms.METHODS:
     algorithms.check_set_flags(algorithm, _values(flag_values, 'method', only_set=True))

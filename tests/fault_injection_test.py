@@ -398,8 +398,9 @@ class FaultInjectionTest(absltest.TestCase):
     execution_context.restart_worker()
     try:
       # The worker starts inside the run and TFF gives it the run's stdout and stderr: files, not buffers.
-      with mock.patch.object(loopback, 'library_path', return_value=damaged), tempfile.TemporaryFile('w+') as stderr, \
-          tempfile.TemporaryFile('w+') as stdout, contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+      with mock.patch.object(loopback, 'library_path', return_value=damaged), \
+          tempfile.TemporaryFile('w+') as stdout, tempfile.TemporaryFile('w+') as stderr, \
+          contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         status = run_experiment.run_arguments([*_SMALL, f'--root_output_dir={root}'])
         stderr.seek(0)
         line = _error_line(self, status, stderr.read())

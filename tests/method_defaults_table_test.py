@@ -2,11 +2,13 @@
 `DEFAULTS`: a default changed, or a method added, without regenerating the table fails here."""
 
 import os
+import re
 
 from absl.testing import absltest
 
 from algorithms import registry as algorithms
 from experiment import method_defaults_table
+from experiment.setups import registry as setups
 
 _PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, 'docs', 'running.md')
 
@@ -23,6 +25,20 @@ class MethodDefaultsTableTest(absltest.TestCase):
     rows = [line.split('|')[1] for line in method_defaults_table.table().splitlines()[3:-1]]
     listed = [name.strip() for row in rows for name in row.split(',')]
     self.assertCountEqual(listed, algorithms.ALGORITHMS)
+
+  def test_every_value_of_every_setup_is_in_one_row_under_it_with_its_source(self):
+    found, current = {}, None
+    for row in method_defaults_table.setups_table().splitlines()[3:-1]:
+      cells = [cell.strip().replace('\\|', '|') for cell in re.split(r'(?<!\\)\|', row.strip('|'))]
+      if cells[0]:
+        current = cells[0].strip('*')
+      else:
+        flag, value = cells[1].strip('`').split('=', 1)
+        found[(current, flag.lstrip('-'))] = (value, cells[2])
+    expected = {(name, flag): (','.join(value.value) if isinstance(value.value, tuple) else
+                               f'{value.value:g}' if isinstance(value.value, float) else str(value.value), value.source)
+                for name, declared in setups.SETUPS.items() for flag, value in declared.flags.items()}
+    self.assertEqual(found, expected)
 
   def test_a_page_without_the_region_is_refused(self):
     with self.assertRaisesRegex(ValueError, 'no region'):

@@ -44,6 +44,7 @@ from experiment.core import built_methods
 from experiment.core import run_directory
 from experiment.core import shift_metrics
 from experiment.core import training_loop
+from experiment.setups import setup as setup_lib
 from models import multi_branch
 from periodic_shift import scenario as scenario_lib
 from periodic_shift import scenarios
@@ -100,6 +101,18 @@ class MethodChoice:
   """The method and its Config (None: its defaults)."""
   algorithm: str = setting('vanilla', f'One of {", ".join(algorithms.ALGORITHMS)}.')
   config: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SetupChoice:
+  """The paper setup whose values the flags the command line leaves unset take (`experiment.setups.setup`), and its
+  declaration (None: no setup)."""
+  setup: Optional[str] = setting(
+      None, 'A paper\'s experiment (docs/running.md, Paper setups): the task, scenario and training settings every '
+      'method of its comparison shares, each from its paper or a named suite choice; explicit flags still win. '
+      'Without it a method takes its own paper\'s training settings, so methods run by name alone are not on one '
+      'footing.')
+  declared: object = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,6 +220,7 @@ class ExperimentConfig:
   task: TaskChoice = TaskChoice()
   scenario: ScenarioChoice = ScenarioChoice()
   method: MethodChoice = MethodChoice()
+  setup: SetupChoice = SetupChoice()
   training: TrainingConfig = TrainingConfig()
   evaluation: EvaluationConfig = EvaluationConfig()
   outputs: OutputConfig = OutputConfig()
@@ -221,7 +235,7 @@ GROUPS = {field.name: field.type for field in dataclasses.fields(ExperimentConfi
 CADENCE = frozenset({'rounds_per_eval', 'rounds_per_checkpoint', 'root_output_dir', 'experiment_name', 'cache_dir',
                      'workers', 'subrounds', 'worker_timeout', 'eval_inference_batch_size', 'overwrite',
                      'overlap_evaluation', 'state_on_worker', 'accept_unprotected_sums',
-                     'unlocked_run_directory'})
+                     'unlocked_run_directory', 'setup'})
 # The server optimizers whose learning rate 1 is parameter averaging (their default rate), and sgdm's momentum.
 _AVERAGING_OPTIMIZERS = ('sgd', 'sgdm')
 _ADAPTIVE_OPTIMIZERS = ('adam', 'adagrad', 'yogi')
@@ -275,7 +289,8 @@ def _resolve_training(config: ExperimentConfig, recorded: Optional[dict] = None)
   None. A method's server-step defaults (`server_*`) go with its server optimizer: with another optimizer chosen by
   flag they do not apply."""
   recorded = {name: value for name, value in (recorded or {}).items() if value is not None}
-  method_defaults = algorithms.defaults(config.method.algorithm)
+  # Under a setup no method's own paper defaults apply: every method of the comparison gets the same values.
+  method_defaults = {} if config.setup.declared else algorithms.defaults(config.method.algorithm)
   chosen = config.training.server_optimizer
   method_optimizer = method_defaults.get('server_optimizer', _SERVER_OPTIMIZER)
   if chosen is not None and chosen != method_optimizer:
@@ -340,7 +355,8 @@ def _check_adaptive_step(resolved: Resolved, task) -> None:
   algorithm, training = resolved.config.method.algorithm, resolved.training
   reason = algorithms.METHODS[algorithm].module.DEFAULTS.untuned_adaptive_step
   if (reason and not task.representation_split().own_network and training.server_optimizer in _ADAPTIVE_OPTIMIZERS
-      and resolved.sources.get('server_learning_rate') not in (FLAG, RECORDED)):
+      and resolved.sources.get('server_learning_rate') not in (FLAG, RECORDED)
+      and not resolved.sources.get('server_learning_rate', '').startswith('setup ')):
     raise ValueError(f'--server_optimizer={training.server_optimizer} at task {task.name}\'s learning rate is refused '
                      f'for {algorithm}: {reason}; set --server_learning_rate (and --server_adam_epsilon) to tune it '
                      'for this network, or keep its default server step.')
@@ -473,6 +489,8 @@ def resolve(config: ExperimentConfig) -> Resolved:
   """Validates `config` and the run directory without building anything; raises ValueError (one line, naming the
   flag) for a bad value and RunDirectoryError for a directory that holds another run."""
   task_name, choice, algorithm = config.task.task, config.scenario, config.method.algorithm
+  if (config.setup.setup is None) != (config.setup.declared is None):
+    raise ValueError(f'--setup={config.setup.setup} is given without its declaration (experiment.setups.registry).')
   tasks.module(task_name)  # An unknown name, in one line.
   scenarios.module(choice.scenario)
   algorithms.validate(algorithm)
@@ -510,6 +528,7 @@ def resolve(config: ExperimentConfig) -> Resolved:
     raise ValueError('--aggregator=secure runs on this machine only: TFF splits a round over workers at its '
                      'aggregations, which it cannot do for secure sums; drop --workers.')
   record, defaults = _record(config, training, task_settings, scenario_settings, method_config)
+  sources.update(_setup_sources(config.setup.declared, record))
   if not config.outputs.overwrite:
     run_directory.check_compatible(output_dir, record, defaults, scenarios.length_dependence(choice.scenario))
     if not run_directory.completed_no_round(output_dir):
@@ -517,6 +536,14 @@ def resolve(config: ExperimentConfig) -> Resolved:
   shift_free = choice.no_shift or algorithms.is_shift_free(algorithm)
   return Resolved(config, training, task_settings, scenario_settings, method_config, hparams, shift_free, output_dir,
                   record, defaults, sources)
+
+
+def _setup_sources(declared: Optional[setup_lib.Setup], record: dict) -> dict:
+  """Flag name -> `setup NAME: <source>` for every flag of `declared` whose value in the run is the setup's."""
+  if declared is None:
+    return {}
+  return {flag: declared.source_of(flag) for flag, value in declared.values().items()
+          if record.get(flag) == (list(value) if isinstance(value, tuple) else value)}
 
 
 def _with_task_defaults(scenario_settings, task_defaults: dict):
@@ -634,13 +661,21 @@ def _evaluator(resolved: Resolved, task, scenario) -> evaluation.Evaluator:
 
 def resolution_lines(resolved: Resolved) -> list[str]:
   """The training settings no flag set, one line per source (the recorded run, the method, the server optimizer, the
-  task, the suite) with the values it gave and, for the method's, the paper they come from."""
+  task, the suite) with the values it gave and, for the method's, the paper they come from; first, the setup's
+  values, or that without a setup methods are not on one footing."""
   algorithm, task = resolved.config.method.algorithm, resolved.config.task.task
+  declared = resolved.config.setup.declared
+  if declared is None:
+    lines = [f'No --setup: {algorithm} runs on its own paper\'s training settings; methods compared side by side take '
+             'one --setup for all of them (docs/running.md, Paper setups).']
+  else:
+    given = [f'{flag}={_shown(resolved.record[flag])}' for flag, source in sorted(resolved.sources.items())
+             if source.startswith(f'setup {declared.name}: ')]
+    lines = [f'Setup {declared.name} ({declared.paper}; {declared.experiment}): {", ".join(given)}']
   labels = {RECORDED: f'Recorded in {resolved.output_dir} (the run resumed)',
             METHOD: f'Defaults of {algorithm}\'s paper',
             OPTIMIZER: f'Defaults of --server_optimizer={resolved.training.server_optimizer}',
             TASK: f'Defaults of task {task}', SUITE: 'Defaults of the suite'}
-  lines = []
   for source, label in labels.items():
     values = [f'{name}={_shown(getattr(resolved.training, name))}' for name, given in sorted(resolved.sources.items())
               if given == source and (source != SUITE or name in _SUITE_DEFAULTS)]
@@ -651,6 +686,8 @@ def resolution_lines(resolved: Resolved) -> list[str]:
 
 
 def _shown(value) -> str:
+  if isinstance(value, (list, tuple)):
+    return ','.join(str(item) for item in value)
   return f'{value:g}' if isinstance(value, float) else str(value)
 
 

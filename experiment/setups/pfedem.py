@@ -1,0 +1,36 @@
+"""The EMNIST experiment of "Adaptive Personalized Federated Learning for Non-IID Data with Continual Distribution
+Shift" (Chen, Liu, Zhang, Xu, Lin and Chen; pFedEM): 80 clients whose data mixes two base distributions (EMNIST's
+digits and letters, day and night) in shares that drift in cycles, trained as its Section IV-A states, against the
+baselines it compares with the same backbone and hyperparameters.
+"""
+
+from experiment.setups import setup
+
+PAPER = ('"Adaptive Personalized Federated Learning for Non-IID Data with Continual Distribution Shift", Chen, Liu, '
+         'Zhang, Xu, Lin and Chen')
+_HYPERPARAMETERS = 'Section IV-A.4 (Hyperparameters)'
+
+SETUPS = (
+    setup.Setup(
+        'pfedem_emnist', PAPER, 'EMNIST, K = 2 base distributions in linearly drifting shares, three cycles',
+        dict(
+            task=setup.Value('emnist', setup.paper(
+                'Section IV-A.1 (EMNIST\'s digits and letters: the day and night bases)')),
+            scenario=setup.Value('mixture_drift', setup.paper('Section IV-A.2 (the shares of the bases drift)')),
+            mixture_schedule=setup.Value('linear', setup.paper('Section IV-A.2 (linear shift)')),
+            num_cycles=setup.Value(3.0, setup.paper(f'{_HYPERPARAMETERS}: "200 rounds ... three cycle periods"')),
+            total_rounds=setup.Value(200, setup.paper(f'{_HYPERPARAMETERS}: 200 rounds')),
+            num_clients=setup.Value(80, setup.paper(f'{_HYPERPARAMETERS}: |I| = 80 clients')),
+            clients_per_round=setup.Value(10, setup.suite_choice(
+                'the paper does not state how many of its 80 clients train in a round; the task\'s participation')),
+            client_learning_rate=setup.Value(0.01, setup.paper(f'{_HYPERPARAMETERS}: learning rate 0.01 for EMNIST')),
+            client_batch_size=setup.Value(128, setup.paper(f'{_HYPERPARAMETERS}: batch size 128')),
+            client_epochs=setup.Value(1, setup.suite_choice(
+                'J = 20 local iterations (Section IV-A.4) read as one pass over at most 20 batches of 128; a client '
+                'holding fewer examples takes fewer iterations')),
+            max_elements_per_client=setup.Value(2560, setup.suite_choice(
+                'J = 20 local iterations of batch 128 (Section IV-A.4): at most 2,560 examples a round')),
+            server_optimizer=setup.Value('sgd', setup.paper('Eq. 5 (the server averages the clients\' models)')),
+            server_learning_rate=setup.Value(1.0, setup.paper('Eq. 5 (averaging: server rate 1)'))),
+        ('pfedem', 'vanilla_single', 'fedem', 'fedgmm', 'cfl')),
+)
