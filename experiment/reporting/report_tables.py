@@ -298,9 +298,24 @@ def _comparison_rows(table: Table) -> list[tuple[str, list[tuple[tuple, int, dic
   groups: dict[tuple, list] = {}
   for row in table.rows:
     groups.setdefault(run_results.comparison_key(row[0], table.keys), []).append(row)
-  others = [key for key in table.keys if key != run_results.METHOD]
-  return [(', '.join(f'{key}={value}' for key, value in zip(others, comparison)) or 'all runs', rows)
-          for comparison, rows in groups.items()]
+  return [(comparison_title(comparison, table.keys), rows) for comparison, rows in groups.items()]
+
+
+def comparison_title(comparison: tuple, keys: list[str]) -> str:
+  others = [key for key in keys if key != run_results.METHOD]
+  return ', '.join(f'{key}={value}' for key, value in zip(others, comparison)) or 'all runs'
+
+
+def footing_notes(table: Table, runs: list[run_results.RunResult]) -> dict[str, str]:
+  """The comparisons of `table` whose finished `runs` differ in a flag they share: title -> `run_results.footing_note`
+  (the report prints it beside the comparison's table)."""
+  groups: dict[str, list] = {}
+  for run in runs:
+    if run.finished:
+      key = run_results.comparison_key(run_results.setting(run, table.keys), table.keys)
+      groups.setdefault(comparison_title(key, table.keys), []).append(run)
+  notes = {title: run_results.footing_note(members) for title, members in groups.items()}
+  return {title: note for title, note in notes.items() if note}
 
 
 def _comparisons(table: Table) -> list[tuple[str, list[str], list[dict[str, Cell]]]]:

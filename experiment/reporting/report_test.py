@@ -74,14 +74,19 @@ class ReportTest(absltest.TestCase):
     for method, level in (('vanilla', 0.6), ('fedtkm', 0.7)):
       for p in (1.0, 4.0):
         for seed in range(3):
-          config = {'algorithm': method, 'shift_p': p, 'seed': seed, 'task': 'synthetic'}
+          # FedTKM's runs at p = 4 take another server step: that comparison is not on one footing. Its own
+          # parameter (num_branches) differs in both and marks neither.
+          config = {'algorithm': method, 'shift_p': p, 'seed': seed, 'task': 'synthetic',
+                    'server_optimizer': 'sgd' if (method, p) == ('fedtkm', 4.0) else 'adam',
+                    'num_branches': 2 if method == 'fedtkm' else 1}
           level_p = level if p == 1.0 else 0.65
           windows = [{'window': 1, 'drop': 0.1 * (seed + 1), 'max_accuracy': 0.8}] if method == 'fedtkm' else None
           _write_run(cls.root, f'{method}_p{p:g}_s{seed}', config, _rows(rng, 8, level_p, method == 'fedtkm'),
                      windows)
     os.makedirs(os.path.join(cls.root, 'running'))
     with open(os.path.join(cls.root, 'running', 'config.json'), 'w') as f:
-      json.dump({'algorithm': 'vanilla', 'shift_p': 1.0, 'seed': 9, 'task': 'synthetic'}, f)
+      json.dump({'algorithm': 'vanilla', 'shift_p': 1.0, 'seed': 9, 'task': 'synthetic', 'server_optimizer': 'adam',
+                 'num_branches': 1}, f)
     with open(os.path.join(cls.root, 'running', 'metrics.csv'), 'w') as f:
       f.write('round,test_accuracy\n2,0.1\n')
     cls.output = os.path.join(cls.root, 'report')
@@ -151,7 +156,8 @@ class ReportTest(absltest.TestCase):
     # The metrics per value of p, a row per method; per-domain accuracy per value of p, a row per domain; per value of
     # p the windows' drop and max (no window recovered), a row per window.
     self.assertEqual(page.count('<table>'), 2 + 2 + 2 * 2)
-    self.assertIn('<h2>Metrics</h2>\n<h3>shift_p=1.0</h3>\n<table>\n<tr><th>algorithm</th><th>seeds</th>'
+    self.assertIn('<h2>Metrics</h2>\n<p class="footing">shift_p=4.0: not on one footing: server_optimizer adam / sgd</p>'
+                  '<h3>shift_p=1.0</h3>\n<table>\n<tr><th>algorithm</th><th>seeds</th>'
                   '<th>test accuracy, mean over the last period (fraction)</th>'
                   '<th>test accuracy, last evaluation (fraction)</th>'
                   '<th>batches of both modes, share 0 of mode 1 (day), mean over the last period (fraction)</th>', page)
@@ -163,12 +169,29 @@ class ReportTest(absltest.TestCase):
     self.assertIn('<h3>shift_p=4.0</h3>\n<table>\n<tr><th>domain</th><th>fedtkm</th><th>vanilla</th></tr>', page)
     self.assertIn('13 runs', page)
     # What was run: the flags that differ and those shared, and a link to every run's directory.
-    self.assertIn('<summary>Flags that differ between the runs (2)</summary><table class="flags"><tr><th>algorithm'
-                  '</th><td>fedtkm, vanilla</td></tr><tr><th>shift_p</th><td>1.0, 4.0</td></tr></table>', page)
+    self.assertIn('<summary>Flags that differ between the runs (4)</summary><table class="flags"><tr><th>algorithm'
+                  '</th><td>fedtkm, vanilla</td></tr><tr><th>num_branches</th><td>1, 2</td></tr><tr><th>server_optimizer'
+                  '</th><td>adam, sgd</td></tr><tr><th>shift_p</th><td>1.0, 4.0</td></tr></table>', page)
     self.assertIn('<summary>Flags every run shares (1)</summary><table class="flags"><tr><th>task</th><td>synthetic'
                   '</td></tr></table>', page)
     self.assertIn('<a href="../fedtkm_p1_s0/">fedtkm_p1_s0</a>', page)
     self.assertIn('<a href="tables.csv">tables.csv</a>', page)
+
+  def test_a_comparison_whose_runs_differ_in_a_shared_flag_is_marked_not_on_one_footing(self):
+    note = 'shift_p=4.0: not on one footing: server_optimizer adam / sgd'
+    with open(os.path.join(self.output, 'tables.md')) as f:
+      markdown = f.read()
+    with open(os.path.join(self.output, 'per_window.md')) as f:
+      per_window = f.read()
+    with open(os.path.join(self.output, 'index.html')) as f:
+      page = f.read()
+    for text in (markdown, per_window):
+      self.assertIn(f'**{note}**', text)
+      self.assertNotIn('shift_p=1.0: not on one footing', text)
+      self.assertNotIn('num_branches', text)  # A method's own parameter is not its footing.
+    self.assertIn(f'<p class="footing">{note}</p>', page)
+    self.assertIn('<figcaption>test accuracy — shift_p=4.0 (not on one footing: server_optimizer adam / sgd) (', page)
+    self.assertIn('<figcaption>test accuracy — shift_p=1.0 (', page)
 
   def test_the_page_splits_the_metrics_by_comparison_with_only_their_columns(self):
     cells = lambda **means: {name: report_tables.Cell([mean]) for name, mean in means.items()}
@@ -372,6 +395,21 @@ class SettingsTest(absltest.TestCase):
     methods = sorted(values[table.keys.index('algorithm')] for values, _, _ in table.rows)
     self.assertEqual(methods, ['feddrift (oracle: test domains)', 'shiftex', 'shiftex (oracle: test domains)',
                                'vanilla_single'])
+
+  def test_footing_differences_are_the_shared_flags_that_differ(self):
+    configs = [{'algorithm': 'vanilla_single', 'server_optimizer': 'adam', 'client_epochs': 10, 'seed': 0,
+                'corruptions': ['blur', 'fog'], 'num_branches': 1, 'setup': ''},
+               {'algorithm': 'shiftex', 'server_optimizer': 'sgd', 'client_epochs': 5, 'seed': 1,
+                'corruptions': ['blur', 'fog'], 'num_branches': 4, 'setup': 'shiftex_digits_windowed',
+                'shiftex_threshold': 0.1}]
+    runs = self._runs(configs, [{}] * 2)
+    # Epochs by value (5 before 10); the seed, a method's own flags and the setup's name are not footing.
+    self.assertEqual(run_results.footing_differences(runs), {'client_epochs': ['5', '10'],
+                                                             'server_optimizer': ['adam', 'sgd']})
+    self.assertEqual(run_results.footing_note(runs),
+                     'not on one footing: client_epochs 5 / 10; server_optimizer adam / sgd')
+    configs[1].update(server_optimizer='adam', client_epochs=10)
+    self.assertIsNone(run_results.footing_note(self._runs(configs, [{}] * 2)))
 
   def test_a_flag_the_others_determine_is_left_out(self):
     # A grid sweeps task, method and seed and sets num_domains and rotation_step per task; lr is swept.

@@ -11,6 +11,10 @@ The page opens with what was run: the flags every run shares and those that diff
 command the matrix recorded (`<root>/.matrix/grid.json`, `GRID_RECORD`), when the runs ended, and links to the
 table files, each run's directory and its own page where `plot_run` wrote one. A single run's page is named after
 the run and adds its training curves.
+
+A comparison whose runs differ in a flag every one of them records, other than a method's own
+(`run_results.METHOD_OWN`), also compares that setting: its tables (page and markdown) are headed and its plots'
+captions end with "not on one footing: server_optimizer adam / sgd" (`run_results.footing_note`).
 """
 
 import datetime
@@ -31,7 +35,8 @@ _STYLE = ('body{font-family:sans-serif;margin:2em;max-width:1400px} table{border
           'margin-bottom:1.5em} td,th{border:1px solid #bbb;padding:3px 6px;text-align:right} '
           'th{background:#eee} td.best{font-weight:bold;background:#e6f4e6} img{max-width:100%;margin:0.5em 0} '
           '.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:1em} '
-          'table.flags td,table.flags th{text-align:left} summary{cursor:pointer;margin:0.3em 0}')
+          'table.flags td,table.flags th{text-align:left} summary{cursor:pointer;margin:0.3em 0} '
+          'p.footing{color:#a00;font-weight:bold}')
 
 
 # Every file name a report writes.
@@ -57,8 +62,9 @@ def _plots(runs: list[run_results.RunResult], output: str, single_run: bool = Fa
   other_keys = [key for key in keys if key != run_results.METHOD]
   written = []
   for index, (comparison, methods) in enumerate(comparisons.items()):
-    title = ', '.join(f'{key}={value}' for key, value in zip(other_keys, comparison)) or 'all runs'
+    title = report_tables.comparison_title(comparison, keys)
     members = [run for group in methods.values() for run in group]
+    note = run_results.footing_note(members)
     metric = report_plots.accuracy_metric(members)
     chance = report_plots.chance_routing(members)
     candidates = [(f'accuracy_{index}.png', f'{metric and metric_labels.curve_label(metric)} — {title}',
@@ -81,7 +87,7 @@ def _plots(runs: list[run_results.RunResult], output: str, single_run: bool = Fa
                      for column in ('train_accuracy', 'train_loss')]
     for name, plot_title, draw in candidates:
       if draw(os.path.join(output, name), plot_title):
-        written.append((plot_title, name))
+        written.append((f'{plot_title} ({note})' if note else plot_title, name))
   metric = report_plots.accuracy_metric(runs)
   for flag in other_keys:
     if metric and all(isinstance(run.config.get(flag), (int, float)) for run in runs):
@@ -132,6 +138,7 @@ def write(root: str, output: str, only: Optional[str] = None, columns: Optional[
                                 per_window=name == 'per_window')
     if table is None or not table.columns:
       continue
+    footing = report_tables.footing_notes(table, runs)
     if per_domain:
       heading = f'Per-domain accuracy, {report_tables.window_name(table)}'
     if name != 'tables':  # A table per comparison, a row per domain or window: they do not fit a page's width.
@@ -143,6 +150,10 @@ def write(root: str, output: str, only: Optional[str] = None, columns: Optional[
       parts = report_tables.comparison_tables(table)
       page_html = (table.html() if len(parts) == 1 else
                    ''.join(f'<h3>{html.escape(title)}</h3>\n{part.html()}' for title, part in parts))
+    if footing:  # Above the tables and in the markdown: a comparison of these methods also compares their settings.
+      markdown = ''.join(f'**{title}: {note}**\n\n' for title, note in footing.items()) + markdown
+      page_html = ''.join(f'<p class="footing">{html.escape(title)}: {html.escape(note)}</p>'
+                          for title, note in footing.items()) + page_html
     for extension, text in (('md', markdown), ('csv', table.csv())):
       with open(os.path.join(output, f'{name}.{extension}'), 'w') as f:
         f.write(text + ('\n' if extension == 'md' else ''))
@@ -191,7 +202,9 @@ def _context(root: str, output: str, runs: list[run_results.RunResult], table_fi
             if all(key in config and config[key] == configs[0][key] for config in configs)}
   show = lambda value: ','.join(map(str, value)) if isinstance(value, list) else str(value)
   values = lambda key: ', '.join(sorted({show(config[key]) for config in configs if key in config}))
-  differing = {key: values(key) for key in run_results.setting_keys(runs)}
+  # The settings that split the runs, and those every run records with values that differ (a method's footing).
+  recorded = set.intersection(*map(set, configs)) - run_results.NOT_SETTINGS
+  differing = {key: values(key) for key in set(run_results.setting_keys(runs)) | (recorded - set(shared))}
   # A method's own flags, which only its runs record.
   own = {key: f'{values(key)} ({", ".join(sorted({str(c.get(run_results.METHOD)) for c in configs if key in c}))})'
          for key in keys - set(shared) - set(differing)}

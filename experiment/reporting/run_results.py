@@ -240,6 +240,31 @@ def setting_keys(runs: list[RunResult]) -> list[str]:
   return sorted(varying, key=lambda key: (key != METHOD, key))
 
 
+# Flags the methods of one comparison may set differently: the method, its own parameters, the setup that gave the
+# rest, and the flags that mark a reference. Every other flag all of its runs record is the comparison's footing.
+METHOD_OWN = frozenset({METHOD, 'num_branches', 'setup', ORACLE_FLAG, DOMAIN_ORACLE_FLAG, 'no_shift'})
+
+
+def footing_differences(runs: list[RunResult]) -> dict[str, list[str]]:
+  """The flags every one of `runs` records, `NOT_SETTINGS` and `METHOD_OWN` aside, whose values differ between them,
+  each with its values (sorted): a comparison of these runs is not on one footing in them (FedAvg under FedAdam
+  against ShiftEx under averaging compares server steps as much as methods)."""
+  if not runs:
+    return {}
+  keys = set.intersection(*(set(run.config) for run in runs)) - NOT_SETTINGS - METHOD_OWN
+  shown = lambda value: ','.join(map(str, value)) if isinstance(value, list) else str(value)
+  values = {key: sorted({shown(run.config[key]) for run in runs}, key=_order_text) for key in sorted(keys)}
+  return {key: found for key, found in values.items() if len(found) > 1}
+
+
+def footing_note(runs: list[RunResult]) -> Optional[str]:
+  """'not on one footing: server_optimizer adam / sgd; ...' for `runs` that differ in a shared flag, else None."""
+  differences = footing_differences(runs)
+  if not differences:
+    return None
+  return 'not on one footing: ' + '; '.join(f'{key} {" / ".join(found)}' for key, found in differences.items())
+
+
 def uses_test_labels(run: RunResult) -> bool:
   """Whether the run's method chose at test time with the test labels (`--oracle_test_labels`, or a label-reading
   method run before that flag existed)."""
@@ -293,6 +318,14 @@ def _order(value) -> tuple:
   if isinstance(value, (int, float)) and not isinstance(value, bool):
     return (0, float(value), '')
   return (1, 0.0, str(value))
+
+
+def _order_text(text: str) -> tuple:
+  """A shown value's order: numbers by value, before other text."""
+  try:
+    return (0, float(text), '')
+  except ValueError:
+    return (1, 0.0, text)
 
 
 def by_setting(runs: list[RunResult], keys: list[str]) -> dict[tuple, list[RunResult]]:
