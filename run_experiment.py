@@ -83,12 +83,12 @@ def experiment_config(flag_values: flags.FlagValues = flags.FLAGS) -> assembly.E
   """The configuration parsed `flag_values` describe (an unknown task, scenario or method is left for
   `assembly.resolve` to refuse); raises ValueError (one line) for a set flag of a task other than `--task` or of a
   method other than `--algorithm`. With `--setup`, the flags the command line leaves unset take the setup's values."""
-  setup_name = flag_values['setup'].value
+  setup_name = flag_values['setup'].value or None  # Empty: no setup, so a grid can sweep setups and none.
   declared = setups.get(setup_name) if setup_name is not None else None
   given = setups.unset_values(setup_name, lambda flag: flag_values[flag].present) if declared else {}
   groups = {name: group(**_values(flag_values, f'{name}_group', given=given))
             for name, group in assembly.GROUPS.items()}
-  groups['setup'] = dataclasses.replace(groups['setup'], declared=declared)
+  groups['setup'] = dataclasses.replace(groups['setup'], setup=setup_name, declared=declared)
   task, choice, algorithm = groups['task'].task, groups['scenario'], groups['method'].algorithm
   if task in tasks.TASKS:
     settings = tasks.settings_from(task, _values(flag_values, 'task', only_set=True, given=given))

@@ -110,8 +110,8 @@ class SetupChoice:
   setup: Optional[str] = setting(
       None, 'A paper\'s experiment (docs/running.md, Paper setups): the task, scenario and training settings every '
       'method of its comparison shares, each from its paper or a named suite choice; explicit flags still win. '
-      'Without it a method takes its own paper\'s training settings, so methods run by name alone are not on one '
-      'footing.')
+      'Without it (or empty) a method takes its own paper\'s training settings, so methods run by name alone are not '
+      'on one footing.')
   declared: object = None
 
 

@@ -98,7 +98,7 @@ class SetupsTest(absltest.TestCase):
       registry._load([twice])
 
   def test_a_value_without_its_source_or_a_setup_without_its_data_cannot_be_declared(self):
-    with self.assertRaisesRegex(ValueError, r'source is paper\(\.\.\.\) or suite_choice\(\.\.\.\)'):
+    with self.assertRaisesRegex(ValueError, r'source is paper\(\.\.\.\), suite_choice\(\.\.\.\)'):
       setup.Value(1, 'because')
     with self.assertRaisesRegex(ValueError, 'must be finite'):
       setup.Value(float('nan'), setup.paper('Table 2'))

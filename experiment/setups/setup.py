@@ -2,8 +2,9 @@
 
 A `Setup` names the data (task, scenario and their settings), the server step and its rate, the client rate, epochs
 and batch, the clients and their participation, the rounds, and the methods the paper compares there, each value
-with where it comes from: the paper's line (`paper(...)`), or `suite_choice(...)` with the reason where the paper is
-silent or its value cannot run here. `--setup=NAME` gives every flag it declares that the command line does not set
+with where it comes from: the paper's line (`paper(...)`), the committed tuning record that chose it where the paper
+is silent (`tuned(...)`), or `suite_choice(...)` with the reason where the paper is silent or its value cannot run
+here. `--setup=NAME` gives every flag it declares that the command line does not set
 (`experiment.setups.registry.unset_values`), for any `--algorithm`; an explicit flag still wins. With a setup, no
 method's paper defaults (`algorithms.core.method.Defaults`) enter the training settings: what the setup leaves out
 comes from the server optimizer, the task or the suite, for every method alike, so methods run under one setup are
@@ -31,9 +32,15 @@ def suite_choice(why: str) -> str:
   return f'suite choice: {why}'
 
 
+def tuned(record: str) -> str:
+  """The source of a value a declared tuning protocol chose where the paper is silent: `record` names the committed
+  grid and data (docs/results/data/) it comes from."""
+  return f'tuned: {record}'
+
+
 @dataclasses.dataclass(frozen=True)
 class Value:
-  """A flag's value in a setup and where it comes from (`paper` or `suite_choice`)."""
+  """A flag's value in a setup and where it comes from (`paper`, `tuned` or `suite_choice`)."""
   value: FlagValue
   source: str
 
@@ -43,9 +50,10 @@ class Value:
     listed = isinstance(self.value, tuple) and all(isinstance(item, str) for item in self.value)
     if not (listed or isinstance(self.value, (bool, int, float, str))):
       raise ValueError(f'a setup value is a bool, int, float, str or tuple of str; got {self.value!r}.')
-    if not self.source.startswith(('paper: ', 'suite choice: ')) or not self.source.split(': ', 1)[1].strip():
-      raise ValueError(f'a setup value\'s source is paper(...) or suite_choice(...) with its reason; got '
-                       f'{self.source!r}.')
+    if (not self.source.startswith(('paper: ', 'suite choice: ', 'tuned: ')) or
+        not self.source.split(': ', 1)[1].strip()):
+      raise ValueError(f'a setup value\'s source is paper(...), suite_choice(...) with its reason or tuned(...) with '
+                       f'its record; got {self.source!r}.')
 
 
 @dataclasses.dataclass(frozen=True)
