@@ -14,6 +14,12 @@ training, objectives, client state, routing, evaluation) and never imports a met
 module per method, importing only `algorithms/core` (FedProx and FedAvg+ are Vanilla's process with one change and
 import it); this registry is the only module that imports every method. A new method is its module and one line in
 `METHODS`.
+
+Every setting of a method module declares where its default comes from, in the module's `SETTING_SOURCES` (field
+name -> source): `paper: <section, equation or table>`, `suite choice: <why>` where the paper states no value, or
+`departure: <the paper's value and the measurement that keeps another>`. This module refuses to load when a
+setting has none (or a source names a field that is not a setting), so a new setting cannot arrive without one;
+docs/running.md's table of method settings is made from them, and a run prints the departures it runs with.
 """
 
 import dataclasses
@@ -84,6 +90,49 @@ METHODS = {
 ALGORITHMS = tuple(METHODS)
 # Every method module once, in registry order: the modules whose settings are flags.
 MODULES = tuple({entry.module.NAME: entry.module for entry in METHODS.values()}.values())
+SOURCE_KINDS = ('paper', 'suite choice', 'departure')
+DEPARTURE = 'departure'
+
+
+def source_kind(source: str) -> str:
+  """The kind (`SOURCE_KINDS`) of a setting's source; '' when it is none of them or gives no reason."""
+  kind, _, why = source.partition(': ')
+  return kind if kind in SOURCE_KINDS and why.strip() else ''
+
+
+def check_setting_sources(module) -> None:
+  """Raises ValueError (one line, naming the module and the field) when a setting of `module.Config` has no source
+  of a known kind in `module.SETTING_SOURCES`, or a source names no setting."""
+  declared = [field.name for field in settings_lib.declared(module.Config)]
+  sources = getattr(module, 'SETTING_SOURCES', {})
+  for name in declared:
+    if not source_kind(sources.get(name, '')):
+      kinds = ', '.join(f'"{kind}: <why>"' for kind in SOURCE_KINDS)
+      raise ValueError(f'{module.__name__}: setting {name} needs a source in SETTING_SOURCES ({kinds}); got '
+                       f'{sources.get(name)!r}.')
+  unknown = sorted(set(sources) - set(declared))
+  if unknown:
+    raise ValueError(f'{module.__name__}: SETTING_SOURCES names {", ".join(unknown)}, which are not settings.')
+
+
+for _module in MODULES:
+  check_setting_sources(_module)
+
+
+def setting_sources(name: str) -> dict[str, str]:
+  """Flag name -> the source of its default, for every setting of method `name`."""
+  module = METHODS[name].module
+  return {flag: module.SETTING_SOURCES[field.name] for flag, field in method.settings(module.NAME,
+                                                                                       module.Config).items()}
+
+
+def departures(name: str, values: dict) -> dict[str, str]:
+  """Flag name -> source, for the settings of method `name` whose default departs from its paper and that `values`
+  (flag name -> the run's value) leave at that default."""
+  module = METHODS[name].module
+  fields = method.settings(module.NAME, module.Config)
+  return {flag: source for flag, source in setting_sources(name).items()
+          if source_kind(source) == DEPARTURE and values.get(flag, fields[flag].default) == fields[flag].default}
 
 
 def flags() -> list[settings_lib.Flag]:

@@ -168,6 +168,23 @@ class AssemblyTest(absltest.TestCase):
         self.assertEqual(resolved.sources['server_optimizer'], assembly.METHOD)
         self.assertTrue(algorithms.METHODS[name].module.DEFAULTS.source)
 
+  def test_a_methods_own_settings_are_credited_to_their_source_and_its_departures_are_printed(self):
+    root = self.create_tempdir().full_path
+    resolve = lambda config: assembly.resolve(assembly.ExperimentConfig(
+        task=assembly.TaskChoice(task='synthetic'), method=assembly.MethodChoice(algorithm='fedtem', config=config),
+        outputs=assembly.OutputConfig(root_output_dir=root)))
+    sources = algorithms.setting_sources('fedtem')
+    at_defaults = resolve(None)
+    self.assertEqual({flag: at_defaults.sources[flag] for flag in sources},
+                     {flag: f'method fedtem: {source}' for flag, source in sources.items()})
+    self.assertStartsWith(at_defaults.sources['statistics_decay'], 'method fedtem: departure: Eq. 10 replaces')
+    departures = [line for line in assembly.resolution_lines(at_defaults) if line.startswith('Departure')]
+    self.assertEqual(departures, ['Departure of fedtem from its paper: statistics_decay=0.7 (' +
+                                  sources['statistics_decay'].split(': ', 1)[1] + ')'])
+    paper = resolve(algorithms.METHODS['fedtem'].module.Config(statistics_decay=0.0))
+    self.assertEqual(paper.sources['statistics_decay'], assembly.FLAG)
+    self.assertFalse([line for line in assembly.resolution_lines(paper) if line.startswith('Departure')])
+
   def test_every_methods_defaults_are_training_settings(self):
     training_settings = set(assembly.settings_of(assembly.TrainingConfig()))
     for name in algorithms.ALGORITHMS:

@@ -40,6 +40,21 @@ class MethodDefaultsTableTest(absltest.TestCase):
                 for name, declared in setups.SETUPS.items() for flag, value in declared.flags.items()}
     self.assertEqual(found, expected)
 
+  def test_every_setting_of_every_method_is_in_its_methods_rows_with_its_source(self):
+    found, current = {}, None
+    for row in method_defaults_table.settings_table().splitlines()[3:-1]:
+      cells = [cell.strip().replace('\\|', '|') for cell in re.split(r'(?<!\\)\|', row.strip('|'))]
+      if cells[0]:
+        current = cells[0].strip('*').split(', ')[0]
+      else:
+        found[(current, cells[1].strip('`').split('=', 1)[0].lstrip('-'))] = cells[2]
+    expected = {(name, flag): source for name in algorithms.ALGORITHMS
+                for flag, source in algorithms.setting_sources(name).items()
+                if algorithms.METHODS[name].module.NAME == name}
+    self.assertEqual(found, expected)
+    self.assertIn(('fedtem', 'statistics_decay'), found)
+    self.assertStartsWith(found[('fedtem', 'statistics_decay')], 'departure: ')
+
   def test_a_page_without_the_region_is_refused(self):
     with self.assertRaisesRegex(ValueError, 'no region'):
       method_defaults_table.regenerated('# A page\n')

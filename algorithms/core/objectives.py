@@ -88,6 +88,16 @@ class LabelSmoothing:
         raise ValueError(f'--{name} must be in [0, 1]; got {value:g}.')
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    'smoothing_weight': ('suite choice: Zhu et al. (2022), Section 4, grid-search lambda per dataset and state no '
+                         'value'),
+    'smoothing_epsilon': ('suite choice: Zhu et al. (2022), Section 4, grid-search epsilon per dataset and state no '
+                          'value'),
+}
+
+
 def selected_branch(branch: tf.Tensor, smoothing_weight: float, smoothing_epsilon: float):
   """The Eq. 4 objective for a client routed to `branch` (int32 scalar); returns objective(outputs, batch).
 

@@ -87,6 +87,16 @@ class Config:
       raise ValueError(f'--cfl_warmup_rounds must be >= 0; got {self.warmup_rounds}.')
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    'eps1': ("suite choice: the CFL authors' code's value (Sattler, Mueller and Samek, 2020, state none); the norms "
+             'depend on the model and rates, so mean_update_norm and max_update_norm are reported every round'),
+    'eps2': "suite choice: the CFL authors' code's value (the paper states none); see eps1",
+    'warmup_rounds': "suite choice: the CFL authors' code's warm-up (the paper states none)",
+}
+
+
 def complete_linkage_bipartition(similarity: tf.Tensor, members: tf.Tensor) -> tf.Tensor:
   """Two groups of the `members` (bool [m]) by complete-linkage agglomeration of distances -similarity [m, m]
   (`algorithms.core.linkage`).

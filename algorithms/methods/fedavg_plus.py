@@ -48,6 +48,16 @@ class Config:
       raise ValueError(f'--fedavg_plus_tuning_learning_rate must be >= 0; got {self.tuning_learning_rate:g}.')
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    'tuning_epochs': ("suite choice: the FedGMM authors' code tunes for the round's local epochs, one (Jiang et "
+                      'al., 2019, and the FedGMM paper state no value here)'),
+    'tuning_learning_rate': ("suite choice: the client rate (0); the FedGMM authors' README tunes CIFAR-10 at 0.001 "
+                             "against FedAvg's 0.01"),
+}
+
+
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
                     evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
   config.validate()

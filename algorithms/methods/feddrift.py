@@ -121,6 +121,19 @@ class Config:
       raise ValueError(f'feddrift needs --num_branches >= 2 (room for a second model); got {self.num_branches}.')
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    'delta': ("suite choice: the FedDrift authors' README setting H_A_F_1_06_0 (delta = 0.06 on accuracy); the "
+              'ShiftEx paper states none'),
+    'merge_delta': "suite choice: the FedDrift authors' README setting H_A_F_1_06_0 (delta' = 0.06)",
+    'statistic': ("suite choice: accuracy, the FedDrift authors' code; the FedDrift paper's text states the rules "
+                  'with losses (--feddrift_statistic=loss)'),
+    'new_models': ('paper: FedDrift (Jothimurugesan et al., 2023), a new model per drifted client merged by '
+                   'hierarchical clustering; window is FedDrift-Eager'),
+}
+
+
 def initial_client_state() -> dict:
   """A client before its first round (the fields it keeps between rounds, `client_state`): on model id 0 (slot 0),
   no reference score (ref_window -1), never checked, no reference domain (simulation only)."""

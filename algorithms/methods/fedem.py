@@ -70,6 +70,18 @@ class Config:
     method.check_settings(self, NAME, at_least_one=('em_iterations',))
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    'em_iterations': ('suite choice: Marfoq et al. (2021) run one E and M step per round from the kept weights; '
+                      'without kept weights five steps from uniform re-estimate them'),
+    'client_state': ("departure: Marfoq et al.'s FedEM keeps each client's mixture weights across rounds (True); in "
+                     'the cross-device setting of Zhu et al. (2022) a client takes part a few times in a run, so '
+                     'kept weights are stale by many rounds, and the default re-estimates them from uniform every '
+                     "round (algorithms/methods/fedem.py); it may make FedEM better than the Diurnal paper's"),
+}
+
+
 def expectation_maximization(losses: tf.Tensor, iterations: int,
                              initial_pi: Optional[tf.Tensor] = None) -> tuple[tf.Tensor, tf.Tensor]:
   """(pi [K], q [N, K]) after `iterations` E and M steps from `initial_pi` (default uniform), for losses l [N, K]."""

@@ -139,6 +139,27 @@ class Config:
                        f'{self.personalization_learning_rate:g}, {self.alignment_weight:g}.')
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    'distance': "paper: Section 3, 'we employ Euclidean distance'",
+    'prototypes': "paper: Eq. 6, 1/m weights ('averaging over all previous domains')",
+    'momentum': 'suite choice: only with --fedevp_prototypes=moving_average, which the paper does not use',
+    'first_stage': ("suite choice: domain 1's class means enter the prototypes; Algorithm 2's skeleton, read "
+                    "literally, updates them under 'if m >= 2' only (skipped)"),
+    'prototype_gradient': 'paper: Algorithm 2 builds the prototypes before the step that uses them (no gradient)',
+    'aggregation': "paper: Section 3.4, 'weighted averaging by local sample counts'",
+    'stage_reduction': ('paper: Algorithm 2, the alignment and the cross-entropy in a 1:1 balance (the mean over '
+                        'stages)'),
+    'batching': 'paper: Algorithm 2, a step per domain in turn against the prototypes accumulated so far',
+    'stage_batch_size': "suite choice: the paper states no batch per stage; as FedEvolve's",
+    'alignment_weight': 'suite choice: the paper names no coefficient of the alignment against the cross-entropy (1)',
+    'personalization_epochs': ('suite choice: the paper states none; one epoch of the head and last layer, Table '
+                               "9's best choice of what to personalize"),
+    'personalization_learning_rate': 'suite choice: the client rate (0); the paper states none',
+}
+
+
 def training_objective(num_stages: int, num_classes: int, config: Config):
   """L = CE + the alignment (Eq. 6-8 [R]; divided by the stages in the batch with `stage_reduction` mean) on the
   tower-head network's outputs, the prototypes built from the batch itself (`packed`, `stage_strata` and

@@ -41,6 +41,14 @@ class Config:
     method.check_settings(self, NAME, positive=('mu',))
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    'mu': ("suite choice: the FedGMM authors' setting for CIFAR-10 (Li et al., 2020, tune mu per dataset; the "
+           'FedGMM paper states none)'),
+}
+
+
 def build_algorithm(task: task_lib.Task, element_spec, hparams: method.Hyperparameters,
                     evaluator: evaluation.Evaluator, config: Config) -> method.Algorithm:
   config.validate()

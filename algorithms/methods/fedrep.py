@@ -67,6 +67,15 @@ class Config:
     method.check_settings(self, NAME, at_least_one=('head_epochs', 'representation_epochs'))
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    'head_epochs': ("suite choice: Collins et al. (2021) train the head for many local steps; the FedEvolve paper's "
+                    'hyperparameters for FedRep are not stated'),
+    'representation_epochs': 'suite choice: Collins et al. (2021) train the representation for one epoch',
+}
+
+
 def head_key(index: int) -> str:
   """The client-state field of the head's `index`-th trainable tensor."""
   return f'head_{index}'

@@ -147,6 +147,21 @@ class Config(objectives.LabelSmoothing):
       raise ValueError(f'--statistics_decay must be in [0, 1); got {self.statistics_decay}.')
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    **objectives.SETTING_SOURCES,
+    'prior': 'paper: Section 4, the linear temporal prior of the main results',
+    'branch_selection': 'paper: Algorithm 1, the branch of the most likely mode (greedy)',
+    'client_estimate': "paper: Eq. 5, the client's MLE",
+    'pi_momentum': "paper: Appendix A.4, 'We use beta = 0.99 for the moving average in all experiments'",
+    'statistics_decay': ("departure: Eq. 10 replaces the means and variances by the round's estimate (0); with 0 "
+                         "the synthetic task's training routing accuracy falls from 1.0 to 0.0-0.2 after each "
+                         'extreme of q and the modes swap (style_scale 0.2, 96 rounds), with 0.7 it is 1.0 from '
+                         'round 16 on (algorithms/methods/fedtem.py)'),
+}
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Client-side statistics.
 

@@ -171,6 +171,23 @@ class Config(objectives.LabelSmoothing):
       raise ValueError(f'--eta_max must be >= 0; got {self.eta_max}.')
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    **objectives.SETTING_SOURCES,
+    'prior': 'paper: Section 4, the linear temporal prior of the main results',
+    'eta_max': "suite choice: Appendix A.4 gives Eq. 27's form, not eta_max's value",
+    'step_schedule': 'paper: Appendix A.4, Eq. 27 (2 |0.5 - q~(t)| eta_max)',
+    'client_rule': "paper: Eq. 11, the mean distance over the client's examples",
+    'eval_scaling': 'paper: Eq. 11, distances scaled by the learned alpha',
+    'center_decay': ("departure: Eq. 12 replaces the centers by the round's estimate (0); with 0 seed 1's clusters "
+                     'swapped at round ~105 and stayed swapped, routing accuracy 0.0 from then on (synthetic task, '
+                     'linear shift, T = 32, 256 rounds; algorithms/methods/fedtkm.py)'),
+    'alpha_leak': 'paper: Eq. 13 as written (0)',
+    'orientation': 'paper: Eq. 11-13 as written',
+}
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Distances and cluster choice.
 

@@ -46,6 +46,14 @@ class Config:
     method.check_settings(self, NAME, at_least_one=('epochs',))
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    'epochs': ("suite choice: about what a training client of the suite's FedGMM setting gets (150 rounds x 30 of "
+               '240 clients = 18.75 one-epoch rounds); the FedGMM paper states none'),
+}
+
+
 def build_client_work(model_fn: learning_process.ModelFn, batch_fn: task_lib.BatchFn,
                       element_spec) -> tff.learning.templates.ClientWorkProcess:
   """A zero update of weight 1 from every client, with the metrics of the received model on its data."""

@@ -40,6 +40,10 @@ class Config(objectives.LabelSmoothing):
   """Min-Loss trains the branch of lowest loss with Eq. 4's objective (`objectives.LabelSmoothing`)."""
 
 
+# Where each setting's default comes from: Eq. 4's, shared with FedTEM and FedTKM.
+SETTING_SOURCES = objectives.SETTING_SOURCES
+
+
 def branch_losses(model: tf.keras.Model, batches: tf.data.Dataset, num_branches: int) -> tf.Tensor:
   """The mean loss of every branch over the client's examples, [K] (inside a `tf.function`)."""
 

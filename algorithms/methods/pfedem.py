@@ -181,6 +181,24 @@ class Config:
       raise ValueError(f'--pfedem_gmm_step must be in (0, 1]; got {self.gmm_step}.')
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    'submodels': 'paper: Section III, K sub-models (full networks)',
+    'features': ("paper: Section III E step, f is 'the backbone network for feature extraction', read as the "
+                 "sub-models' current extractor"),
+    'pretrain_epochs': 'suite choice: only with --pfedem_features=pretrained, which the paper does not use',
+    'inference': 'paper: Eq. 15, the global pi',
+    'client_pi': 'paper: Algorithm 1 line 5, every round from the global GMM',
+    'model_weights': 'paper: Eq. 5, p_i',
+    'variance_floor': 'suite choice: the paper has none; 1e-6 only keeps the log-densities finite',
+    'collapse_guard': 'paper: Eq. 14 as written (an empty component gets pi_k = 0 and is kept)',
+    'pi_pseudocount': 'paper: Eq. 14 as written (0)',
+    'gmm_init': "suite choice: the paper gives no initialization; as FedTEM's GMM (mu ~ N(0, 0.1^2), sigma^2 = 1)",
+    'gmm_step': 'paper: Eq. 12-13 as written (1)',
+}
+
+
 def initial_mixture(num_components: int, feature_dim: int, seed: int, center=0.0,
                     variance=1.0) -> collections.OrderedDict:
   """mu_k = center + sqrt(variance) e_k, e_k ~ N(0, 0.1^2 I), sigma_k^2 = variance (per dimension), pi uniform, no

@@ -47,6 +47,13 @@ class Config:
     method.check_settings(self, NAME, {'halves': HALVES})
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    'halves': "paper: Zhu et al. (2022), Section 4 Baselines, 'one model during first half of each period'",
+}
+
+
 def branch_of_round(round_num: tf.Tensor, period: int, num_branches: int, halves: str) -> tf.Tensor:
   """The branch trained in round t: floor(((t + offset) mod T) K / T), offset T / (2K) when mode-centered."""
   offset = period / (2 * num_branches) if halves == 'mode_centered' else 0.0

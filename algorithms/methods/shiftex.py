@@ -204,6 +204,30 @@ class Config:
     return self.num_branches - 1
 
 
+# Where each setting's default comes from (`algorithms.registry` checks one per setting; docs/running.md
+# shows them).
+SETTING_SOURCES = {
+    'encoder': ("suite choice: the paper embeds with the party's own expert without saying in which space profiles "
+                'of parties on different experts meet; the frozen bootstrap expert gives them one'),
+    'samples': 'suite choice: the paper states no sample size of its covariate test',
+    'alpha': ("suite choice: the paper's thresholds delta_cov, delta_label have no values; a test at level 0.05 "
+              'calibrates them (algorithms/methods/shiftex_calibration_test.py)'),
+    'permutations': 'suite choice: the paper states no test; 99 relabellings give p-values in steps of 0.01',
+    'unbiased_mmd': 'suite choice: the paper does not say which MMD estimate (V-statistic)',
+    'census_capacity': "suite choice: a bound of the suite's static shapes, above every population it runs",
+    'max_clusters': 'suite choice: the paper states no range of k for its k-means of shifted parties',
+    'split_index': 'suite choice: the paper picks k by Davies-Bouldin without a threshold',
+    'epsilon': ("suite choice: the paper's reuse threshold epsilon has no value; 0 replaces it by a permutation "
+                'test at level alpha, which has a scale of its own'),
+    'memory_rate': "suite choice: the paper states no rate of its latent memories' update",
+    'min_cluster_size': "suite choice: the paper's gamma has no value",
+    'merge_similarity': "suite choice: the paper's tau has no value",
+    'new_expert_cost': "suite choice: Eq. 2's lambda has no value (reported objective only)",
+    'imbalance_weight': "suite choice: Eq. 2's mu has no value (reported objective only)",
+    'flips': "paper: Section 3, FLIPS' label-balanced participant selection",
+}
+
+
 def initial_client_state(input_shape: tuple, feature_dim: int, num_classes: int, config: Config) -> dict:
   """A party before its first round: expert id 0, no kept window (-1). A party keeps two samples of its inputs and
   label counts (`KEPT_WINDOWS`): `last_*` of its latest round, and `ref_*` of its latest round in a window before

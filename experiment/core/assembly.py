@@ -529,6 +529,7 @@ def resolve(config: ExperimentConfig) -> Resolved:
                      'aggregations, which it cannot do for secure sums; drop --workers.')
   record, defaults = _record(config, training, task_settings, scenario_settings, method_config)
   sources.update(_setup_sources(config.setup.declared, record))
+  sources.update(_method_sources(algorithm, record, defaults))
   if not config.outputs.overwrite:
     run_directory.check_compatible(output_dir, record, defaults, scenarios.length_dependence(choice.scenario))
     if not run_directory.completed_no_round(output_dir):
@@ -543,7 +544,18 @@ def _setup_sources(declared: Optional[setup_lib.Setup], record: dict) -> dict:
   if declared is None:
     return {}
   return {flag: declared.source_of(flag) for flag, value in declared.values().items()
-          if record.get(flag) == (list(value) if isinstance(value, tuple) else value)}
+          if record.get(flag) == _recorded(value)}
+
+
+def _method_sources(algorithm: str, record: dict, defaults: dict) -> dict:
+  """Flag name -> `method NAME: <source>` (`algorithms.registry.setting_sources`: its paper's line, a suite choice or
+  a departure) for every setting of the method at its default, `flag` for one a flag moved."""
+  return {flag: f'method {algorithm}: {source}' if record[flag] == _recorded(defaults[flag]) else FLAG
+          for flag, source in algorithms.setting_sources(algorithm).items()}
+
+
+def _recorded(value):
+  return list(value) if isinstance(value, tuple) else value
 
 
 def _with_task_defaults(scenario_settings, task_defaults: dict):
@@ -662,12 +674,16 @@ def _evaluator(resolved: Resolved, task, scenario) -> evaluation.Evaluator:
 def resolution_lines(resolved: Resolved) -> list[str]:
   """The training settings no flag set, one line per source (the recorded run, the method, the server optimizer, the
   task, the suite) with the values it gave and, for the method's, the paper they come from; first, the setup's
-  values, or that without a setup methods are not on one footing."""
+  values, or that without a setup methods are not on one footing (and what the method's paper states that its
+  defaults leave to the task); last, each of the method's settings whose default departs from its paper, with why."""
   algorithm, task = resolved.config.method.algorithm, resolved.config.task.task
   declared = resolved.config.setup.declared
   if declared is None:
     lines = [f'No --setup: {algorithm} runs on its own paper\'s training settings; methods compared side by side take '
              'one --setup for all of them (docs/running.md, Paper setups).']
+    notes = algorithms.METHODS[algorithm].module.DEFAULTS.notes
+    if notes:
+      lines.append(f'What {algorithm}\'s paper states that its defaults leave to the task: {notes}')
   else:
     given = [f'{flag}={_shown(resolved.record[flag])}' for flag, source in sorted(resolved.sources.items())
              if source.startswith(f'setup {declared.name}: ')]
@@ -682,6 +698,9 @@ def resolution_lines(resolved: Resolved) -> list[str]:
     if values:
       cited = f' ({algorithms.METHODS[algorithm].module.DEFAULTS.source})' if source == METHOD else ''
       lines.append(f'{label}{cited}: {", ".join(values)}')
+  for flag, source in algorithms.departures(algorithm, resolved.record).items():
+    lines.append(f'Departure of {algorithm} from its paper: {flag}={_shown(resolved.record[flag])} '
+                 f'({source.split(": ", 1)[1]})')
   return lines
 
 

@@ -236,6 +236,18 @@ class StalenessTest(absltest.TestCase):
     _write(os.path.join(self.repository, 'utils', 'deep.py'), 'Y = 2\n')
     self.assertNotEqual(self._fingerprint(), before)
 
+  def test_a_modules_setting_sources_are_documentation_and_its_defaults_are_code(self):
+    def fingerprint_with(text):
+      _write(os.path.join(self.repository, 'utils', 'deep.py'), text)
+      return self._fingerprint()
+    bare = fingerprint_with("Y = setting(0.7, 'a decay.')\n")
+    self.assertEqual(fingerprint_with("Y = setting(0.7, 'a decay.')\nSETTING_SOURCES = {'y': 'paper: Eq. 10'}\n"),
+                     bare)
+    self.assertEqual(fingerprint_with("SETTING_SOURCES: dict = {'y': 'departure: 0 fails'}\n"
+                                      "Y = setting(0.7, 'a decay.')\n"), bare)
+    self.assertNotEqual(fingerprint_with("Y = setting(0.0, 'a decay.')\nSETTING_SOURCES = {}\n"), bare)
+    self.assertNotEqual(fingerprint_with("Y = setting(0.7, 'a decay.')\nOTHER_SOURCES = {}\n"), bare)
+
   def test_a_commit_shows_the_code_it_had_and_an_uncommitted_or_unknown_tree_shows_none(self):
     self._git('init', '-q')
     self._git('add', '.')

@@ -2,8 +2,9 @@
 fingerprint of the code its method ran (the method's module and every repository module it imports, directly or not,
 as of the commit the run came from), and the row is stale when the tree's code for that method has another.
 
-The fingerprint reads each file's syntax tree without its docstrings (comments and layout are not in it), so
-rewording a docstring or wrapping a line flags nothing, while any change to what runs flags the rows of every method
+The fingerprint reads each file's syntax tree without its docstrings and without its module's `SETTING_SOURCES` (where
+each setting's default comes from, `algorithms.registry`; comments and layout are not in the tree either), so
+rewording a docstring, citing a default's source or wrapping a line flags nothing, while any change to what runs flags the rows of every method
 that imports it, however deep. It is computed from file contents, not from git history, so the check runs anywhere
 the sources are (a Bazel test's runfiles, a shallow clone): `tests/results_check_test.py` fails on a stale row, and
 `python -m experiment.results --stale` names the grids and methods to rerun.
@@ -67,7 +68,20 @@ def _imported_modules(tree: ast.AST) -> list[str]:
   return names
 
 
-def _without_docstrings(tree: ast.AST) -> ast.AST:
+# A plug-in module's table of where each of its settings' defaults comes from (`algorithms.registry`): it documents
+# the defaults and does not run.
+SETTING_SOURCES = 'SETTING_SOURCES'
+
+
+def _is_setting_sources(statement: ast.stmt) -> bool:
+  targets = getattr(statement, 'targets', None) or [getattr(statement, 'target', None)]
+  return isinstance(statement, (ast.Assign, ast.AnnAssign)) and [getattr(target, 'id', None) for target in targets] == [
+      SETTING_SOURCES]
+
+
+def _without_documentation(tree: ast.Module) -> ast.AST:
+  """`tree` without its docstrings and without its module-level `SETTING_SOURCES`."""
+  tree.body = [statement for statement in tree.body if not _is_setting_sources(statement)]
   for node in ast.walk(tree):
     if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
       first = node.body[0]
@@ -78,7 +92,7 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
 
 def code_of(read: Reader, relative_path: str) -> dict[str, str]:
   """`relative_path` and every repository file it imports, directly or through others (read, not executed): each
-  path -> its syntax tree without docstrings, dumped."""
+  path -> its syntax tree without docstrings and `SETTING_SOURCES`, dumped."""
   code, pending = {}, [relative_path]
   while pending:
     current = pending.pop()
@@ -88,7 +102,7 @@ def code_of(read: Reader, relative_path: str) -> dict[str, str]:
     if text is None:
       continue
     tree = ast.parse(text)
-    code[current] = ast.dump(_without_docstrings(tree))
+    code[current] = ast.dump(_without_documentation(tree))
     for name in _imported_modules(tree):
       found = _module_file(read, name)
       if found and found[0] not in code:
