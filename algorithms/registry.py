@@ -126,13 +126,18 @@ def setting_sources(name: str) -> dict[str, str]:
                                                                                        module.Config).items()}
 
 
+def setting_defaults(name: str) -> dict:
+  """Flag name -> default, for every setting of method `name`."""
+  module = METHODS[name].module
+  return {flag: field.default for flag, field in method.settings(module.NAME, module.Config).items()}
+
+
 def departures(name: str, values: dict) -> dict[str, str]:
   """Flag name -> source, for the settings of method `name` whose default departs from its paper and that `values`
   (flag name -> the run's value) leave at that default."""
-  module = METHODS[name].module
-  fields = method.settings(module.NAME, module.Config)
+  defaults = setting_defaults(name)
   return {flag: source for flag, source in setting_sources(name).items()
-          if source_kind(source) == DEPARTURE and values.get(flag, fields[flag].default) == fields[flag].default}
+          if source_kind(source) == DEPARTURE and values.get(flag, defaults[flag]) == defaults[flag]}
 
 
 def flags() -> list[settings_lib.Flag]:

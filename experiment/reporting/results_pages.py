@@ -4,8 +4,9 @@
 A page marks what is generated; the prose around stays written by hand:
 
   <!-- generated: claims -->        the page's claims, each setting and baseline a row with n, the mean paired
-  ...                               difference +- its standard error, the 95% t interval and the verdict by the one
-  <!-- end generated -->            rule (`claims`)
+  ...                               difference +- its standard error, the 95% t interval, the verdict by the one
+  <!-- end generated -->            rule (`claims`) and the departures from their papers its methods ran with
+                                    (`departures_in_effect`)
   <!-- generated: table GRID -->    a grid's table (any grid of experiment/grids, claimed or not): per setting and
   ...                               method, the seeds and each of the grid's [report] columns as mean +- standard
                                     error over the seeds (a grid without a data file has no rows, and its claims
@@ -72,11 +73,35 @@ def _setting_text(setting: tuple) -> str:
   return ', '.join(f'{flag}={value}' for flag, value in setting) or '-'
 
 
+def _typed(text: str, default):
+  if isinstance(default, bool):
+    return text.lower() in ('true', '1')
+  return type(default)(text) if isinstance(default, (int, float)) else text
+
+
+def departures_in_effect(grid: grid_lib.Grid, rows: Sequence[dict], methods: set) -> list[str]:
+  """`METHOD: flag=value` for each setting whose default departs from its method's paper
+  (`algorithms.registry.departures`) that a run in `rows` of one of `methods` ran with: its grid's flags (the run of
+  the row's name) leave it at that default."""
+  from algorithms import registry  # pylint: disable=g-import-not-at-top  # TensorFlow, only for a claims region.
+  flags_of = {run.name: dict(run.flags) for run in grid.runs()}
+  found = set()
+  for row in rows:
+    name = row['algorithm']
+    if name not in methods or name not in registry.METHODS or row['run'] not in flags_of:
+      continue
+    fields = registry.setting_defaults(name)
+    values = {flag: _typed(text, fields[flag]) for flag, text in flags_of[row['run']].items() if flag in fields}
+    found |= {f'{name}: {flag}={fields[flag]}' for flag in registry.departures(name, values)}
+  return sorted(found)
+
+
 def claims_table(page_claims: Sequence[claims_lib.Claim], data: dict[str, list[dict]],
                  grids: dict[str, grid_lib.Grid]) -> str:
-  """The claims region: one row per claim, setting and baseline."""
+  """The claims region: one row per claim, setting and baseline, with the departures its methods ran with
+  (docs/running.md, Each method's own settings, says why each is kept)."""
   lines = ['| claim (where in the paper) | the paper | setting | figure | against | n | mean difference +- s.e. | '
-           '95% interval | verdict |', '|---|---|---|---|---|---|---|---|---|']
+           '95% interval | verdict | departures in effect |', '|---|---|---|---|---|---|---|---|---|---|']
   for claim in page_claims:
     factor, decimals = _scale(claim.figure, grids[claim.grid].report_percent)
     for index, verdict in enumerate(claims_lib.verdicts(claim, data[claim.grid])):
@@ -95,8 +120,11 @@ def claims_table(page_claims: Sequence[claims_lib.Claim], data: dict[str, list[d
       where = f' ({claim.where})' if claim.where else ''
       # The claim's text on its first row only: its other settings and baselines follow it.
       claim_cells = f'{claim.text}{where} | {claim.paper}' if index == 0 else ' | '
+      compared = [row for row in data[claim.grid] if claim.selects(row) and
+                  all(row.get(flag) == value for flag, value in verdict.setting)]
+      departures = departures_in_effect(grids[claim.grid], compared, {claim.method, verdict.baseline})
       lines.append(f'| {claim_cells} | {_setting_text(verdict.setting)} | `{claim.figure}` | {against} | '
-                   f'{d.n} | {numbers} | {verdict.verdict} |')
+                   f'{d.n} | {numbers} | {verdict.verdict} | {"; ".join(departures) or "-"} |')
   return '\n'.join(lines) + '\n'
 
 

@@ -193,6 +193,19 @@ class ResultsPagesTest(absltest.TestCase):
     with self.assertRaisesRegex(results_pages.PageError, "grid g does not report 'train_accuracy'"):
       results_pages.regenerate_page(self.repository, page, _PAGE.replace('table g', 'seeds g train_accuracy'))
 
+  def test_a_claims_rows_departures_are_those_its_methods_runs_left_at_their_defaults(self):
+    grid = grid_lib.Grid(sweep=(('algorithm', ('fedtem', 'fedtkm', 'vanilla')), ('seed', ('0',))),
+                         flags=(('center_decay', '0.0'),), name='{algorithm}_s{seed}')
+    rows = [{'run': f'{name}_s0', 'algorithm': name} for name in ('fedtem', 'fedtkm', 'vanilla')]
+    # FedTEM's decay stays 0.7 (Eq. 10 is 0); the grid sets FedTKM's to Eq. 12's 0; Vanilla has no settings.
+    self.assertEqual(results_pages.departures_in_effect(grid, rows, {'fedtem', 'fedtkm', 'vanilla'}),
+                     ['fedtem: statistics_decay=0.7'])
+    self.assertEqual(results_pages.departures_in_effect(grid, rows, {'fedtkm', 'vanilla'}), [])
+    self.assertEqual(results_pages.departures_in_effect(grid, rows[:1], {'fedtkm'}), [])
+    self._collect()
+    page, = results_pages.pages(self.repository)
+    self.assertIn('| verdict | departures in effect |', results_pages.regenerate_page(self.repository, page))
+
   def test_an_unknown_region_is_refused(self):
     page, = results_pages.pages(self.repository)
     self._collect()
