@@ -12,6 +12,8 @@ from typing import Mapping
 from algorithms import registry as algorithms
 from experiment.core import assembly
 from experiment.setups import diurnal_or_nocturnal
+from experiment.setups import fedevolve
+from experiment.setups import fedgmm
 from experiment.setups import pfedem
 from experiment.setups import setup as setup_lib
 from experiment.setups import shiftex
@@ -19,7 +21,7 @@ from periodic_shift import scenarios
 from tasks import registry as tasks
 from utils import settings as settings_lib
 
-MODULES = (diurnal_or_nocturnal, pfedem, shiftex)
+MODULES = (diurnal_or_nocturnal, pfedem, fedevolve, fedgmm, shiftex)
 
 
 def _shared_flags() -> dict[str, type]:

@@ -75,6 +75,13 @@ class SetupsTest(absltest.TestCase):
     self.assertEqual((shiftex.training.server_optimizer, fedavg.training.server_optimizer), ('sgd', 'adam'))
     self.assertStartsWith(assembly.resolution_lines(fedavg)[0], 'No --setup: vanilla_single runs on its own paper')
 
+  def test_an_empty_setup_is_no_setup(self):
+    flags_ = ('--task=digits_written', '--scenario=windowed', '--algorithm=shiftex')
+    empty, none = _resolved(self.root, '--setup=', *flags_), _resolved(self.root, *flags_)
+    self.assertIsNone(empty.config.setup.declared)
+    self.assertEqual((empty.record, empty.sources), (none.record, none.sources))
+    self.assertEqual(assembly.resolution_lines(empty), assembly.resolution_lines(none))
+
   def test_an_unknown_setup_is_refused_in_one_line(self):
     with self.assertRaisesRegex(ValueError, r'^--setup must be one of diurnal_emnist, .*; got \'nope\'\.$'):
       registry.get('nope')
