@@ -70,7 +70,7 @@ def markdown() -> str:
 
 
 def main(argv):
-  if len(argv) != 2:
+  if len(argv) != 2 or argv[1].startswith('-'):  # `--help` is not a file to write.
     sys.exit('usage: flags_doc.py OUTPUT_PATH')
   with open(argv[1], 'w') as f:
     f.write(markdown())

@@ -12,6 +12,7 @@ from tasks import digits
 from tasks import digits_written
 from tasks import emnist
 from tasks import emnist_fashion
+from tasks import fashion_mnist
 from tasks import gaussian_mixture
 from tasks import gaussian_toy_1d
 from tasks import mnist
@@ -20,8 +21,8 @@ from tasks import synthetic
 from tasks import task as task_lib
 from utils import settings as settings_lib
 
-MODULES = (synthetic, emnist, cifar, stackoverflow, emnist_fashion, digits, digits_written, mnist, gaussian_mixture,
-           gaussian_toy_1d, circle)
+MODULES = (synthetic, emnist, cifar, stackoverflow, emnist_fashion, digits, digits_written, mnist, fashion_mnist,
+           gaussian_mixture, gaussian_toy_1d, circle)
 TASKS = tuple(module.NAME for module in MODULES)
 _BY_NAME = {module.NAME: module for module in MODULES}
 

@@ -47,8 +47,8 @@ class TaskContractTest(absltest.TestCase):
     empty = tempfile.mkdtemp()
     for name in sorted(set(registry.TASKS) - set(_GENERATED)):
       with self.subTest(task=name):
-        with self.assertRaisesRegex(FileNotFoundError, r'^[^\n]*--(cache_dir|tfds_data_dir)[^\n]*$'):
-          registry.create(name, files=task_lib.DataFiles(empty, empty))
+        with self.assertRaisesRegex(FileNotFoundError, r'^[^\n]*--(cache_dir|tfds_data_dir|fashion_mnist_dir)[^\n]*$'):
+          registry.create(name, files=task_lib.DataFiles(empty, empty, empty))
 
   def test_unsupported_scenario_is_refused_with_the_reason_and_the_alternatives(self):
     for name in registry.TASKS:

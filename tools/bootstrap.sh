@@ -16,6 +16,13 @@ if ! command -v bazel >/dev/null 2>&1 || [ ! -f /usr/share/bazel/rules/java/WORK
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bazel-bootstrap bazel-rules-java >/dev/null
 fi
 
+# The real Fashion-MNIST (task fashion_mnist, tasks/fashion_mnist_files.py): four IDX files, 30 MB.
+if [ ! -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]; then
+  log "installing Debian's dataset-fashion-mnist"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null
+fi
+
 stamp="$(cat requirements.txt requirements.lock requirements-nodeps.txt tools/bootstrap.sh utils/loopback_bind.c |
   sha256sum | cut -c1-16)"
 if [ -x .venv/bin/python3 ] && [ "$(head -c 4 .venv/lib/loopback_bind.so 2>/dev/null)" = $'\x7fELF' ] &&
