@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from benchmarks import task_files
 from benchmarks import validation_files
+from tasks import fashion_mnist_files
 
 
 def _examples(directory: str) -> dict[str, collections.Counter]:
@@ -35,6 +36,18 @@ class ValidationFilesTest(absltest.TestCase):
     self.assertEqual(tuning['all_train'] + tuning['all_test'], real['all_train'])
     self.assertEqual(sum(tuning['all_test'].values()), sum(real['all_train'].values()) // 5)
     self.assertNotEqual(validation_files.split(1797, 3)[1].tolist(), validation_files.split(1797, 4)[1].tolist())
+
+
+  def test_the_fashion_mnist_validation_split_is_a_fifth_of_its_training_images_and_none_of_its_test_images(self):
+    directory = self.create_tempdir().full_path
+    validation_files.write_fashion_mnist(directory, seed=1)
+    real, split = fashion_mnist_files.load(), fashion_mnist_files.load(directory)
+    rows = lambda images, labels: collections.Counter(zip(labels.tolist(), map(bytes, images.reshape(len(labels), -1))))
+    (train, train_labels), (test, test_labels) = real['train'], real['test']
+    held = rows(*split['train']) + rows(*split['test'])
+    self.assertEqual(held, rows(train, train_labels))
+    self.assertLen(split['test'][1], 12000)
+    self.assertFalse(set(rows(test, test_labels)) & set(held))
 
 
 if __name__ == '__main__':

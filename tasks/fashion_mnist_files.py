@@ -23,9 +23,10 @@ PACKAGE = 'dataset-fashion-mnist'
 DIR_FLAG = '--fashion_mnist_dir'
 IMAGE_SHAPE = (28, 28)
 NUM_CLASSES = 10
-# split -> (images file, labels file, examples).
-FILES = {'train': ('train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz', 60_000),
-         'test': ('t10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz', 10_000)}
+# split -> (images file, labels file). Debian's hold 60,000 and 10,000 examples; a validation split written in the
+# same layout (benchmarks/validation_files.py) holds fewer.
+FILES = {'train': ('train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz'),
+         'test': ('t10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz')}
 _UNSIGNED_BYTE = 0x08
 
 
@@ -38,8 +39,9 @@ def _damaged(path: str, why: str) -> DamagedFileError:
                           f'--reinstall {PACKAGE}` or set {DIR_FLAG} to a directory of good copies.')
 
 
-def read_idx(path: str, shape: tuple[int, ...]) -> np.ndarray:
-  """The uint8 array of gzipped IDX file `path`, which must have `shape`; DamagedFileError otherwise."""
+def read_idx(path: str, shape: tuple[Optional[int], ...]) -> np.ndarray:
+  """The uint8 array of gzipped IDX file `path`, which must have `shape` (None: any size in that dimension);
+  DamagedFileError otherwise."""
   try:
     with gzip.open(path, 'rb') as f:
       data = f.read()
@@ -51,11 +53,11 @@ def read_idx(path: str, shape: tuple[int, ...]) -> np.ndarray:
     raise _damaged(path, f'not an IDX file of unsigned bytes in {len(shape)} dimensions')
   found = tuple(int(size) for size in np.frombuffer(data, '>u4', count=len(shape), offset=4)) if (
       len(data) >= header) else ()
-  if found != shape:
-    raise _damaged(path, f'its header says shape {found}, not {shape}')
-  if len(data) != header + int(np.prod(shape)):
-    raise _damaged(path, f'{len(data) - header} bytes of data, not {int(np.prod(shape))}')
-  return np.frombuffer(data, np.uint8, offset=header).reshape(shape)
+  if len(found) != len(shape) or any(size is not None and size != seen for size, seen in zip(shape, found)):
+    raise _damaged(path, f'its header says shape {found}, not {tuple("n" if size is None else size for size in shape)}')
+  if len(data) != header + int(np.prod(found)):
+    raise _damaged(path, f'{len(data) - header} bytes of data, not {int(np.prod(found))}')
+  return np.frombuffer(data, np.uint8, offset=header).reshape(found)
 
 
 def directory_of(directory: Optional[str]) -> str:
@@ -68,14 +70,15 @@ def load(directory: Optional[str] = None) -> dict[str, tuple[np.ndarray, np.ndar
   Debian's); FileNotFoundError (one line) for a missing file, DamagedFileError for a damaged one."""
   directory = directory_of(directory)
   splits = {}
-  for split, (images_file, labels_file, count) in FILES.items():
+  for split, (images_file, labels_file) in FILES.items():
     paths = [os.path.join(directory, name) for name in (images_file, labels_file)]
     for path in paths:
       if not os.path.isfile(path):
         raise FileNotFoundError(f'Fashion-MNIST file {path} is missing: install Debian\'s {PACKAGE} (`apt-get install '
                                 f'{PACKAGE}`, which `bash tools/bootstrap.sh` runs) or set {DIR_FLAG} to a directory '
                                 'holding its four IDX files.')
-    images, labels = read_idx(paths[0], (count, *IMAGE_SHAPE)), read_idx(paths[1], (count,))
+    images = read_idx(paths[0], (None, *IMAGE_SHAPE))
+    labels = read_idx(paths[1], (len(images),))
     if labels.max() >= NUM_CLASSES:
       raise _damaged(paths[1], f'label {labels.max()} outside 0-{NUM_CLASSES - 1}')
     labels = labels.astype(np.int64)

@@ -21,7 +21,7 @@ def _idx(array: np.ndarray) -> bytes:
 def _copy_with_damage(directory: str, name: str, damage) -> None:
   """Debian's four files linked into `directory`, but file `name` rewritten as `damage(its IDX bytes)` (None: left
   out)."""
-  for file_name in (name for files in fashion_mnist_files.FILES.values() for name in files[:2]):
+  for file_name in (name for files in fashion_mnist_files.FILES.values() for name in files):
     if file_name != name:
       os.symlink(os.path.join(fashion_mnist_files.DEBIAN_DIR, file_name), os.path.join(directory, file_name))
   with gzip.open(os.path.join(fashion_mnist_files.DEBIAN_DIR, name), 'rb') as f:
@@ -60,7 +60,7 @@ class FashionMnistFilesTest(absltest.TestCase):
     self.assertLen(data.client_ids, 200)
     held = np.concatenate([np.stack([example['label'] for example in data.create_tf_dataset_for_client(client)])
                            for client in data.client_ids[:4]])
-    self.assertLen(held, 4 * fashion_mnist.CLIENT_SIZE)
+    self.assertLen(held, 4 * 300)
     self.assertEqual(sum(task.client_sizes[0].values()), len(labels))
     self.assertEqual(task.test_sizes, [len(test_labels)])
     batch = next(iter(data.create_tf_dataset_for_client(data.client_ids[0]).batch(5).map(task.batch_fn)))
