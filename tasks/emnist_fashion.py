@@ -3,8 +3,9 @@ extension).
 
 The pFedEM paper (Chen et al.) extends its EMNIST digits/letters mixture with Fashion-MNIST as a third base
 distribution (its Figure 3b, `mixture_drift` with K = 3). Bases 0 and 1 are exactly the `emnist` task's (TFF's
-EMNIST-62 from `--cache_dir`); base 2 is Fashion-MNIST from tensorflow-datasets (`--tfds_data_dir`), its 60,000
-training images dealt into clients of 100 uniformly at random (seeded by `--seed`), its labels moved to 62-71 so
+EMNIST-62 from `--cache_dir`); base 2 is the real Fashion-MNIST from Debian's `dataset-fashion-mnist`
+(`tasks.fashion_mnist_files`; `--fashion_mnist_dir`), its 60,000 training images dealt into clients of 100 uniformly
+at random (seeded by `--seed`), its labels moved to 62-71 so
 the three bases keep distinct classes (the paper does not say whether they share outputs; distinct labels make a
 client's base visible in its labels, as digits and letters already are). Fashion-MNIST examples take EMNIST's raw
 structure ({'pixels': [28, 28] float32 in [0, 1], 'label': int32}), so clients mixing bases concatenate their
@@ -20,9 +21,9 @@ import tensorflow_federated as tff
 
 from models import emnist_cnn
 from tasks import emnist
+from tasks import fashion_mnist_files
 from tasks import partition
 from tasks import task as task_lib
-from tasks import tfds_files
 from utils import settings as settings_lib
 
 FASHION_LABEL_OFFSET = emnist_cnn.NUM_CLASSES
@@ -38,14 +39,14 @@ Settings = settings_lib.NoSettings
 
 
 def _emnist_elements(images: np.ndarray, labels: np.ndarray) -> collections.OrderedDict:
-  """Fashion-MNIST images [N, 28, 28, 1] uint8 as EMNIST elements, labels moved to 62-71."""
+  """Fashion-MNIST images [N, 28, 28] uint8 as EMNIST elements, labels moved to 62-71."""
   return collections.OrderedDict(label=(labels + FASHION_LABEL_OFFSET).astype(np.int32),
-                                 pixels=images[..., 0].astype(np.float32) / 255.0)
+                                 pixels=images.astype(np.float32) / 255.0)
 
 
-def create_task(cache_dir: Optional[str], tfds_data_dir: Optional[str], seed: int = 0) -> task_lib.Task:
+def create_task(cache_dir: Optional[str], fashion_mnist_dir: Optional[str], seed: int = 0) -> task_lib.Task:
   base = emnist.create_task(cache_dir, seed)
-  splits = tfds_files.load('fashion_mnist', tfds_data_dir, 'emnist_fashion')
+  splits = fashion_mnist_files.load(fashion_mnist_dir)
   (images, labels), (test_images, test_labels) = splits['train'], splits['test']
   clients = {f'fashion_{i:04d}': _emnist_elements(images[idx], labels[idx])
              for i, idx in enumerate(partition.iid_partition(len(labels), CLIENT_SIZE, seed))}
@@ -62,4 +63,4 @@ def create_task(cache_dir: Optional[str], tfds_data_dir: Optional[str], seed: in
 def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
   """The task for `--task=emnist_fashion` (the contract: `tasks.task`)."""
   del settings  # It has none.
-  return create_task(files.cache_dir, files.tfds_data_dir, seed)
+  return create_task(files.cache_dir, files.fashion_mnist_dir, seed)

@@ -6,8 +6,9 @@ and Fashion-MNIST as pFedEM's third distribution (Chen et al.). This task gives 
 analogue of EMNIST's digits and characters (named `day` and `night` like every task's two bases), so every
 scenario runs on it.
 
-Data: `tensorflow-datasets`' prepared `mnist` and `fashion_mnist` in `--tfds_data_dir` (`tasks.tfds_files`); each
-60,000 training and 10,000 test images of 28 x 28 x 1. Neither has a natural federation: each base's training
+Data: `tensorflow-datasets`' prepared `mnist` in `--tfds_data_dir` (`tasks.tfds_files`) and the real Fashion-MNIST
+from Debian's `dataset-fashion-mnist` (`tasks.fashion_mnist_files`; `--fashion_mnist_dir`); each 60,000 training and
+10,000 test images of 28 x 28. Neither has a natural federation: each base's training
 images are dealt into clients of `CLIENT_SIZE` = 100 uniformly at random (an IID split seeded by `--seed`; 600
 clients per base), so the heterogeneity is the scenario's to set (`evolving_domains --dirichlet_alpha`, the
 `dirichlet_mixture` weights, windowed label skew). Labels: MNIST 0-9, Fashion-MNIST 10-19.
@@ -27,6 +28,7 @@ import tensorflow_federated as tff
 from models import emnist_cnn
 from models import representation
 from tasks import emnist
+from tasks import fashion_mnist_files
 from tasks import partition
 from tasks import task as task_lib
 from tasks import tfds_files
@@ -53,11 +55,21 @@ def _elements(images: np.ndarray, labels: np.ndarray, offset: int) -> collection
   return collections.OrderedDict(image=images, label=labels + offset)
 
 
-def create_task(tfds_data_dir: Optional[str], seed: int = 0) -> task_lib.Task:
-  """The task from the prepared datasets in `tfds_data_dir`; `seed` draws the client split."""
+def _splits(name: str, tfds_data_dir: Optional[str], fashion_mnist_dir: Optional[str]) -> dict:
+  """split -> (images [N, 28, 28, 1] uint8, labels [N]) of base `name`."""
+  if name == 'mnist':
+    return tfds_files.load(name, tfds_data_dir, 'mnist')
+  return {split: (images[..., None], labels)
+          for split, (images, labels) in fashion_mnist_files.load(fashion_mnist_dir).items()}
+
+
+def create_task(tfds_data_dir: Optional[str], seed: int = 0, fashion_mnist_dir: Optional[str] = None
+                ) -> task_lib.Task:
+  """The task from MNIST prepared in `tfds_data_dir` and Fashion-MNIST's files in `fashion_mnist_dir` (None:
+  Debian's); `seed` draws the client split."""
   train_data, client_sizes, test_data, test_sizes = [], [], [], []
   for base, name in enumerate(BASES):
-    splits = tfds_files.load(name, tfds_data_dir, 'mnist')
+    splits = _splits(name, tfds_data_dir, fashion_mnist_dir)
     (images, labels), (test_images, test_labels) = splits['train'], splits['test']
     offset = base * CLASSES_PER_BASE
     clients = {f'{name}_{i:04d}': _elements(images[idx], labels[idx], offset)
@@ -76,4 +88,4 @@ def create_task(tfds_data_dir: Optional[str], seed: int = 0) -> task_lib.Task:
 def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
   """The task for `--task=mnist` (the contract: `tasks.task`)."""
   del settings  # It has none.
-  return create_task(files.tfds_data_dir, seed)
+  return create_task(files.tfds_data_dir, seed, files.fashion_mnist_dir)

@@ -34,10 +34,9 @@ class PaperTasksEndToEndTest(parameterized.TestCase):
     cls.cache_dir = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
     cls.expected_populations = fake_tff_files.write_small_cache(cls.cache_dir)
     cls.tfds_data_dir = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
-    for seed, name in enumerate(('mnist', 'fashion_mnist')):
-      fake_tfds_files.write(name, cls.tfds_data_dir, {
-          'train': fake_tfds_files.random_images((28, 28, 1), 250, 10, seed),
-          'test': fake_tfds_files.random_images((28, 28, 1), 30, 10, seed + 10)})
+    fake_tfds_files.write('mnist', cls.tfds_data_dir, {  # Fashion-MNIST is the real one (Debian's files).
+        'train': fake_tfds_files.random_images((28, 28, 1), 250, 10, 0),
+        'test': fake_tfds_files.random_images((28, 28, 1), 30, 10, 10)})
 
   @parameterized.parameters(('emnist', 'vanilla'), ('emnist', 'fedtem'), ('emnist', 'fedtkm'),
                             ('cifar', 'fedtkm'), ('stackoverflow', 'fedtem'), ('emnist', 'scsgd'),
