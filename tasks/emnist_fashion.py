@@ -4,7 +4,7 @@ extension).
 The pFedEM paper (Chen et al.) extends its EMNIST digits/letters mixture with Fashion-MNIST as a third base
 distribution (its Figure 3b, `mixture_drift` with K = 3). Bases 0 and 1 are exactly the `emnist` task's (TFF's
 EMNIST-62 from `--cache_dir`); base 2 is the real Fashion-MNIST from Debian's `dataset-fashion-mnist`
-(`tasks.fashion_mnist_files`; `--fashion_mnist_dir`), its 60,000 training images dealt into clients of 100 uniformly
+(`tasks.fashion_mnist_files`, at Debian's path), its 60,000 training images dealt into clients of 100 uniformly
 at random (seeded by `--seed`), its labels moved to 62-71 so
 the three bases keep distinct classes (the paper does not say whether they share outputs; distinct labels make a
 client's base visible in its labels, as digits and letters already are). Fashion-MNIST examples take EMNIST's raw
@@ -63,4 +63,4 @@ def create_task(cache_dir: Optional[str], fashion_mnist_dir: Optional[str], seed
 def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
   """The task for `--task=emnist_fashion` (the contract: `tasks.task`)."""
   del settings  # It has none.
-  return create_task(files.cache_dir, files.fashion_mnist_dir, seed)
+  return create_task(files.cache_dir, None, seed)

@@ -13,6 +13,8 @@ hyperparameters: EMNIST's (Table 2 of the Diurnal-or-Nocturnal paper); a compari
 """
 
 import collections
+import dataclasses
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -34,7 +36,17 @@ NAME = 'fashion_mnist'
 RAW_INPUT_SPACE = True
 READS_FILES = True
 UNSUPPORTED = {'periodic': task_lib.ONE_BASE, 'mixture_drift': task_lib.ONE_BASE}
-Settings = settings_lib.NoSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """Where the files are (`--fashion_mnist_dir`)."""
+  dir: Optional[str] = settings_lib.setting(
+      None, 'Directory of Fashion-MNIST\'s four IDX files; default Debian\'s /usr/share/datasets/fashion-mnist '
+      '(`apt-get install dataset-fashion-mnist`), see tasks/fashion_mnist_files.py.')
+
+  def validate(self) -> None:
+    pass  # A directory is checked when its files are read, in one line naming the file.
 
 
 def batch_fn(batch: collections.OrderedDict) -> collections.OrderedDict:
@@ -63,5 +75,5 @@ def create_task(fashion_mnist_dir, seed: int = 0) -> task_lib.Task:
 
 def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
   """The task for `--task=fashion_mnist` (the contract: `tasks.task`)."""
-  del settings  # It has none.
-  return create_task(files.fashion_mnist_dir, seed)
+  del files  # Its files are Debian's, or in `settings.dir`.
+  return create_task(settings.dir, seed)

@@ -55,6 +55,8 @@ class FashionMnistFilesTest(absltest.TestCase):
 
   def test_the_task_deals_every_training_image_to_one_client_once(self):
     task = fashion_mnist.create(fashion_mnist.Settings(), task_lib.DataFiles(), seed=3)
+    self.assertEqual(fashion_mnist.create(fashion_mnist.Settings(dir=fashion_mnist_files.DEBIAN_DIR),
+                                          task_lib.DataFiles(), seed=3).client_sizes, task.client_sizes)
     (images, labels), (_, test_labels) = (fashion_mnist_files.load()[split] for split in ('train', 'test'))
     data, = task.train_data
     self.assertLen(data.client_ids, 200)

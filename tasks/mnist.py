@@ -7,7 +7,7 @@ analogue of EMNIST's digits and characters (named `day` and `night` like every t
 scenario runs on it.
 
 Data: `tensorflow-datasets`' prepared `mnist` in `--tfds_data_dir` (`tasks.tfds_files`) and the real Fashion-MNIST
-from Debian's `dataset-fashion-mnist` (`tasks.fashion_mnist_files`; `--fashion_mnist_dir`); each 60,000 training and
+from Debian's `dataset-fashion-mnist` (`tasks.fashion_mnist_files`, at Debian's path); each 60,000 training and
 10,000 test images of 28 x 28. Neither has a natural federation: each base's training
 images are dealt into clients of `CLIENT_SIZE` = 100 uniformly at random (an IID split seeded by `--seed`; 600
 clients per base), so the heterogeneity is the scenario's to set (`evolving_domains --dirichlet_alpha`, the
@@ -88,4 +88,4 @@ def create_task(tfds_data_dir: Optional[str], seed: int = 0, fashion_mnist_dir: 
 def create(settings: Settings, files: task_lib.DataFiles, seed: int) -> task_lib.Task:
   """The task for `--task=mnist` (the contract: `tasks.task`)."""
   del settings  # It has none.
-  return create_task(files.tfds_data_dir, seed, files.fashion_mnist_dir)
+  return create_task(files.tfds_data_dir, seed)

@@ -75,12 +75,10 @@ NOT_DAY_NIGHT = 'its bases are mixture components, not a day and a night mode'
 
 
 class DataFiles(NamedTuple):
-  """Where a task reads its files: TFF's cache layout (`--cache_dir`; None: ~/.tff, `tasks.tff_files`), datasets
-  prepared by tensorflow-datasets (`--tfds_data_dir`, `tasks.tfds_files`) and Fashion-MNIST's IDX files
-  (`--fashion_mnist_dir`; None: Debian's `dataset-fashion-mnist`, `tasks.fashion_mnist_files`)."""
+  """Where a task reads its files: TFF's cache layout (`--cache_dir`; None: ~/.tff, `tasks.tff_files`) and
+  datasets prepared by tensorflow-datasets (`--tfds_data_dir`, `tasks.tfds_files`)."""
   cache_dir: Optional[str] = None
   tfds_data_dir: Optional[str] = None
-  fashion_mnist_dir: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)

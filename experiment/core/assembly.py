@@ -81,9 +81,6 @@ class TaskChoice:
   tfds_data_dir: Optional[str] = setting(
       None, 'Directory of datasets prepared by tensorflow-datasets (task mnist; task cifar reads CIFAR-10 from it when '
       'set), see tasks/tfds_files.py. Recorded with the run: CIFAR-10 read from it is split into other clients.')
-  fashion_mnist_dir: Optional[str] = setting(
-      None, 'Directory of Fashion-MNIST\'s four IDX files (task fashion_mnist); default Debian\'s '
-      '/usr/share/datasets/fashion-mnist (`apt-get install dataset-fashion-mnist`), see tasks/fashion_mnist_files.py.')
   settings: object = None
 
 
@@ -647,8 +644,7 @@ def _build_task_and_scenario(resolved: Resolved):
   config, training = resolved.config, resolved.training
   try:
     task = tasks.create(config.task.task, resolved.task_settings,
-                        task_lib.DataFiles(config.task.cache_dir, config.task.tfds_data_dir,
-                                           config.task.fashion_mnist_dir), training.seed)
+                        task_lib.DataFiles(config.task.cache_dir, config.task.tfds_data_dir), training.seed)
     scenario = scenarios.build(config.scenario.scenario, resolved.scenario_settings, task.population(),
                                resolved.schedule, resolved.shift_free)
     scenario_domains = scenario.domains(task.mode_names, task.num_classes)
@@ -793,7 +789,7 @@ def _build_key(resolved: Resolved, data: RunData, evaluator: evaluation.Evaluato
   """What the method's build reads (`built_methods.key`)."""
   config = resolved.config
   task_identity = (config.task.task, repr(resolved.task_settings), config.task.cache_dir, config.task.tfds_data_dir,
-                   config.task.fashion_mnist_dir, repr(data.task.domain_list))
+                   repr(data.task.domain_list))
   return built_methods.key(config.method.algorithm, task_identity, resolved.training, data.element_spec,
                            resolved.hparams, evaluator, resolved.method_config,
                            algorithms.seeded_build(config.method.algorithm))
