@@ -15,6 +15,10 @@ from experiment.setups import setup
 PAPER = ('"Shift Happens: Mixture of Experts based Continual Adaptation in Federated Learning", Bhope et al., '
          '2025')
 _SECTION_6 = 'Section 6 (Experimental Strategy)'
+# Every ShiftEx setup's server step: FedAvg's, which the paper's experts train by and its baselines are.
+_FEDAVG_STEP = dict(
+    server_optimizer=setup.Value('sgd', setup.paper(f'{_SECTION_6}, Comparative Techniques (FedAvg\'s average)')),
+    server_learning_rate=setup.Value(1.0, setup.paper('FedAvg (McMahan et al., 2017): averaging, server rate 1')))
 
 SETUPS = (
     setup.Setup(
@@ -37,9 +41,7 @@ SETUPS = (
                                                                  'participation')),
             client_epochs=setup.Value(5, setup.suite_choice(
                 'a window holds about 10 examples of a party, one batch; five passes let a round learn')),
-            server_optimizer=setup.Value('sgd', setup.paper('Section 6, Comparative Techniques (FedAvg\'s average)')),
-            server_learning_rate=setup.Value(1.0, setup.paper('FedAvg (McMahan et al., 2017): averaging, server '
-                                                              'rate 1'))),
+            **_FEDAVG_STEP),
         ('shiftex', 'vanilla_single', 'fedprox', 'feddrift')),
     setup.Setup(
         'shiftex_emnist_windowed', PAPER, 'EMNIST\'s layout (real handwriting here), windows of 16 rounds at '
@@ -65,9 +67,7 @@ SETUPS = (
                 'shiftex_emnist_tuning.csv, experiment/grids/shiftex_emnist_tuning.toml)')),
             client_epochs=setup.Value(5, setup.tuned('the same record: 5 epochs at every rate below 0.316 beat 1 '
                                                      'and 2')),
-            server_optimizer=setup.Value('sgd', setup.paper('Section 6, Comparative Techniques (FedAvg\'s average)')),
-            server_learning_rate=setup.Value(1.0, setup.paper('FedAvg (McMahan et al., 2017): averaging, server '
-                                                              'rate 1'))),
+            **_FEDAVG_STEP),
         ('shiftex', 'vanilla_single', 'fedprox', 'feddrift')),
     setup.Setup(
         'shiftex_fashion_mnist', PAPER, 'the paper\'s FashionMNIST benchmark: 200 parties, sliding windows of '
@@ -97,9 +97,6 @@ SETUPS = (
                 'five windows, as Table 2 reports for FashionMNIST (W0 and four shifts)')),
             client_batch_size=setup.Value(32, setup.suite_choice(
                 'the paper states none; eight steps an epoch over a party\'s 240-300 images')),
-            server_optimizer=setup.Value('sgd', setup.paper(f'{_SECTION_6}, Comparative Techniques (FedAvg\'s '
-                                                            'average)')),
-            server_learning_rate=setup.Value(1.0, setup.paper('FedAvg (McMahan et al., 2017): averaging, server '
-                                                              'rate 1'))),
+            **_FEDAVG_STEP),
         ('shiftex', 'vanilla_single', 'fedprox', 'feddrift')),
 )
