@@ -444,23 +444,79 @@ class WindowedScenarioTest(absltest.TestCase):
     base, source_id = client_id.split('/')
     return self.sizes[int(base)][source_id]
 
-  def _held_examples(self, windowed, round_num: int) -> dict[str, tuple[set, ...]]:
-    """Per client of round `round_num`, the identities of the examples each of its parts yields, read from the
-    datasets the task builds (x holds an example's identity)."""
+  def _held_examples(self, windowed, round_num: int, plan=None) -> dict[str, tuple[set, ...]]:
+    """Per client of round `round_num`'s plan (default: its participants'), the identities of the examples each of
+    its parts yields, read from the datasets the task builds (x holds an example's identity, its label is the
+    identity mod 4)."""
     data = [tff.simulation.datasets.TestClientData({client_id: collections.OrderedDict(
         x=(1000 * base + 100 * int(client_id.split('_')[1]) + np.arange(size, dtype=np.float32))[:, np.newaxis],
-        y=np.zeros(size, np.int32)) for client_id, size in self.sizes[base].items()}) for base in (0, 1)]
+        y=np.arange(size, dtype=np.int32) % 4) for client_id, size in self.sizes[base].items()}) for base in (0, 1)]
     task = task_lib.Task(name='t', train_data=data, client_sizes=self.sizes, test_data=[], test_sizes=[],
                          batch_fn=lambda b: b, model_fn=None, num_classes=4, mode_names=('a', 'b'))
     task = task.with_domains(windowed.domains(['a', 'b'], 4))
     spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=100)
     held = {}
-    for position, client in enumerate(windowed.round_plan(round_num).clients):
+    for position, client in enumerate((plan or windowed.round_plan(round_num)).clients):
       held[client.client_id] = tuple(
           {int(x) for raw, _ in task.plan_dataset(scenario.ClientPlan(client.client_id, (part,)), spec,
                                                   (round_num, position)).unbatch().as_numpy_iterator()
            for x in raw['x']} for part in client.parts)
     return held
+
+  def _census_checks(self, windowed) -> list[dict]:
+    """Per census after W0's, per party: whether it moved, its held examples (label-thinned) in the window's new
+    regime and in older ones, and the labels it holds then and held at the census before."""
+    rounds = windowed.census_rounds()
+    plans = [windowed.census_plan(r) for r in rounds]
+    held = [self._held_examples(windowed, r, plan) for r, plan in zip(rounds, plans)]
+    regimes = windowed.domain_regimes()
+    labels = lambda examples: np.array(sorted(examples), dtype=np.int64) % 4  # Identity mod 4 is the label.
+    checks = []
+    for window in range(1, len(rounds)):
+      for index, client in enumerate(plans[window].clients):
+        parts = held[window][client.client_id]
+        new = set().union(*(examples for part, examples in zip(client.parts, parts)
+                            if regimes[part.domain] == window))
+        now = set().union(*parts)
+        checks.append(dict(moved=bool(windowed.assignments[window, index] != windowed.assignments[window - 1, index]),
+                           window=window, new=len(new), old=len(now - new), labels=labels(now),
+                           before=labels(set().union(*held[window - 1][client.client_id]))))
+    return checks
+
+  def test_a_sliding_census_finds_every_mover_in_its_new_regime_and_stable_parties_unchanged(self):
+    # The Fashion-MNIST setup's shape: sliding windows, overlap 4, Dir(1) label weights thinning each new regime.
+    build = lambda total_rounds=50, **settings: _build(
+        windowed_lib.Settings(windowing='sliding', window_overlap=4, num_clients=40, **settings), self.ids,
+        self.sizes, clients_per_round=8, seed=2, num_classes=4, total_rounds=total_rounds, window_rounds=10)
+    windowed = build()
+    self.assertEqual(windowed.census_rounds(), [10, 15, 25, 35, 45])
+    settled = self._census_checks(windowed)
+    movers = [check for check in settled if check['moved']]
+    self.assertLen(movers, 80)  # 20 of the 40 parties at each of the 4 boundaries.
+    for check in movers:  # All of a mover's data are in its new regime.
+      self.assertEqual(check['old'], 0, check)
+    # The parties a majority reading calls stable are those that did not move; their labels at the census and at the
+    # one before are two samples of one distribution: an independent permutation test of the label counts (scipy,
+    # the chi-square statistic) flags them at most at its level alpha = 0.05, within three standard errors.
+    stable = [check for check in settled if check['new'] <= check['old']]
+    self.assertEqual(len(stable), 80)
+    self.assertFalse(any(check['moved'] for check in stable))
+
+    def chi_square(before, now):
+      counts = np.stack([np.bincount(before, minlength=4), np.bincount(now, minlength=4)]).astype(float)
+      expected = counts.sum(1, keepdims=True) * counts.sum(0, keepdims=True) / counts.sum()
+      return np.sum(np.where(expected > 0, (counts - expected)**2 / np.maximum(expected, 1e-12), 0.0))
+
+    rng = np.random.default_rng(0)
+    alarms = [stats.permutation_test((check['before'], check['labels']), chi_square, permutation_type='independent',
+                                     n_resamples=199, vectorized=False, alternative='greater',
+                                     random_state=rng).pvalue <= 0.05 for check in stable]
+    self.assertLessEqual(np.mean(alarms), 0.05 + 3 * np.sqrt(0.05 * 0.95 / len(stable)))
+    # The midpoint reading (round start + 2) checks most movers while their new regime is a minority of their data
+    # (W1's census: 20 movers).
+    early = [check for check in self._census_checks(build(20, census_round='midpoint')) if check['moved']]
+    self.assertLen(early, 20)
+    self.assertLess(np.mean([check['new'] > check['old'] for check in early]), 0.5)
 
   def test_consecutive_windows_hold_disjoint_chunks_and_one_chunk_replays(self):
     windowed = self._build(label_skew_alpha=0.0)  # Every example kept: the chunks are whole.

@@ -16,6 +16,11 @@ LENGTH_DEPENDENCE = 'its windows\' regimes are drawn for ceil(--total_rounds / -
 HEADLINE_METRIC = 'test_mixture_accuracy'
 WINDOWINGS = ('tumbling', 'sliding')
 CENSUS_SCOPES = ('population', 'cohort')
+# Sliding windows: the round of each later window's census. settled: round start + overlap, the first in which a
+# mover holds only its new regime; midpoint: round start + floor((overlap + 1) / 2), the first in which the new
+# regime's planned share exceeds half, before label thinning (a new regime's Dirichlet label weights keep
+# mean(w) / max(w) of its examples, so there it is most movers' minority).
+CENSUS_ROUNDS = ('settled', 'midpoint')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +47,10 @@ class Settings:
   census_scope: str = settings.setting(
       'population', 'Who reports in a census round (ShiftEx): every party (population) or those that train in that '
       'window (cohort).')
+  census_round: str = settings.setting(
+      'settled', 'Sliding windows: the census of each later window at its round start + overlap, where every mover '
+      'holds only its new regime (settled), or at start + floor((overlap + 1) / 2), where the new regime\'s share '
+      'first exceeds half before label thinning (midpoint).')
   num_clients: Optional[int] = settings.setting(
       None, 'The population, drawn from every base\'s clients (None: all of them).')
 
@@ -59,6 +68,8 @@ class Settings:
                        f'{",".join(self.corruptions)}.')
     if self.census_scope not in CENSUS_SCOPES:
       raise ValueError(f'--census_scope must be one of {", ".join(CENSUS_SCOPES)}; got {self.census_scope!r}.')
+    if self.census_round not in CENSUS_ROUNDS:
+      raise ValueError(f'--census_round must be one of {", ".join(CENSUS_ROUNDS)}; got {self.census_round!r}.')
     if self.window_chunks < 1 or not 0 <= self.window_severity <= 5 or not 1 <= self.min_window_severity <= 5:
       raise ValueError(f'--window_chunks must be >= 1, --window_severity in 0-5 and --min_window_severity in 1-5; '
                        f'got {self.window_chunks}, {self.window_severity}, {self.min_window_severity}.')
@@ -205,9 +216,11 @@ class WindowedScenario(scenario.Scenario):
 
   def census_rounds(self) -> list[int]:
     """The census rounds: W0's last round (every party's reference window) and, in each later window, its first
-    round (tumbling) or the first round in which a mover's new regime holds more than half of its data (sliding:
-    round start + floor((overlap + 1) / 2))."""
-    offset = (self._config.window_overlap + 1) // 2 if self._config.windowing == 'sliding' else 0
+    round (tumbling) or its round `census_round` (sliding, `CENSUS_ROUNDS`)."""
+    offset = 0
+    if self._config.windowing == 'sliding':
+      overlap = self._config.window_overlap
+      offset = overlap if self._config.census_round == 'settled' else (overlap + 1) // 2
     return [self._window_rounds] + [start + offset for start in self.window_starts()[1:]]
 
   def census_plan(self, round_num: int) -> Optional[scenario.RoundPlan]:

@@ -39,7 +39,8 @@ How the suite realizes it (documented choices; the paper gives no values):
   merged expert follows it.
 - Protocol (Algorithm 2: every party reports at each window boundary): the scenario says which rounds are census
   rounds (`periodic_shift.scenario.Scenario.census_plan`: W0's last round, and in every later window its first
-  round, or with sliding windows the first in which a mover's new regime holds more than half of its data). In a
+  round, or with sliding windows its round `--census_round`, by default the first in which every mover holds only
+  its new regime). In a
   census round every party of the population runs the client round on the data it holds then; the round's
   participants train as in any round, the others only report (`client_state.TRAINS`). Each party compares a sample
   of `--shiftex_samples` inputs and its label counts with those it kept from its last round in an earlier window,
