@@ -259,9 +259,10 @@ class ShiftExRunTest(absltest.TestCase):
       self.assertGreater(json.load(f)['final_metrics']['test_mixture_accuracy'], 0.5)
 
   def test_sliding_windows_check_every_party_at_every_census(self):
-    # Sliding windows hold W1's census in round 11 (start 9 + (overlap 4 + 1) // 2): the parties that trained in
-    # rounds 9-10 compare with their W0 data too, not with their data of those rounds. Three local epochs: the
-    # tests see each example once, so the parties that stayed raise false alarms at about the level.
+    # Sliding windows hold W1's census in round 13 (start 9 + overlap 4, where every mover holds only its new
+    # regime): the parties that trained in rounds 9-12 compare with their W0 data too, not with their data of those
+    # rounds. Three local epochs: the tests see each example once, so the parties that stayed raise false alarms at
+    # about the level.
     root = self.create_tempdir().full_path
     status, stderr = in_process_run.run([
         '--task=synthetic', '--algorithm=shiftex', '--scenario=windowed', '--windowing=sliding', '--window_overlap=4',
@@ -271,9 +272,9 @@ class ShiftExRunTest(absltest.TestCase):
     self.assertEqual(status, 0, stderr[-3000:])
     rows = [{k: float(v) for k, v in row.items() if v} for row in in_process_run.metrics_rows(os.path.join(root, 's'))]
     censuses = [row for row in rows if row.get('census_reporters', 0.0) > 0]
-    self.assertEqual([int(row['round']) for row in censuses], [11])
-    trained_before = {int(row['round']) for row in rows if row['round'] in (9.0, 10.0)}
-    self.assertEqual(trained_before, {9, 10})  # 80 participations before the census, in W1.
+    self.assertEqual([int(row['round']) for row in censuses], [13])
+    trained_before = {int(row['round']) for row in rows if 9.0 <= row['round'] <= 12.0}
+    self.assertEqual(trained_before, {9, 10, 11, 12})  # 160 participations before the census, in W1.
     self.assertEqual(censuses[0]['census_checked'], 200.0)
     self.assertEqual(censuses[0]['census_reporters'], 200.0)
     self.assertEqual(censuses[0]['true_shifts'] + censuses[0]['stable_checks'], 200.0)
@@ -281,7 +282,7 @@ class ShiftExRunTest(absltest.TestCase):
     self.assertLess(censuses[0]['false_alarms'] / censuses[0]['stable_checks'], 0.2)
     with open(os.path.join(root, 's', 'summary.json')) as f:
       detection = json.load(f)['detection']
-    self.assertEqual(detection['census_checked'], [{'round': 11, 'scope': 200.0, 'checked': 200.0}])
+    self.assertEqual(detection['census_checked'], [{'round': 13, 'scope': 200.0, 'checked': 200.0}])
     self.assertEqual(detection['unchecked'], 0.0)
 
 
