@@ -154,7 +154,7 @@ class GridTest(absltest.TestCase):
     # shiftex: 4 methods x 2 windowings x 10 seeds; fedgmm: 6 methods x 5 seeds; fedgmm_toy: 5 methods x 5 seeds;
     # server_step: 10 methods x 2 server steps x 3 seeds; shiftex_emnist_footing: (FedAvg with and without the
     # setup + ShiftEx under it) x 3 seeds; shiftex_emnist_tuning: 4 rates x 3 epochs x 2 seeds;
-    # shiftex_fashion_mnist_tuning: 3 rates x 3 epochs x 2 seeds.
+    # shiftex_fashion_mnist_tuning: 4 rates x 4 epochs x 2 seeds.
     self.assertEqual(counts, {'every_method.toml': 6 * 21 * 3 - (4 + 5) * 3, 'pfedem.toml': 5 * 2 * 5,
                               'pfedem_pretrained.toml': 2 * 2 * 6, 'pfedem_separation.toml': 4 * 2 * 5,
                               'pfedem_frozen_encoder.toml': (2 * 2 + 1) * 2 * 3, 'pfedem_gaussian.toml': (2 + 2) * 3,
@@ -165,7 +165,7 @@ class GridTest(absltest.TestCase):
                               'diurnal_synthetic.toml': (7 * 3 + 1) * 5 + 3 * 5,
                               'diurnal_digits.toml': (6 + 1) * 10, 'fedtkm_orientation.toml': 2 * (3 * 3 + 10 + 10),
                               'shiftex.toml': 4 * 2 * 10, 'shiftex_emnist_footing.toml': (2 + 1) * 3,
-                              'shiftex_emnist_tuning.toml': 4 * 3 * 2, 'shiftex_fashion_mnist_tuning.toml': 3 * 3 * 2,
+                              'shiftex_emnist_tuning.toml': 4 * 3 * 2, 'shiftex_fashion_mnist_tuning.toml': 4 * 4 * 2,
                               'shiftex_severity.toml': 2 * 5 * 3, 'fedgmm.toml': 6 * 5, 'fedgmm_toy.toml': 5 * 5,
                               'privacy.toml': 3 * (1 + 3 + 1) * 3})  # Mean, DP at 3 noises, secure.
 
