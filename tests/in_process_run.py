@@ -60,9 +60,11 @@ def run_with_stdout(args) -> tuple[int, str, str]:
 
 def smoke_args(scenario: str, seed: int = 0) -> list[str]:
   """The flags of a two-round run of `scenario` on the synthetic task with its `SMOKE_RUN` flags
-  (`periodic_shift.scenario.SmokeRun`)."""
+  (`periodic_shift.scenario.SmokeRun`), every method with two branches (a smoke run checks the plumbing, the same at
+  any pool size; a method's own larger default pool would only cost time)."""
   settings = scenarios.module(scenario).SMOKE_RUN.flags
   return ['--task=synthetic', f'--scenario={scenario}', '--clients_per_round=3', '--total_rounds=2', '--period=2',
+          '--num_branches=2',
           '--rounds_per_eval=2', '--rounds_per_checkpoint=2', '--eval_batch_size=500', f'--seed={seed}',
           *[f'--{name}={value}' for name, value in settings.items()]]
 

@@ -8,6 +8,7 @@ import os
 
 from absl.testing import absltest
 import numpy as np
+import scipy.stats
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -229,6 +230,97 @@ class MergeExpertsTest(tf.test.TestCase):
       state, merges = self._merge(round_num, scale)
       self.assertEqual(float(merges), 0.0)
       self.assertAllEqual(state.mixing, np.eye(4))
+
+
+class ReadingsTest(tf.test.TestCase):
+  """The readings the ablation compares: W0's fixed thresholds, a clone of the nearest expert, the oracle."""
+
+  def test_w0_thresholds_are_the_null_quantiles_over_the_census_parties(self):
+    config = shiftex.Config(num_branches=4, census_capacity=12, window_rounds=5, alpha=0.25,
+                            detection='w0_threshold', oracle_assignment=True)
+    rng = np.random.default_rng(5)
+    parties = 10
+    null_mmd, null_jsd = rng.uniform(size=parties).astype(np.float32), rng.uniform(size=parties).astype(np.float32)
+    sizes = np.full(parties, 50.0, np.float32)
+    sizes[0] = 3.0  # Too few examples for a null: left out.
+    valid = np.ones(parties, bool)
+    valid[1] = False
+    domains = np.array([2, 2, 2, 1, 2, 0, 2, 1, 2, 0], np.int32)
+    reports = dict(valid=valid, census=np.ones(parties, bool), shifted=np.zeros(parties, bool),
+                   profile=rng.normal(size=(parties, 2)).astype(np.float32),
+                   histogram=np.full((parties, 4), 0.25, np.float32), size=sizes, null_mmd=null_mmd,
+                   null_jsd=null_jsd, domain=domains)
+    sums = dict(slot_examples=np.zeros(4, np.float32), routing=np.zeros((3, 4), np.float32),
+                label_counts=np.zeros((4, 4), np.float32))
+    state = shiftex.server_update(_state(config, round_num=np.int32(5)), tf.nest.map_structure(tf.constant, reports),
+                                  tf.nest.map_structure(tf.constant, sums), config)
+    used = valid & (sizes >= 4)
+    # 8 parties: the ceil(0.75 * 8) = 6th smallest of each statistic, numpy's inverse of the empirical cdf.
+    self.assertAllClose(state.thresholds, [np.quantile(null_mmd[used], 0.75, method='inverted_cdf'),
+                                           np.quantile(null_jsd[used], 0.75, method='inverted_cdf')])
+    self.assertEqual(int(state.expert_domain[0]), 2)  # Expert 1 serves the domain most census parties hold.
+    later = shiftex.server_update(state._replace(round_num=tf.constant(6, tf.int32)),
+                                  tf.nest.map_structure(tf.constant, dict(reports, null_mmd=null_mmd * 0 + 9.0)),
+                                  tf.nest.map_structure(tf.constant, sums), config)
+    self.assertAllClose(later.thresholds, state.thresholds)  # Fixed after W0's census.
+
+  def test_a_party_s_null_statistics_are_those_of_two_samples_without_shift(self):
+    # A party's 200 embeddings ~ N(0, I_3) and labels ~ p over 4 classes: its null MMD^2 has the distribution of
+    # MMD^2 between two fresh samples of 32 of N(0, I_3) (Kolmogorov-Smirnov), and its null JSD the mean of the JSD
+    # between two multinomial draws of 200 labels from its label shares (numpy).
+    config = shiftex.Config(samples=32)
+    rng = np.random.default_rng(11)
+    p = np.array([0.4, 0.3, 0.2, 0.1])
+    nulls, fresh, jsds = [], [], []
+    null_fn = tf.function(lambda x, y, seed: shiftex.null_statistics(x, y, 4, seed, config))
+    mmd_fn = tf.function(lambda x, y: shiftex.window_mmd(x, tf.ones([32]), y, tf.ones([32]), False))
+    for trial in range(300):
+      x = rng.normal(size=(200, 3)).astype(np.float32)
+      y = rng.choice(4, size=200, p=p).astype(np.int32)
+      null_mmd, null_jsd = null_fn(x, y, tf.constant([trial, 1]))
+      nulls.append(float(null_mmd))
+      jsds.append(float(null_jsd))
+      fresh.append(float(mmd_fn(rng.normal(size=(32, 3)).astype(np.float32),
+                                rng.normal(size=(32, 3)).astype(np.float32))))
+    self.assertGreater(scipy.stats.ks_2samp(nulls, fresh).pvalue, 0.01)
+    reference = []
+    for _ in range(2000):
+      q = np.bincount(rng.choice(4, size=200, p=p), minlength=4) / 200.0
+      r = np.bincount(rng.choice(4, size=200, p=p), minlength=4) / 200.0
+      m = (q + r) / 2
+      kl = lambda a, b: np.sum(np.where(a > 0, a * np.log(np.where(a > 0, a, 1) / b), 0.0))
+      reference.append(0.5 * kl(q, m) + 0.5 * kl(r, m))
+    # The resamples draw from the party's empirical shares, not p: within 5 standard errors of the reference mean.
+    self.assertLess(abs(np.mean(jsds) - np.mean(reference)), 5 * np.std(reference) / np.sqrt(len(jsds)))
+
+  def test_a_new_expert_copies_the_nearest_expert_with_clone_source_nearest(self):
+    profiles = np.array([[10, 0], [10.1, 0], [9.9, 0], [10, 0.1]], np.float32)
+    for source, row in (('bootstrap', [0, 0, 0, 1]), ('nearest', [1, 0, 0, 0])):
+      config = shiftex.Config(num_branches=4, census_capacity=4, epsilon=0.5, clone_source=source)
+      result = shiftex.assign_clusters(
+          _state(config, pending_profiles=profiles, pending_count=np.int32(4), profile_gamma=np.float32(0.1)), config)
+      self.assertEqual(float(result['spawned']), 1.0)
+      self.assertAllEqual(result['mixing'][1], row)
+
+  def test_the_oracle_clusters_by_true_domain_and_reuses_each_domain_s_expert(self):
+    # Six parties whose profiles all sit on expert 1's memory (k-means and the MMD would reuse it), of true domains
+    # 1 and 2: the oracle spawns one expert per domain; a later census of those domains reuses them.
+    config = shiftex.Config(num_branches=4, census_capacity=8, min_cluster_size=2, oracle_assignment=True)
+    profiles = np.zeros((8, 2), np.float32)
+    domains = np.array([1, 2, 1, 2, 1, 2, -1, -1], np.int32)
+    state = _state(config, pending_profiles=profiles, pending_count=np.int32(6), profile_gamma=np.float32(0.1),
+                   pending_domains=domains, expert_domain=np.array([0, -1, -1, -1], np.int32))
+    result = shiftex.assign_clusters(state, config)
+    self.assertEqual((float(result['spawned']), float(result['reused'])), (2.0, 0.0))
+    self.assertAllEqual(result['expert_domain'], [0, 1, 2, -1])
+    self.assertAllEqual(result['centroid_id'][:2], [1, 2])  # Domain 1's cluster first, on the first new expert.
+    again = state._replace(**{key: result[key] for key in ('active', 'memory', 'memory_profiles', 'memory_sizes',
+                                                          'id_slot', 'slot_id', 'next_id', 'expert_domain')},
+                           pending_domains=tf.constant([2, 2, 0, 0, -1, -1, -1, -1], tf.int32),
+                           pending_count=tf.constant(4, tf.int32))
+    second = shiftex.assign_clusters(again, config)
+    self.assertEqual((float(second['spawned']), float(second['reused'])), (0.0, 2.0))
+    self.assertAllEqual(second['centroid_id'][:2], [0, 2])  # Domains 0 and 2 in order: experts 1 and id 2.
 
 
 class ShiftExRunTest(absltest.TestCase):

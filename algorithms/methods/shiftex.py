@@ -59,6 +59,10 @@ How the suite realizes it (documented choices; the paper gives no values):
   words), so profiles of parties on different experts live in different spaces. In W0 both use expert 1.
 - Calibration: the permutation tests above (algorithms/methods/shiftex_calibration_test.py: false alarms within
   [alpha / 2, 2 alpha] per statistic on stationary streams, and the power on known shifts).
+  `--shiftex_detection=w0_threshold` takes the paper's fixed thresholds instead: at W0's census every party also
+  reports its two statistics with no shift (`null_statistics`: MMD^2 between samples of the two halves of its data,
+  JSD between two resamples of its labels), and delta_cov, delta_label are their (1 - alpha) quantiles over the
+  census's parties (`upper_quantile`); a later census flags a party whose MMD^2 or JSD exceeds them.
 - MMD: the V-statistic (`--shiftex_unbiased_mmd` for the U-statistic) between the current window's sample and the
   reference's (`--shiftex_samples` each), gamma_k by the median heuristic of the pooled samples; JSD between the
   two windows' label histograms (all their labels).
@@ -76,7 +80,15 @@ How the suite realizes it (documented choices; the paper gives no values):
   counted apart (`reused_forced`). `--shiftex_epsilon` > 0 replaces the test by a fixed radius on the point-mass
   MMD (the paper's form; a fixed radius has no scale of its own, so a value that suits one embedding forces every
   reuse on another).
-- k = 1 unless some k >= 2 has a Davies-Bouldin index below `--shiftex_split_index` (`algorithms.core.kmeans`).
+- k = 1 unless some k >= 2 has a Davies-Bouldin index below `--shiftex_split_index` (`algorithms.core.kmeans`); a
+  split index above every index the data give (1e9) always takes the k >= 2 of the lowest index (Algorithm 2 line 12).
+- A new expert is Clone(theta_0) (Algorithm 2 line 22); `--shiftex_clone_source=nearest` copies the expert whose
+  memory is nearest its cluster's centroid instead (the expert its parties most likely left).
+- `--shiftex_oracle_assignment` (an oracle, marked in reports) replaces detection and clustering by the truth: a
+  party has shifted when its true domain changed, the shifted parties of one domain form one cluster
+  (`domain_clusters`), and a cluster joins the expert spawned for its domain (expert 1: W0's), else spawns one; what
+  is left to the method is training, merging and evaluation. Its parties also send their true domain, which no
+  deployment could (not in SENDS).
 - Consolidation is checked in the last round of each window after W0, greedily over disjoint pairs.
 - FLIPS' label clusters come from W0's census (every party's label histogram); before them the balance is 1.
 - FLIPS' label-balanced cohorts become aggregation weights (`flips_balance`): the scenario chooses the parties.
@@ -130,8 +142,9 @@ KEPT_FIELDS = ('window', 'inputs', 'weights', 'counts', 'domain')  # ... and wha
 # Its expert slots start from one draw of the run's seed (`identical_networks_fn`).
 SEEDED_BUILD = True
 SENDS = method.Sends(
-    method_sums=('slot_examples', 'label_counts', 'valid', 'census', 'shifted', 'profile', 'histogram', 'size'),
-    per_client=('valid', 'census', 'shifted', 'profile', 'histogram', 'size'),
+    method_sums=('slot_examples', 'label_counts', 'valid', 'census', 'shifted', 'profile', 'histogram', 'size',
+                 'null_mmd', 'null_jsd'),
+    per_client=('valid', 'census', 'shifted', 'profile', 'histogram', 'size', 'null_mmd', 'null_jsd'),
     simulation_only=('routing', 'census_reporters', 'census_checked', 'true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms', 'detected_covariate',
                      'detected_label', 'false_alarms_covariate', 'false_alarms_label', 'moved_by_domain',
                      'found_by_domain'),
@@ -139,15 +152,19 @@ SENDS = method.Sends(
         f'{kept}_{field}' for kept in KEPT_WINDOWS for field in KEPT_FIELDS),
     own_aggregation=True)
 DEFAULTS = method.Defaults(
-    method.PARAMETER_AVERAGING,
+    dict(method.PARAMETER_AVERAGING, num_branches=7),
     source=('Bhope et al., "Shift Happens: Mixture of Experts based Continual Adaptation in Federated Learning", '
             '2025, Section 3 ("set up to train a new expert model using a FL process among its members": FedAvg, '
-            'McMahan et al., 2017, which averages parameters; the server optimizer is not named)'),
+            'McMahan et al., 2017, which averages parameters; the server optimizer is not named) and Section 7, '
+            'ShiftEx Overheads ("a group of a maximum of 6 experts": 6 expert slots and the frozen bootstrap '
+            'expert\'s)'),
     scenario='windowed')
 DETECTION_COUNTS = ('census_reporters', 'census_checked', 'true_shifts', 'detected_shifts', 'stable_checks', 'false_alarms', 'detected_covariate',
                     'detected_label', 'false_alarms_covariate', 'false_alarms_label')
 MEMORY_PROFILES = 128  # Profiles an expert's latent memory keeps (`mixed_sample`), the reference of its reuse test.
 ENCODERS = ('bootstrap', 'assigned')
+DETECTIONS = ('permutation', 'w0_threshold')
+CLONE_SOURCES = ('bootstrap', 'nearest')
 ASSIGNMENT_DECAY = 0.9  # Per round, of the domain x expert counts of the `assigned` evaluation.
 MAX_EXPERT_IDS = 256
 EXACT_PARTIES = 5  # Assignments of at most this many shifted parties are also solved exactly (Eq. 2).
@@ -179,12 +196,24 @@ class Config:
                                            'imbalance (reported objective only).')
   flips: bool = method.setting(True, 'ShiftEx: FLIPS label balance: a party\'s update weight is divided by its '
                                'label cluster\'s share of its expert\'s recent parties.')
+  detection: str = method.setting('permutation', 'ShiftEx: a party has shifted when the permutation test of either '
+                                  'statistic rejects at level alpha (permutation) or when either statistic exceeds '
+                                  'the (1 - alpha) quantile of its null over W0\'s census parties (w0_threshold, '
+                                  'fixed delta_cov and delta_label).')
+  clone_source: str = method.setting('bootstrap', 'ShiftEx: a new expert is a copy of the frozen bootstrap expert '
+                                     'theta_0 (bootstrap) or of the expert whose memory is nearest its cluster '
+                                     '(nearest).')
+  oracle_assignment: bool = method.setting(False, 'ShiftEx oracle: a party has shifted when its true domain '
+                                           'changed, and the shifted parties of one true domain form one cluster, '
+                                           'which joins the expert spawned for that domain (reads the true domain; '
+                                           'marked in reports).')
   window_rounds: int = 32
   num_branches: int = 4
   clients_per_round: int = 10
 
   def validate(self) -> None:
-    method.check_settings(self, NAME, choices={'encoder': ENCODERS},
+    method.check_settings(self, NAME, choices={'encoder': ENCODERS, 'detection': DETECTIONS,
+                                               'clone_source': CLONE_SOURCES},
                           at_least_one=('census_capacity', 'max_clusters', 'min_cluster_size'),
                           positive=('memory_rate', 'split_index'))
     if self.epsilon < 0:
@@ -226,6 +255,11 @@ SETTING_SOURCES = {
     'new_expert_cost': "suite choice: Eq. 2's lambda has no value (reported objective only)",
     'imbalance_weight': "suite choice: Eq. 2's mu has no value (reported objective only)",
     'flips': "paper: Section 3, FLIPS' label-balanced participant selection",
+    'detection': ("suite choice: the paper's thresholds come from null distributions of the bootstrap phase "
+                  "(Section 5) without a procedure; a party's own permutation test has the level alpha at its own "
+                  'sample sizes'),
+    'clone_source': 'paper: Algorithm 2 line 22, Clone(theta_0)',
+    'oracle_assignment': 'suite choice: an oracle ceiling of assignment, off by default (no decision reads a true domain)',
 }
 
 
@@ -277,6 +311,9 @@ class ServerState(NamedTuple):
   reused_forced: np.int32  # Of those, the ones a full pool forced (the cluster was far from every memory).
   match_mmd: np.float32  # The mean MMD of this round's clusters to the expert they joined.
   match_p_value: np.float32  # The mean p-value of their reuse tests (`reuse_test`; 0 with a fixed epsilon).
+  thresholds: np.ndarray  # [2] float32: delta_cov, delta_label of `--shiftex_detection=w0_threshold` (W0's census).
+  expert_domain: np.ndarray  # [K] int32: the true domain each slot serves (`--shiftex_oracle_assignment`), -1 none.
+  pending_domains: np.ndarray  # [P] int32: the collected parties' true domains (the oracle only).
 
 
 def initial_server_state(feature_dim: int, num_modes: int, num_classes: int, config: Config) -> ServerState:
@@ -298,11 +335,13 @@ def initial_server_state(feature_dim: int, num_modes: int, num_classes: int, con
       centroid_id=np.full([config.max_clusters], -1, np.int32), num_centroids=np.int32(0),
       assigned_window=np.int32(-1), mixing=np.eye(k, dtype=np.float32),
       spawned=np.int32(0), reused=np.int32(0), reused_forced=np.int32(0), match_mmd=np.float32(0),
-      match_p_value=np.float32(0))
+      match_p_value=np.float32(0), thresholds=np.zeros([2], np.float32), expert_domain=np.full([k], -1, np.int32),
+      pending_domains=np.full([config.census_capacity], -1, np.int32))
 
 
 class RoundView(NamedTuple):
-  """What the parties receive: the round, the last assignment and FLIPS' label clusters."""
+  """What the parties receive: the round, the last assignment, FLIPS' label clusters and the detection's
+  thresholds."""
   round_num: tf.Tensor
   centroids: tf.Tensor
   centroid_id: tf.Tensor
@@ -312,6 +351,7 @@ class RoundView(NamedTuple):
   label_centroids: tf.Tensor
   num_label_clusters: tf.Tensor
   label_counts: tf.Tensor
+  thresholds: tf.Tensor
 
 
 def point_mmd(a: tf.Tensor, b: tf.Tensor, gamma_k) -> tf.Tensor:
@@ -346,6 +386,47 @@ def distinct_examples(examples: dict) -> dict:
   unique, index = tf.unique(keys)
   first = tf.math.unsorted_segment_min(tf.range(tf.shape(keys)[0]), index, tf.shape(unique)[0])
   return {key: tf.gather(value, first) for key, value in examples.items()}
+
+
+def window_mmd(x: tf.Tensor, x_weights: tf.Tensor, y: tf.Tensor, y_weights: tf.Tensor, unbiased: bool) -> tf.Tensor:
+  """MMD^2 (Eq. 1) of two windows' samples as the permutation test computes it (`drift_statistics.
+  mmd_permutation_test`): gamma_k by the median heuristic of the pooled rows, rows of weight 0 padding."""
+  gamma_k = drift_statistics.median_heuristic_gamma(tf.concat([x, y], 0),
+                                                    tf.cast(tf.concat([x_weights, y_weights], 0) > 0, tf.float32))
+  return drift_statistics.mmd_squared(x, y, gamma_k, tf.cast(x_weights > 0, x.dtype), tf.cast(y_weights > 0, y.dtype),
+                                      unbiased)
+
+
+def normalized(counts: tf.Tensor) -> tf.Tensor:
+  return tf.math.divide_no_nan(counts, tf.reduce_sum(counts, -1, keepdims=True))
+
+
+def null_statistics(embeddings: tf.Tensor, labels: tf.Tensor, num_classes: int, seed: tf.Tensor,
+                    config: Config) -> tuple[tf.Tensor, tf.Tensor]:
+  """A party's two statistics with no shift, from one window's data (the paper's thresholds come "from the null
+  distributions of MMD and JSD scores" of the bootstrap phase, "bootstrapped client feature representations assuming
+  no shift", Section 5): MMD^2 (`window_mmd`) between samples of up to `--shiftex_samples` embeddings of the two
+  halves of its examples at random, and the JSD between two resamples of its labels (with replacement, each its
+  number of examples). With fewer than 2 `--shiftex_samples` examples the halves' samples are smaller than a
+  test's, so the null is wider than the test's and a threshold from it errs towards fewer alarms."""
+  n = tf.shape(embeddings)[0]
+  shuffled = tf.gather(embeddings, tf.argsort(tf.random.stateless_uniform([n], seed)))
+  first, first_weights = sample_rows(shuffled[:n // 2], config.samples, seed + 1)
+  second, second_weights = sample_rows(shuffled[n // 2:], config.samples, seed + 1)
+  histogram = tf.math.log(normalized(drift_statistics.label_counts(labels, num_classes)))[tf.newaxis]
+  resample = lambda offset: drift_statistics.label_counts(
+      tf.random.stateless_categorical(histogram, n, seed + offset)[0], num_classes)
+  return (window_mmd(first, first_weights, second, second_weights, config.unbiased_mmd),
+          drift_statistics.jensen_shannon(normalized(resample(2)), normalized(resample(3))))
+
+
+def upper_quantile(values: tf.Tensor, mask: tf.Tensor, alpha: float) -> tf.Tensor:
+  """The (1 - alpha) quantile of `values` [P] where `mask` (the inverse of their empirical distribution function, the
+  ceil((1 - alpha) n)-th smallest); 0 with none."""
+  n = tf.reduce_sum(tf.cast(mask, tf.int32))
+  ordered = tf.sort(tf.where(mask, values, np.inf))
+  rank = tf.cast(tf.math.ceil((1.0 - alpha) * tf.cast(n, tf.float32)), tf.int32) - 1
+  return tf.where(n > 0, tf.gather(ordered, tf.clip_by_value(rank, 0, tf.size(values) - 1)), 0.0)
 
 
 def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.BatchFn, config: Config,
@@ -398,6 +479,11 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
     def tests():
       embedded = tf.gather(model(tf.cast(reference['inputs'], model.inputs[0].dtype), training=False)[
           multi_branch.FEATURES], encoder, axis=1)
+      if config.detection == 'w0_threshold':  # Fixed thresholds delta_cov, delta_label from W0's census.
+        return (window_mmd(sample, sample_weights, embedded, reference['weights'], config.unbiased_mmd)
+                > state.thresholds[0],
+                drift_statistics.jensen_shannon(normalized(counts), normalized(reference['counts']))
+                > state.thresholds[1])
       _, p_covariate = drift_statistics.mmd_permutation_test(sample, sample_weights, embedded, reference['weights'],
                                                              seed + 2, config.permutations, config.unbiased_mmd)
       _, p_label = drift_statistics.jsd_permutation_test(counts, reference['counts'], seed + 4, config.permutations)
@@ -405,9 +491,13 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
 
     covariate, label = tf.cond(check, tests, lambda: (tf.constant(False), tf.constant(False)))
     covariate, label = check & covariate, check & label
-    shifted = covariate | label
-    domain = routing.client_mode(examples)  # Simulation only: scores the detector, never decides.
+    domain = routing.client_mode(examples)  # Simulation only: scores the detector; decides only as the oracle.
     truly = tf.not_equal(domain, reference['domain'])
+    shifted = check & truly if config.oracle_assignment else covariate | label
+    null_mmd, null_jsd = tf.cond(
+        census & tf.equal(window, 0) & tf.constant(config.detection == 'w0_threshold'),
+        lambda: null_statistics(embeddings, examples['y'], num_classes, seed + 6, config),
+        lambda: (tf.constant(0.0), tf.constant(0.0)))
     detection = collections.OrderedDict(
         (key, tf.cast(value, tf.float32)) for key, value in (
             ('census_reporters', census & (window >= 1)), ('census_checked', check), ('true_shifts', check & truly), ('detected_shifts', shifted & truly),
@@ -435,7 +525,9 @@ def build_client_round(model: tf.keras.Model, optimizer, batch_fn: task_lib.Batc
     sums.update(client_training.exclude_unless(output.finite, detection))
     report = collections.OrderedDict(
         valid=output.finite, census=census, shifted=shifted, profile=profile, histogram=histogram,
-        size=tf.cast(tf.shape(examples['y'])[0], tf.float32))
+        size=tf.cast(tf.shape(examples['y'])[0], tf.float32), null_mmd=null_mmd, null_jsd=null_jsd)
+    if config.oracle_assignment:  # The oracle's true domain, which no deployment could send (not in SENDS).
+      report['domain'] = domain
     new_state = collections.OrderedDict(
         position=stored[client_state.POSITION], expert_id=expert_id, pending=pending, local_window=local_window,
         checked_window=tf.where(check, window, stored['checked_window']),
@@ -518,7 +610,12 @@ def assign_clusters(state: ServerState, config: Config) -> dict:
   """Algorithm 2 lines 12-27 on the collected profiles of shifted parties: k-means (k by Davies-Bouldin), then per
   cluster reuse (memory within epsilon), spawn (a free slot gets Clone(theta_0)) or local fine-tuning (< gamma)."""
   mask = tf.range(config.census_capacity) < state.pending_count
-  clustering = kmeans.cluster(state.pending_profiles, mask, config.max_clusters, max_index=config.split_index)
+  if config.oracle_assignment:
+    clustering, cluster_domain = domain_clusters(state.pending_profiles, state.pending_domains, mask,
+                                                 config.max_clusters, int(state.domain_slots.shape[0]))
+  else:
+    clustering = kmeans.cluster(state.pending_profiles, mask, config.max_clusters, max_index=config.split_index)
+  expert_domain = state.expert_domain
   gamma_k = state.profile_gamma
   active, memory, mixing = state.active, state.memory, state.mixing
   id_slot, slot_id, next_id = state.id_slot, state.slot_id, state.next_id
@@ -539,7 +636,12 @@ def assign_clusters(state: ServerState, config: Config) -> dict:
     new_slot = tf.argmax(tf.cast(free, tf.int32), output_type=tf.int32)
     members = tf.equal(clustering.labels, j) & mask
     seed = tf.stack([state.round_num, j])
-    if config.epsilon > 0:  # A fixed radius.
+    if config.oracle_assignment:  # The expert serving the cluster's true domain, else a new one.
+      serving = active & tf.equal(expert_domain, cluster_domain[j])
+      best = tf.where(tf.reduce_any(serving), tf.argmax(tf.cast(serving, tf.int32), output_type=tf.int32), best)
+      p_value = tf.constant(0.0)
+      far = ~tf.reduce_any(serving)
+    elif config.epsilon > 0:  # A fixed radius.
       p_value = tf.constant(0.0)
       far = distance[best] > config.epsilon
     else:
@@ -559,10 +661,15 @@ def assign_clusters(state: ServerState, config: Config) -> dict:
     memory_profiles = tf.where(edit[:, tf.newaxis, tf.newaxis], rows[tf.newaxis], memory_profiles)
     memory_sizes = tf.where(edit, kept, memory_sizes)
     active = active | (tf.equal(slots, new_slot) & spawn)
-    clone_row = tf.one_hot(config.bootstrap_slot, config.num_branches)
+    # Clone(theta_0), or a copy of the nearest expert (its row: a slot spawned earlier in this assignment is itself
+    # a copy whose weights the mixing sets).
+    clone_row = (tf.one_hot(config.bootstrap_slot, config.num_branches) if config.clone_source == 'bootstrap'
+                 else mixing[best])
     mixing = tf.where((tf.equal(slots, new_slot) & spawn)[:, tf.newaxis], clone_row, mixing)
     id_slot = tf.where(tf.equal(tf.range(MAX_EXPERT_IDS), next_id) & spawn, new_slot, id_slot)
     slot_id = tf.where(tf.equal(slots, new_slot) & spawn, next_id, slot_id)
+    if config.oracle_assignment:
+      expert_domain = tf.where(tf.equal(slots, new_slot) & spawn, cluster_domain[j], expert_domain)
     chosen = tf.where(spawn, next_id, tf.where(reuse, slot_id[best], -1))
     centroid_id = tf.where(tf.equal(tf.range(config.max_clusters), j), chosen, centroid_id)
     next_id += tf.cast(spawn, tf.int32)
@@ -582,7 +689,26 @@ def assign_clusters(state: ServerState, config: Config) -> dict:
               reused_forced=tf.cast(forced, tf.int32), active=active, memory=memory, mixing=mixing, id_slot=id_slot,
               slot_id=slot_id, next_id=next_id, centroids=clustering.centroids, centroid_id=centroid_id,
               num_centroids=clustering.num_clusters, spawned=tf.cast(spawned, tf.int32),
-              reused=tf.cast(reused, tf.int32), **scores)
+              reused=tf.cast(reused, tf.int32), expert_domain=expert_domain, **scores)
+
+
+def domain_clusters(profiles: tf.Tensor, domains: tf.Tensor, mask: tf.Tensor, max_k: int,
+                    num_modes: int) -> tuple[kmeans.Clustering, tf.Tensor]:
+  """The oracle's clustering of the collected parties: one cluster per true domain among them (in the domains'
+  order; a domain after the first max_k joins the last cluster), centroids their profiles' means; returns
+  (clustering, the domain of each cluster [max_k], -1 unused)."""
+  counts = tf.math.unsorted_segment_sum(tf.cast(mask, tf.float32), tf.clip_by_value(domains, 0, num_modes - 1),
+                                        num_modes)
+  present = counts > 0
+  rank = tf.minimum(tf.cumsum(tf.cast(present, tf.int32)) - 1, max_k - 1)
+  labels = tf.where(mask, tf.gather(rank, tf.clip_by_value(domains, 0, num_modes - 1)), -1)
+  segment = tf.where(mask, labels, max_k)  # Masked rows go to an extra segment, dropped.
+  sums = tf.math.unsorted_segment_sum(profiles, segment, max_k + 1)[:max_k]
+  sizes = tf.math.unsorted_segment_sum(tf.ones(tf.shape(segment)), segment, max_k + 1)[:max_k]
+  domain_of = tf.math.unsorted_segment_max(tf.range(num_modes), tf.where(present, rank, max_k), max_k + 1)[:max_k]
+  num_clusters = tf.minimum(tf.reduce_sum(tf.cast(present, tf.int32)), max_k)
+  domain_of = tf.where(tf.range(max_k) < num_clusters, domain_of, -1)
+  return kmeans.Clustering(labels, tf.math.divide_no_nan(sums, sizes[:, tf.newaxis]), num_clusters), domain_of
 
 
 # What a round of the server reports and resets (`server_update`).
@@ -590,7 +716,7 @@ ROUND_COUNTS = ('spawned', 'reused', 'reused_forced', 'match_mmd', 'match_p_valu
                 'optimal_objective', 'solved_exactly')
 ASSIGNMENT_KEYS = ('match_mmd', 'active', 'memory', 'memory_profiles', 'memory_sizes', 'mixing', 'id_slot', 'slot_id',
                    'next_id', 'centroids', 'centroid_id', 'num_centroids', 'spawned', 'reused', 'reused_forced',
-                   'match_p_value', 'objective', 'optimal_objective', 'solved_exactly')
+                   'match_p_value', 'objective', 'optimal_objective', 'solved_exactly', 'expert_domain')
 
 
 def assignment_objectives(state: ServerState, choice: tf.Tensor, mask: tf.Tensor, config: Config) -> dict:
@@ -644,6 +770,16 @@ def server_update(state: ServerState, reports: dict, sums: dict, config: Config)
   histograms, _ = _append(state.pending_histograms, pending_count, reports['histogram'], collected)
   sizes, _ = _append(state.pending_sizes, pending_count, reports['size'], collected)
   profiles, pending_count = _append(state.pending_profiles, pending_count, reports['profile'], collected)
+  thresholds, expert_domain, domains = state.thresholds, state.expert_domain, state.pending_domains
+  if config.detection == 'w0_threshold':  # delta_cov, delta_label: the nulls' (1 - alpha) quantiles over W0's census.
+    nulls = w0 & (reports['size'] >= 4)
+    thresholds = tf.where(labelling, tf.stack([upper_quantile(reports[key], nulls, config.alpha)
+                                               for key in ('null_mmd', 'null_jsd')]), thresholds)
+  if config.oracle_assignment:  # Expert 1 serves the domain most of W0's census parties hold.
+    domains, _ = _append(domains, tf.where(census, 0, state.pending_count), reports['domain'], collected)
+    w0_domain = tf.argmax(tf.math.unsorted_segment_sum(tf.cast(w0, tf.float32), reports['domain'],
+                                                       int(state.domain_slots.shape[0])), output_type=tf.int32)
+    expert_domain = tf.where(labelling & tf.equal(tf.range(config.num_branches), 0), w0_domain, expert_domain)
   state = state._replace(
       memory=tf.where(labelling & tf.equal(tf.range(config.num_branches), 0)[:, tf.newaxis], census_profile,
                       state.memory),
@@ -655,7 +791,7 @@ def server_update(state: ServerState, reports: dict, sums: dict, config: Config)
       profile_gamma=tf.where(labelling, drift_statistics.median_heuristic_gamma(
           reports['profile'], tf.cast(w0, tf.float32)), state.profile_gamma),
       mixing=mixing, pending_histograms=histograms, pending_sizes=sizes, pending_profiles=profiles,
-      pending_count=pending_count,
+      pending_count=pending_count, thresholds=thresholds, expert_domain=expert_domain, pending_domains=domains,
       **{key: tf.zeros_like(getattr(state, key)) for key in ROUND_COUNTS})
   kept = {key: getattr(state, key) for key in ASSIGNMENT_KEYS}
   state = state._replace(**tf.cond(collecting, lambda: assign_clusters(state, config), lambda: kept))
@@ -768,7 +904,8 @@ def build_client_work(model_fn, batch_fn: task_lib.BatchFn, client_optimizer, el
         match_mmd=new_state.match_mmd, match_p_value=new_state.match_p_value,
         assignment_objective=new_state.objective, optimal_objective=new_state.optimal_objective,
         solved_exactly=tf.cast(new_state.solved_exactly, tf.float32),
-        label_clusters=tf.cast(new_state.num_label_clusters, tf.float32))
+        label_clusters=tf.cast(new_state.num_label_clusters, tf.float32),
+        threshold_covariate=new_state.thresholds[0], threshold_label=new_state.thresholds[1])
     return new_state, metrics
 
   return client_state.gathered_reports_work(state_value, next_round, client_round, finish)

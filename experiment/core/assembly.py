@@ -153,7 +153,8 @@ class TrainingConfig:
       'and sgdm, the task\'s with adam, adagrad and yogi.')
   server_adam_epsilon: Optional[float] = setting(
       None, 'Epsilon of the server optimizers adam, adagrad and yogi (their adaptivity). Default: the task\'s.')
-  num_branches: int = setting(2, 'Branches K of the network (1 = single-branch).')
+  num_branches: Optional[int] = setting(None, 'Branches K of the network (1 = single-branch). Default: the method\'s '
+                                        '(ShiftEx\'s pool), else 2.')
   seed: int = setting(0, 'Seeds data generation, model initialization, sampling and shuffling.')
 
 
@@ -278,7 +279,9 @@ def _schedule(training: TrainingConfig) -> scenario_lib.Schedule:
 
 # Where a resolved training setting's value comes from (config.json's `value_sources`).
 FLAG, METHOD, OPTIMIZER, TASK, SUITE, RECORDED = 'flag', 'method', 'server optimizer', 'task', 'suite', 'recorded'
-_SUITE_DEFAULTS = {'server_optimizer': _SERVER_OPTIMIZER, 'client_epochs': 1}
+_SUITE_DEFAULTS = {'server_optimizer': _SERVER_OPTIMIZER, 'client_epochs': 1, 'num_branches': 2}
+# A method's own training settings: its defaults of these apply under a setup too (a setup shares everything else).
+_METHOD_OWN = ('num_branches',)
 
 
 def _resolve_training(config: ExperimentConfig, recorded: Optional[dict] = None) -> tuple[TrainingConfig, dict]:
@@ -289,8 +292,11 @@ def _resolve_training(config: ExperimentConfig, recorded: Optional[dict] = None)
   None. A method's server-step defaults (`server_*`) go with its server optimizer: with another optimizer chosen by
   flag they do not apply."""
   recorded = {name: value for name, value in (recorded or {}).items() if value is not None}
-  # Under a setup no method's own paper defaults apply: every method of the comparison gets the same values.
-  method_defaults = {} if config.setup.declared else algorithms.defaults(config.method.algorithm)
+  # Under a setup no method's paper defaults apply but its own (`_METHOD_OWN`): every method of the comparison gets
+  # the same values.
+  method_defaults = algorithms.defaults(config.method.algorithm)
+  if config.setup.declared:
+    method_defaults = {name: value for name, value in method_defaults.items() if name in _METHOD_OWN}
   chosen = config.training.server_optimizer
   method_optimizer = method_defaults.get('server_optimizer', _SERVER_OPTIMIZER)
   if chosen is not None and chosen != method_optimizer:
@@ -500,9 +506,9 @@ def resolve(config: ExperimentConfig) -> Resolved:
                 config.method.config or algorithms.METHODS[algorithm].module.Config())
   tasks.validate(task_name, task_settings)
   tasks.validate_scenario(task_name, choice.scenario)
-  algorithms.validate(algorithm, task_name, algorithms.num_branches(algorithm, config.training.num_branches))
   scenario_settings = _with_task_defaults(scenario_settings, tasks.defaults(task_name))
   training, sources = _resolve_training(config)
+  algorithms.validate(algorithm, task_name, algorithms.num_branches(algorithm, training.num_branches))
   output_dir = _output_dir(config, training, scenario_settings)
   directory_lock.check_free(output_dir)  # Before reading the directory: another run may be writing it.
   # Resuming: the values the run started with stand where no flag sets them (an attempt that completed no round holds

@@ -19,13 +19,17 @@ A grid is a small TOML file (`experiment/grids/*.toml`), or the same given by fl
     algorithm = "nds"
     shift_p = [0.25, 4]
 
+    [cases]                               # optional: named sets of flags, each crossed with the sweep as the
+    default = {}                          # swept setting `case` (first, outermost; "{case}" in the name; not a
+    pool_4 = { num_branches = 5 }         # flag: the binary gets the case's flags), for one-at-a-time ablations
+
     [report]                              # optional: the main table of the report the matrix writes at its end
     columns = ["target_server_accuracy", "target_accuracy"]   # its metrics, in order (`experiment.reporting.report_tables`)
     percent = true                        # accuracies in percent
 
 Runs are ordered as the sweep's product, the first swept flag outermost. A flag's value is written as the binary
 reads it: booleans as true/false, floats without a trailing ".0" (`inf` is the string "inf"). Flags set later win:
-`[flags]`, then `[when]` tables in file order, then the command line's overrides.
+`[flags]`, then the case's, then `[when]` tables in file order, then the command line's overrides.
 """
 
 import dataclasses
@@ -34,7 +38,8 @@ import re
 import tomllib
 from typing import Mapping, Optional, Sequence
 
-_KEYS = frozenset({'name', 'sweep', 'flags', 'when', 'exclude', 'report'})
+_KEYS = frozenset({'name', 'sweep', 'flags', 'when', 'exclude', 'report', 'cases'})
+CASE = 'case'  # The swept setting of a grid's [cases], which names a case rather than a flag.
 _REPORT_KEYS = frozenset({'columns', 'percent'})
 _FLAG_NAME = re.compile(r'[a-z][a-z0-9_]*')
 
@@ -65,6 +70,7 @@ class Grid:
   overrides: tuple[tuple[str, str], ...] = ()
   report_columns: tuple[str, ...] = ()
   report_percent: bool = False
+  cases: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
   def runs(self) -> list[Run]:
     """Every run of the grid, in sweep order, without the excluded ones."""
@@ -75,8 +81,9 @@ class Grid:
       chosen = dict(settings)
       if any(all(chosen.get(flag) in allowed for flag, allowed in rule) for rule in self.exclude):
         continue
-      flags = dict(settings)
+      flags = {key: value for key, value in settings if key != CASE or not self.cases}
       flags.update(self.flags)
+      flags.update(dict(self.cases).get(chosen.get(CASE), ()))
       for flag, value, extra in self.when:
         if chosen.get(flag) == value:
           flags.update(extra)
@@ -136,7 +143,12 @@ def from_spec(spec: Mapping, overrides: Sequence[tuple[str, str]] = (),
   if unknown:
     raise GridError(f'unknown grid keys {", ".join(unknown)}; a grid has {", ".join(sorted(_KEYS))}.')
   sweep = dict(spec.get('sweep', {}))
+  cases = _cases(spec.get('cases', {}), sweep)
+  if cases:
+    sweep = {CASE: list(dict(cases)), **sweep}
   for flag, values in sweeps:
+    if flag == CASE and cases and set(values) - set(dict(cases)):
+      raise GridError(f'--sweep {CASE}: the grid\'s cases are {", ".join(dict(cases))}; got {", ".join(values)}.')
     sweep[flag] = list(values)
   for flag in sweep:
     _check_flag(flag, 'sweep')
@@ -169,7 +181,20 @@ def from_spec(spec: Mapping, overrides: Sequence[tuple[str, str]] = (),
       raise GridError(f'{flag} is the matrix\'s to set (--root and the run names).')
   columns, percent = _report(spec.get('report', {}))
   return Grid(tuple(swept.items()), tuple(flags.items()), tuple(when), tuple(exclude), spec.get('name'),
-              tuple(overrides), columns, percent)
+              tuple(overrides), columns, percent, cases)
+
+
+def _cases(table, sweep: Mapping) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+  """The [cases] table's cases: (name, its flags), in file order."""
+  if not isinstance(table, dict):
+    raise GridError('[cases] must be a table of name = { flag = value, ... }.')
+  if table and CASE in sweep:
+    raise GridError(f'a grid with [cases] sweeps them as {CASE!r}; [sweep] cannot have {CASE!r} too.')
+  for name, flags in table.items():
+    for flag in flags if isinstance(flags, dict) else ():
+      if flag in sweep:
+        raise GridError(f'[cases.{name}] sets {flag!r}, which the grid sweeps.')
+  return tuple((name, _flag_table(flags, f'[cases.{name}]')) for name, flags in table.items())
 
 
 def _report(table) -> tuple[tuple[str, ...], bool]:

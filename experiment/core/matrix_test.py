@@ -90,6 +90,38 @@ class GridTest(absltest.TestCase):
                                     overrides=[('seed', '5')]).runs()
     self.assertEqual(overridden[0].arguments(), ['--algorithm=nds', '--seed=5'])
 
+  def test_cases_cross_the_sweep_one_set_of_flags_each(self):
+    grid = _grid('''
+        name = "{case}_s{seed}"
+        [sweep]
+        seed = [0, 1]
+        [flags]
+        algorithm = "shiftex"
+        num_branches = 7
+        [cases]
+        default = {}
+        pool_4 = { num_branches = 5 }
+        w0 = { shiftex_detection = "w0_threshold", shiftex_alpha = 0.1 }
+    ''', sweeps=[('case', ['default', 'pool_4'])])
+    runs = grid.runs()
+    self.assertEqual([run.name for run in runs], ['default_s0', 'default_s1', 'pool_4_s0', 'pool_4_s1'])
+    self.assertEqual(runs[0].settings, (('case', 'default'), ('seed', '0')))
+    self.assertEqual(runs[0].arguments(), ['--seed=0', '--algorithm=shiftex', '--num_branches=7'])
+    self.assertEqual(runs[2].arguments(), ['--seed=0', '--algorithm=shiftex', '--num_branches=5'])  # The case wins.
+    w0 = _grid('''
+        [sweep]
+        seed = [0]
+        [cases]
+        w0 = { shiftex_detection = "w0_threshold" }
+    ''').runs()
+    self.assertEqual(w0[0].arguments(), ['--seed=0', '--shiftex_detection=w0_threshold'])
+    for spec, sweeps, message in (
+        ({'sweep': {'seed': [0]}, 'cases': {'a': {'seed': 1}}}, (), r"\[cases.a\] sets 'seed', which the grid sweeps"),
+        ({'sweep': {'seed': [0], 'case': ['a']}, 'cases': {'a': {}}}, (), "cannot have 'case' too"),
+        ({'sweep': {'seed': [0]}, 'cases': {'a': {}}}, [('case', ['b'])], "the grid's cases are a; got b")):
+      with self.assertRaisesRegex(grid_lib.GridError, message):
+        grid_lib.from_spec(spec, sweeps=sweeps).runs()
+
   def test_default_names_and_command_line_sweeps_and_overrides(self):
     grid = grid_lib.from_spec({'sweep': {'seed': [0]}, 'flags': {'total_rounds': 8}},
                               overrides=[('total_rounds', '2')], sweeps=[('algorithm', ['a', 'b']), ('seed', ['3'])])
@@ -154,7 +186,8 @@ class GridTest(absltest.TestCase):
     # shiftex: 4 methods x 2 windowings x 10 seeds; fedgmm: 6 methods x 5 seeds; fedgmm_toy: 5 methods x 5 seeds;
     # server_step: 10 methods x 2 server steps x 3 seeds; shiftex_emnist_footing: (FedAvg with and without the
     # setup + ShiftEx under it) x 3 seeds; shiftex_emnist_tuning: 4 rates x 3 epochs x 2 seeds;
-    # shiftex_fashion_mnist_tuning: 4 rates x 4 epochs x 2 seeds.
+    # shiftex_fashion_mnist_tuning: 4 rates x 3 epochs x 2 seeds; shiftex_fashion_mnist: 4 methods x 10 seeds;
+    # shiftex_fashion_mnist_ablation: (ShiftEx's default, FedAvg and 8 readings) x 5 seeds.
     self.assertEqual(counts, {'every_method.toml': 6 * 21 * 3 - (4 + 5) * 3, 'pfedem.toml': 5 * 2 * 5,
                               'pfedem_pretrained.toml': 2 * 2 * 6, 'pfedem_separation.toml': 4 * 2 * 5,
                               'pfedem_frozen_encoder.toml': (2 * 2 + 1) * 2 * 3, 'pfedem_gaussian.toml': (2 + 2) * 3,
@@ -165,7 +198,8 @@ class GridTest(absltest.TestCase):
                               'diurnal_synthetic.toml': (7 * 3 + 1) * 5 + 3 * 5,
                               'diurnal_digits.toml': (6 + 1) * 10, 'fedtkm_orientation.toml': 2 * (3 * 3 + 10 + 10),
                               'shiftex.toml': 4 * 2 * 10, 'shiftex_emnist_footing.toml': (2 + 1) * 3,
-                              'shiftex_emnist_tuning.toml': 4 * 3 * 2, 'shiftex_fashion_mnist_tuning.toml': 4 * 4 * 2,
+                              'shiftex_emnist_tuning.toml': 4 * 3 * 2, 'shiftex_fashion_mnist_tuning.toml': 4 * 3 * 2,
+                              'shiftex_fashion_mnist.toml': 4 * 10, 'shiftex_fashion_mnist_ablation.toml': 10 * 5,
                               'shiftex_severity.toml': 2 * 5 * 3, 'fedgmm.toml': 6 * 5, 'fedgmm_toy.toml': 5 * 5,
                               'privacy.toml': 3 * (1 + 3 + 1) * 3})  # Mean, DP at 3 noises, secure.
 

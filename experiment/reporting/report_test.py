@@ -396,6 +396,13 @@ class SettingsTest(absltest.TestCase):
     self.assertEqual(methods, ['feddrift (oracle: test domains)', 'shiftex', 'shiftex (oracle: test domains)',
                                'vanilla_single'])
 
+  def test_runs_whose_method_assigned_by_the_true_domain_are_marked_oracle(self):
+    configs = [{'algorithm': 'shiftex', 'oracle_test_domains': False, 'shiftex_oracle_assignment': True},
+               {'algorithm': 'shiftex', 'oracle_test_domains': False, 'shiftex_oracle_assignment': False}]
+    methods = sorted(run_results.method_name(run) for run in self._runs(configs, [{}] * 2))
+    self.assertEqual(methods, ['shiftex', 'shiftex (oracle: true domains in training)'])
+    self.assertTrue(run_results.is_reference_name(methods[1]))
+
   def test_footing_differences_are_the_shared_flags_that_differ(self):
     configs = [{'algorithm': 'vanilla_single', 'server_optimizer': 'adam', 'client_epochs': 10, 'seed': 0,
                 'corruptions': ['blur', 'fog'], 'num_branches': 1, 'setup': ''},

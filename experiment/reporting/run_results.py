@@ -32,6 +32,10 @@ DOMAIN_ORACLE_FLAG = 'oracle_test_domains'
 # the flag existed (runs that do not record it).
 DOMAIN_ORACLE_METHODS = frozenset({'shiftex', 'feddrift'})
 DOMAIN_ORACLE_MARK = ' (oracle: test domains)'
+# A method's own oracle settings are named `<method>_oracle_<what>` (`--shiftex_oracle_assignment`): a run with one
+# on decided in training with the examples' true domains.
+TRAINING_ORACLE_INFIX = '_oracle_'
+TRAINING_ORACLE_MARK = ' (oracle: true domains in training)'
 # No-Dist-Shift (`--no_shift`; `nds` and `nds_single` are Vanilla without the shift): a reference, not a competitor.
 NO_SHIFT_METHODS = frozenset({'nds', 'nds_single'})
 NO_SHIFT_MARK = ' (reference: no shift)'
@@ -277,6 +281,11 @@ def uses_test_domains(run: RunResult) -> bool:
   return run.config.get(METHOD) in DOMAIN_ORACLE_METHODS and bool(run.config.get(DOMAIN_ORACLE_FLAG, True))
 
 
+def uses_training_domains(run: RunResult) -> bool:
+  """Whether a setting of the run's method made it decide in training with the true domains (`TRAINING_ORACLE_INFIX`)."""
+  return any(TRAINING_ORACLE_INFIX in key and value is True for key, value in run.config.items())
+
+
 def is_no_shift(run: RunResult) -> bool:
   """Whether the run is the No-Dist-Shift reference (its scenario without its shift)."""
   return run.config.get(METHOD) in NO_SHIFT_METHODS or bool(run.config.get('no_shift', False))
@@ -284,7 +293,7 @@ def is_no_shift(run: RunResult) -> bool:
 
 def is_reference_name(method: str) -> bool:
   """Whether a method as `setting` names it is a reference (no shift, or test labels decided)."""
-  return method.endswith((ORACLE_MARK, DOMAIN_ORACLE_MARK, NO_SHIFT_MARK))
+  return method.endswith((ORACLE_MARK, DOMAIN_ORACLE_MARK, TRAINING_ORACLE_MARK, NO_SHIFT_MARK))
 
 
 def method_name(run: RunResult) -> Optional[str]:
@@ -296,6 +305,8 @@ def method_name(run: RunResult) -> Optional[str]:
     name += ORACLE_MARK
   if uses_test_domains(run):
     name += DOMAIN_ORACLE_MARK
+  if uses_training_domains(run):
+    name += TRAINING_ORACLE_MARK
   if is_partly_private(run):
     name += PARTLY_PRIVATE_MARK
   return name + NO_SHIFT_MARK if is_no_shift(run) else name

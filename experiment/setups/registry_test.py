@@ -63,6 +63,14 @@ class SetupsTest(absltest.TestCase):
     self.assertEqual(_footing(shiftex), _footing(fedavg))
     self.assertEqual(shiftex.sources['server_optimizer'], assembly.SUITE)  # Not ShiftEx's averaging.
 
+  def test_a_methods_own_pool_size_is_its_own_under_a_setup_too(self):
+    shiftex = _resolved(self.root, '--setup=shiftex_fashion_mnist', '--algorithm=shiftex')
+    self.assertEqual((shiftex.hparams.num_branches, shiftex.sources['num_branches']), (7, assembly.METHOD))
+    fedprox = _resolved(self.root, '--setup=shiftex_fashion_mnist', '--algorithm=fedprox')
+    self.assertEqual((fedprox.hparams.num_branches, fedprox.sources['num_branches']), (2, assembly.SUITE))
+    smaller = _resolved(self.root, '--setup=shiftex_fashion_mnist', '--algorithm=shiftex', '--num_branches=5')
+    self.assertEqual((smaller.hparams.num_branches, smaller.sources['num_branches']), (5, assembly.FLAG))
+
   def test_an_explicit_flag_wins_and_is_credited_to_the_flag(self):
     resolved = _resolved(self.root, '--setup=shiftex_digits_windowed', '--algorithm=shiftex', '--client_epochs=2')
     self.assertEqual((resolved.training.client_epochs, resolved.sources['client_epochs']), (2, assembly.FLAG))
