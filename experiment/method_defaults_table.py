@@ -89,7 +89,7 @@ def regenerated(page: str) -> str:
 
 
 def main(argv: list[str]) -> None:
-  if len(argv) != 2:
+  if len(argv) != 2 or argv[1].startswith('-'):  # `--help` is not a page to write.
     sys.exit(f'usage: {argv[0]} docs/running.md')
   with open(argv[1]) as f:
     page = f.read()

@@ -67,7 +67,7 @@ def markdown() -> str:
 
 
 def main(argv: list[str]) -> None:
-  if len(argv) != 2:
+  if len(argv) != 2 or argv[1].startswith('-'):  # `--help` is not a page to write.
     sys.exit(f'usage: {argv[0]} docs/privacy.md')
   with open(argv[1], 'w') as f:
     f.write(markdown())
