@@ -1,11 +1,7 @@
-"""ShiftEx's detector on streams with a known truth: each party's permutation tests (`drift_statistics`, called as
-the client round calls them) raise false alarms at rate alpha per statistic on windows drawn afresh from an
-unchanged distribution, whatever the party's size, and detect shifts of a stated size.
-
-The streams (numpy): 10 classes with means mu_y in R^8 (N(0, 1) entries) and unit Gaussian noise; a party has label
-weights p ~ Dir(1), a style offset s ~ N(0, 0.1^2 I) and a size n ~ lognormal(log 60, 0.6) clipped to [10, 400]
-(the synthetic task's), halved for every other party (a window's chunk, thinned by label skew); every window draws
-its n examples anew. These arrays stand for the parties' embeddings: the tests are checked here, not the encoder.
+"""ShiftEx's detector on streams with a known truth (`shiftex_streams`): each party's permutation tests
+(`drift_statistics`, called as the client round calls them) raise false alarms at rate alpha per statistic on windows
+drawn afresh from an unchanged distribution, whatever the party's size, and detect shifts of a stated size. The
+arrays stand for the parties' embeddings: the tests are checked here, not the encoder.
 """
 
 from absl.testing import absltest
@@ -14,28 +10,12 @@ import tensorflow as tf
 
 from algorithms.core import drift_statistics
 from algorithms.methods import shiftex
+from algorithms.methods import shiftex_streams
 
-_CLASSES, _DIM, _SAMPLES, _ALPHA, _PERMUTATIONS = 10, 8, 32, 0.05, 99
+_CLASSES, _DIM = shiftex_streams.CLASSES, shiftex_streams.DIM
+_SAMPLES, _ALPHA, _PERMUTATIONS = 32, 0.05, 99
 _PARTIES = 1200  # Per rate: 5% +- 0.63% (one standard deviation), so [2.5%, 10%] is about 4 of them either side.
-
-
-class _Streams:
-  """Parties of the module docstring, drawn from one seeded generator."""
-
-  def __init__(self, seed: int):
-    self.rng = np.random.default_rng(seed)
-    self.means = self.rng.normal(size=(_CLASSES, _DIM))
-
-  def party(self, index: int):
-    n = int(np.clip(np.exp(self.rng.normal(np.log(60.0), 0.6)), 10, 400)) // (1 + index % 2)
-    return n, self.rng.dirichlet(np.ones(_CLASSES)), 0.1 * self.rng.normal(size=_DIM)
-
-  def window(self, n, weights, style, shift=0.0):
-    """n examples (x [n, 8] float32, y [n] int32); `shift` moves every x along the first axis."""
-    y = self.rng.choice(_CLASSES, size=n, p=weights)
-    x = self.means[y] + style + self.rng.normal(size=(n, _DIM))
-    x[:, 0] += shift
-    return x.astype(np.float32), y.astype(np.int32)
+_Streams = shiftex_streams.Streams
 
 
 @tf.function(input_signature=[tf.TensorSpec([None, _DIM], tf.float32), tf.TensorSpec([None], tf.int32),
